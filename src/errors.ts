@@ -1,0 +1,39 @@
+/**
+ * The one table of error codes and their HTTP status. README lists the same table; a test keeps them in sync.
+ */
+const STATUS = {
+  RW_BAD_REQUEST: 400,
+  RW_INVALID_GRAPH: 400,
+  RW_UNAUTHORIZED: 401,
+  RW_NOT_FOUND: 404,
+  RW_UNKNOWN_GRAPH: 404,
+  RW_PAYLOAD_TOO_LARGE: 413,
+  RW_UNSUPPORTED_MEDIA_TYPE: 415,
+  RW_INTERNAL: 500,
+  RW_JUDGE_UNPARSABLE: 502,
+  RW_JUDGE_FAILED: 503,
+  RW_JUDGE_UNAVAILABLE: 503,
+  RW_OVERLOADED: 503,
+  RW_SHUTTING_DOWN: 503,
+  RW_JUDGE_TIMEOUT: 504,
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof STATUS;
+export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = STATUS;
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(STATUS, value);
+}
+
+export class RewardError extends Error {
+  readonly statusCode: number;
+  readonly code: ErrorCode;
+  readonly details: unknown;
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions & { details?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.statusCode = STATUS[code];
+    this.details = options?.details;
+  }
+}

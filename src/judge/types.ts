@@ -1,0 +1,142 @@
+import type { Focus, RoleContext, Verdict } from '../roles/types.js';
+import type { ErrorCode } from '../errors.js';
+
+export type { Verdict } from '../roles/types.js';
+
+/**
+ * How one judgment ended. `ok` and `rejected_input` carry a reward; the others are failures and carry
+ * `reward: null` — a failure is never a 0.
+ */
+export type JudgmentStatus = 'ok' | 'rejected_input' | 'judge_error' | 'timeout' | 'overloaded';
+
+export interface JudgmentInput {
+  question: string;
+  candidate: string;
+  groundTruth: string;
+}
+
+export interface Usage {
+  calls: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+/** One message of the debate (one node's answer in one round). */
+export interface TranscriptMessage {
+  round: number;
+  nodeId: string;
+  role: string;
+  model: string;
+  stance: Verdict | null;
+  confidence: number | null;
+  /** The validated structured output; absent when the node failed. */
+  output?: unknown;
+  promptTokens: number;
+  completionTokens: number;
+  latencyMs: number;
+  /** HTTP attempts (retries) plus re-asks for invalid output. */
+  attempts: number;
+  reasks: number;
+  error?: { code: ErrorCode; message: string };
+}
+
+export interface Judgment {
+  status: JudgmentStatus;
+  verdict: Verdict | null;
+  reward: 0 | 1 | null;
+  /** Committee's estimated probability of `match` in [0,1]; null on failure. */
+  score: number | null;
+  /** Why an input was rejected, or why the judgment failed. */
+  reason?: string;
+  error?: { code: ErrorCode; message: string };
+  graph: { name: string; hash: string };
+  promptVersion: string;
+  rounds: number;
+  /** e.g. `max_rounds`, `unanimous`, `single_round`, `rejected_input`, `deadline`, `aborted`, `node_failed`. */
+  stopReason: string;
+  transcript: TranscriptMessage[];
+  usage: Usage;
+  latencyMs: number;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** What the executor asks a backend for: one structured completion for one node. */
+export interface LlmRequest {
+  role: string;
+  nodeId: string;
+  model: string;
+  messages: ChatMessage[];
+  schemaName: string;
+  jsonSchema: Record<string, unknown>;
+  temperature?: number | undefined;
+  topP?: number | undefined;
+  maxTokens?: number | undefined;
+  seed?: number | undefined;
+  focus?: Focus | undefined;
+  /** The structured context the prompt was rendered from (the offline backend answers from it). */
+  context: RoleContext;
+}
+
+export interface LlmReply {
+  /** Raw completion text; the executor parses and validates it. */
+  text: string;
+  model: string;
+  promptTokens: number;
+  completionTokens: number;
+  latencyMs: number;
+  /** HTTP attempts made, ≥ 1. */
+  attempts: number;
+}
+
+export interface CallOptions {
+  signal: AbortSignal;
+  /** Absolute deadline (epoch ms): no attempt or backoff may extend past it. */
+  deadline: number;
+}
+
+/**
+ * An LLM backend. `complete` resolves with the raw reply or rejects with a RewardError
+ * (RW_JUDGE_TIMEOUT, RW_JUDGE_UNAVAILABLE, RW_JUDGE_UNPARSABLE) once retries are exhausted.
+ */
+export interface Backend {
+  readonly name: string;
+  complete(request: LlmRequest, options: CallOptions): Promise<LlmReply>;
+  /** Cheap reachability probe for /readyz. */
+  ping?(signal: AbortSignal): Promise<boolean>;
+  /** True while every slot is busy and calls are queueing. */
+  isSaturated?(): boolean;
+  close?(): Promise<void>;
+}
+
+/** Where one node's calls go: which backend, which model, and sampling overrides. */
+export interface Route {
+  backend: Backend;
+  model: string;
+  temperature?: number | undefined;
+  topP?: number | undefined;
+  maxTokens?: number | undefined;
+}
+
+/** Maps a node (by id, then role) to a route. Created from config in `routing.ts`. */
+export interface Router {
+  route(node: { id: string; role: string; model?: string | undefined }): Route;
+  /** Name reported in responses (`backend`): e.g. `offline`, `openai-compatible`. */
+  readonly name: string;
+  backends(): Backend[];
+}
+
+/** Observer hooks so serving can count calls without the engine knowing about metrics. */
+export interface JudgeObserver {
+  onCall?(event: {
+    role: string;
+    model: string;
+    outcome: 'ok' | ErrorCode;
+    latencyMs: number;
+    promptTokens: number;
+    completionTokens: number;
+  }): void;
+}
