@@ -1,6 +1,10 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
+import { RewardError } from '../errors.js';
+import { getRole, ROLES } from '../roles/index.js';
+import type { Role } from '../roles/types.js';
+
 const NodeId = z
   .string()
   .regex(/^[a-z][a-z0-9_-]{0,39}$/, 'node id: lowercase letters, digits, "_" or "-", starting with a letter');
@@ -68,4 +72,196 @@ export function canonicalJson(value: unknown): string {
 export function graphHash(spec: GraphSpec): string {
   const { name: _name, description: _description, ...rest } = spec;
   return createHash('sha256').update(canonicalJson(rest)).digest('hex').slice(0, 16);
+}
+
+/** A validated graph ready to run. Presets and inline specs both compile to this. */
+export interface CompiledGraph {
+  /** Preset name, else the spec's `name`, else `custom`. */
+  name: string;
+  hash: string;
+  spec: GraphSpec;
+  /** Most LLM calls one judgment makes (no re-asks, no early stop). */
+  llmCallsPerJudgment: number;
+  /** Longest chain of sequential LLM calls: the latency floor in call latencies. */
+  criticalPathCalls: number;
+  /** Nodes in execution order per stage, with `sees` resolved to ids. */
+  debate: ResolvedNode[];
+  final: ResolvedNode[];
+}
+
+export interface ResolvedNode {
+  node: GraphNode;
+  role: Role;
+  stage: 'debate' | 'final';
+  /** Same-round dependencies (resolved from `sees`). */
+  deps: string[];
+  hasStance: boolean;
+}
+
+function invalid(message: string, details: string[] = [message]): RewardError {
+  return new RewardError('RW_INVALID_GRAPH', message, { details });
+}
+
+function hasStance(role: Role): boolean {
+  const props = role.jsonSchema['properties'];
+  return typeof props === 'object' && props !== null && ('stance' in props || 'verdict' in props);
+}
+
+/**
+ * Parses and validates a graph spec. Throws RewardError RW_INVALID_GRAPH whose message names the offending
+ * node: unknown role, duplicate id, dangling or self `sees`, cycles, no deciding node, identical parallel members.
+ */
+export function compileGraph(input: unknown, name?: string): CompiledGraph {
+  const parsed = GraphSpec.safeParse(input);
+  if (!parsed.success) {
+    const details = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
+    throw invalid(`invalid graph spec: ${details.join('; ')}`, details);
+  }
+  const spec = parsed.data;
+  if (spec.nodes.length === 0) throw invalid('graph has no nodes');
+
+  const byId = new Map<string, GraphNode>();
+  for (const node of spec.nodes) {
+    if (byId.has(node.id)) throw invalid(`node '${node.id}': duplicate node id`);
+    byId.set(node.id, node);
+  }
+
+  const resolved = new Map<string, ResolvedNode>();
+  const declared: string[] = [];
+  for (const node of spec.nodes) {
+    const role = getRole(node.role);
+    if (role === undefined) {
+      throw invalid(
+        `node '${node.id}': unknown role '${node.role}' (known: ${[...ROLES.keys()].join(', ')})`,
+      );
+    }
+    const stage = node.stage ?? (node.role === 'evaluator' ? 'final' : 'debate');
+    resolved.set(node.id, { node, role, stage, deps: [], hasStance: hasStance(role) });
+    declared.push(node.id);
+  }
+
+  for (const [index, id] of declared.entries()) {
+    const entry = resolved.get(id);
+    if (entry === undefined) continue;
+    const sees = entry.node.sees ?? [];
+    if (sees === 'all') {
+      entry.deps = declared.filter((other, j) => {
+        const o = resolved.get(other);
+        if (o === undefined || other === id) return false;
+        return entry.stage === 'final'
+          ? o.stage === 'debate' || j < index
+          : o.stage === 'debate' && j < index;
+      });
+      continue;
+    }
+    for (const dep of sees) {
+      const target = resolved.get(dep);
+      if (dep === id) throw invalid(`node '${id}': sees itself`);
+      if (target === undefined) throw invalid(`node '${id}': sees unknown node '${dep}'`);
+      if (entry.stage === 'debate' && target.stage === 'final') {
+        throw invalid(`node '${id}': a debate node cannot see final node '${dep}'`);
+      }
+    }
+    entry.deps = [...new Set(sees)];
+  }
+
+  const debate = topoOrder([...resolved.values()].filter((r) => r.stage === 'debate'));
+  const final = topoOrder([...resolved.values()].filter((r) => r.stage === 'final'));
+  checkDecision(spec, resolved);
+  checkParallelMembers([...resolved.values()]);
+
+  const chain = (nodes: ResolvedNode[]): number => {
+    const depth = new Map<string, number>();
+    let longest = 0;
+    for (const r of nodes) {
+      const own = r.role.kind === 'llm' ? 1 : 0;
+      const d = own + Math.max(0, ...r.deps.map((dep) => depth.get(dep) ?? 0));
+      depth.set(r.node.id, d);
+      longest = Math.max(longest, d);
+    }
+    return longest;
+  };
+  const llm = (nodes: ResolvedNode[]): number => nodes.filter((r) => r.role.kind === 'llm').length;
+
+  return {
+    name: name ?? spec.name ?? 'custom',
+    hash: graphHash(spec),
+    spec,
+    llmCallsPerJudgment: llm(debate) * spec.rounds + llm(final),
+    criticalPathCalls: chain(debate) * spec.rounds + chain(final),
+    debate,
+    final,
+  };
+}
+
+/** Kahn's algorithm within one stage; deps on the other stage are already satisfied. Stable in declaration order. */
+function topoOrder(nodes: ResolvedNode[]): ResolvedNode[] {
+  const inStage = new Set(nodes.map((r) => r.node.id));
+  const done = new Set<string>();
+  const order: ResolvedNode[] = [];
+  while (order.length < nodes.length) {
+    const next = nodes.find(
+      (r) => !done.has(r.node.id) && r.deps.every((d) => !inStage.has(d) || done.has(d)),
+    );
+    if (next === undefined) {
+      const stuck = nodes.filter((r) => !done.has(r.node.id)).map((r) => `'${r.node.id}'`);
+      throw invalid(`cycle in 'sees' among nodes ${stuck.join(', ')}`);
+    }
+    done.add(next.node.id);
+    order.push(next);
+  }
+  return order;
+}
+
+function checkDecision(spec: GraphSpec, resolved: Map<string, ResolvedNode>): void {
+  const decision = spec.decision;
+  switch (decision.rule) {
+    case 'evaluator': {
+      const target = resolved.get(decision.node);
+      if (target === undefined) throw invalid(`decision: no deciding node '${decision.node}' in the graph`);
+      if (!target.role.canDecide) {
+        throw invalid(
+          `decision: node '${decision.node}' has role '${target.role.name}', which cannot decide`,
+        );
+      }
+      return;
+    }
+    case 'majority':
+    case 'unanimous':
+    case 'confidence_weighted': {
+      const ids = decision.nodes ?? [...resolved.values()].filter((r) => r.hasStance).map((r) => r.node.id);
+      if (ids.length === 0) throw invalid(`decision: no node with a stance to vote (${decision.rule})`);
+      for (const id of ids) {
+        const target = resolved.get(id);
+        if (target === undefined) throw invalid(`decision: voter '${id}' is not a node of the graph`);
+        if (!target.hasStance)
+          throw invalid(`decision: voter '${id}' (role '${target.role.name}') has no stance`);
+      }
+      return;
+    }
+    default: {
+      const exhaustive: never = decision;
+      throw invalid(`decision: unknown rule ${String(exhaustive)}`);
+    }
+  }
+}
+
+/** Parallel members of one role must not be the same call: a vote would count one opinion N times. */
+function checkParallelMembers(nodes: ResolvedNode[]): void {
+  for (const [i, a] of nodes.entries()) {
+    for (const b of nodes.slice(i + 1)) {
+      if (a.role.kind !== 'llm' || a.node.role !== b.node.role || a.stage !== b.stage) continue;
+      const sameInputs = canonicalJson([...a.deps].sort()) === canonicalJson([...b.deps].sort());
+      if (!sameInputs || a.node.focus !== b.node.focus || a.node.model !== b.node.model) continue;
+      const ta = a.node.temperature ?? 0;
+      const tb = b.node.temperature ?? 0;
+      const differBySeed = a.node.seed !== b.node.seed && ta > 0 && tb > 0;
+      if (!differBySeed) {
+        throw invalid(
+          `nodes '${a.node.id}' and '${b.node.id}' are identical parallel '${a.node.role}' calls: ` +
+            'give them distinct seeds with temperature > 0, or distinct focus',
+        );
+      }
+    }
+  }
 }

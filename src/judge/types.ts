@@ -23,7 +23,9 @@ export interface Usage {
 
 /** One message of the debate (one node's answer in one round). */
 export interface TranscriptMessage {
+  /** 1-based debate round; `final` nodes carry the last round that ran. */
   round: number;
+  stage: 'debate' | 'final';
   nodeId: string;
   role: string;
   model: string;
