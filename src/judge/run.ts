@@ -1,0 +1,417 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { z } from 'zod';
+
+import { RewardError, type ErrorCode } from '../errors.js';
+import { PROMPT_VERSION } from '../roles/index.js';
+import type { RoleContext, VisibleMessage } from '../roles/types.js';
+import { decide } from './decision.js';
+import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
+import type { CompiledGraph, ResolvedNode } from './graph.js';
+import type {
+  ChatMessage,
+  Judgment,
+  JudgeObserver,
+  JudgmentInput,
+  Router,
+  TranscriptMessage,
+  Usage,
+} from './types.js';
+
+/** Invalid structured output is re-asked once, then the node (and the judgment) fails. */
+const MAX_REASKS = 1;
+/** How much of an invalid reply is echoed back in the re-ask. */
+const REASK_ECHO_CHARS = 2_000;
+
+export interface RunOptions {
+  router: Router;
+  /** Absolute deadline, epoch ms. Unfinished judgments end with status `timeout`. */
+  deadline: number;
+  signal?: AbortSignal | undefined;
+  observer?: JudgeObserver | undefined;
+  limits?: { minChars: number; maxChars: number } | undefined;
+  /** Fence nonce; random per judgment unless a test pins it. */
+  nonce?: string | undefined;
+}
+
+interface Execution {
+  graph: CompiledGraph;
+  input: JudgmentInput;
+  options: RunOptions;
+  nonce: string;
+  signal: AbortSignal;
+  transcript: TranscriptMessage[];
+  usage: Usage;
+}
+
+/**
+ * Runs one judgment through a graph. Never rejects because a judge failed: failures come back as
+ * `judge_error` (backend error, unparsable reply after one re-ask, aborted) or `timeout` (deadline),
+ * with `reward: null`. Degenerate candidates are `rejected_input` with reward 0 and no LLM call.
+ */
+export async function runJudgment(
+  graph: CompiledGraph,
+  input: JudgmentInput,
+  options: RunOptions,
+): Promise<Judgment> {
+  const started = performance.now();
+  const check = checkCandidate(input.candidate, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
+  if (!check.ok) {
+    return {
+      status: 'rejected_input',
+      verdict: 'no_match',
+      reward: 0,
+      score: 0,
+      reason: check.reason,
+      graph: { name: graph.name, hash: graph.hash },
+      promptVersion: PROMPT_VERSION,
+      rounds: 0,
+      stopReason: 'rejected_input',
+      transcript: [],
+      usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
+      latencyMs: performance.now() - started,
+    };
+  }
+
+  const controller = new AbortController();
+  let timedOut = false;
+  const onAbort = (): void => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted === true) controller.abort(options.signal.reason);
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  const remainingMs = options.deadline - Date.now();
+  const timer = setTimeout(
+    () => {
+      timedOut = true;
+      controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
+    },
+    Math.max(0, remainingMs),
+  );
+
+  const exec: Execution = {
+    graph,
+    input,
+    options,
+    nonce: options.nonce ?? randomBytes(8).toString('hex'),
+    signal: controller.signal,
+    transcript: [],
+    usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
+  };
+  const finish = (
+    rest: Pick<Judgment, 'status' | 'verdict' | 'reward' | 'score' | 'rounds' | 'stopReason'> &
+      Partial<Pick<Judgment, 'error' | 'reason'>>,
+  ): Judgment => ({
+    ...rest,
+    graph: { name: graph.name, hash: graph.hash },
+    promptVersion: PROMPT_VERSION,
+    transcript: exec.transcript,
+    usage: exec.usage,
+    latencyMs: performance.now() - started,
+  });
+
+  let roundsUsed = 0;
+  try {
+    if (remainingMs <= 0) throw new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached before start');
+    let stopReason = graph.spec.rounds > 1 ? 'max_rounds' : 'single_round';
+    for (let round = 1; round <= graph.spec.rounds; round++) {
+      roundsUsed = round;
+      await runStage(exec, graph.debate, round);
+      if (
+        round < graph.spec.rounds &&
+        graph.spec.early_stop?.kind === 'unanimous' &&
+        isUnanimous(exec, round)
+      ) {
+        stopReason = 'unanimous';
+        break;
+      }
+    }
+    if (graph.final.length > 0) await runStage(exec, graph.final, roundsUsed);
+
+    const last = new Map<string, TranscriptMessage>();
+    for (const m of exec.transcript) last.set(m.nodeId, m);
+    const voters = [...graph.debate, ...graph.final].filter((r) => r.hasStance).map((r) => r.node.id);
+    const weights = new Map<string, number>();
+    for (const r of [...graph.debate, ...graph.final]) weights.set(r.node.id, r.node.weight ?? 1);
+    const decided = decide(graph.spec.decision, last, voters, weights);
+    if (decided === null) {
+      throw new RewardError('RW_JUDGE_UNPARSABLE', 'the deciding node produced no stance');
+    }
+    return finish({
+      status: 'ok',
+      verdict: decided.verdict,
+      reward: decided.verdict === 'match' ? 1 : 0,
+      score: decided.score,
+      rounds: roundsUsed,
+      stopReason,
+    });
+  } catch (err) {
+    const failure = toFailure(err);
+    if (timedOut || (failure.code === 'RW_JUDGE_TIMEOUT' && Date.now() >= options.deadline)) {
+      return finish({
+        status: 'timeout',
+        verdict: null,
+        reward: null,
+        score: null,
+        rounds: roundsUsed,
+        stopReason: 'deadline',
+        error: {
+          code: 'RW_JUDGE_TIMEOUT',
+          message: 'request deadline reached before the committee finished',
+        },
+        reason: 'deadline',
+      });
+    }
+    const aborted = options.signal?.aborted === true;
+    return finish({
+      status: 'judge_error',
+      verdict: null,
+      reward: null,
+      score: null,
+      rounds: roundsUsed,
+      stopReason: aborted ? 'aborted' : 'node_failed',
+      error: aborted ? { code: failure.code, message: 'aborted by the caller' } : failure,
+      reason: aborted ? 'aborted' : failure.message,
+    });
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+function toFailure(err: unknown): { code: ErrorCode; message: string } {
+  if (err instanceof RewardError) return { code: err.code, message: err.message };
+  return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };
+}
+
+function isUnanimous(exec: Execution, round: number): boolean {
+  const stances = new Set<string>();
+  for (const m of exec.transcript)
+    if (m.round === round && m.stage === 'debate' && m.stance !== null) stances.add(m.stance);
+  return stances.size === 1;
+}
+
+/** Runs one stage of one round: each node starts as soon as its same-round inputs are done. */
+async function runStage(exec: Execution, nodes: readonly ResolvedNode[], round: number): Promise<void> {
+  const inStage = new Set(nodes.map((r) => r.node.id));
+  const pending = new Map<string, Promise<void>>();
+  for (const r of nodes) {
+    const deps: Promise<void>[] = [];
+    for (const d of r.deps) {
+      const p = inStage.has(d) ? pending.get(d) : undefined;
+      if (p !== undefined) deps.push(p);
+    }
+    const run =
+      deps.length === 0 ? runNode(exec, r, round) : Promise.all(deps).then(() => runNode(exec, r, round));
+    pending.set(r.node.id, run);
+  }
+  await Promise.all(pending.values());
+}
+
+function visibleTo(exec: Execution, r: ResolvedNode, round: number): VisibleMessage[] {
+  const deps = new Set(r.deps);
+  const visible: VisibleMessage[] = [];
+  for (const m of exec.transcript) {
+    if (m.error !== undefined) continue;
+    const seen =
+      r.stage === 'final'
+        ? deps.has(m.nodeId)
+        : m.stage === 'debate' && (m.round < round || (m.round === round && deps.has(m.nodeId)));
+    if (!seen) continue;
+    visible.push({
+      nodeId: m.nodeId,
+      role: m.role,
+      round: m.round,
+      stance: m.stance,
+      confidence: m.confidence,
+      summary: summaryOf(exec, m),
+    });
+  }
+  return visible;
+}
+
+function summaryOf(exec: Execution, m: TranscriptMessage): string {
+  const r = [...exec.graph.debate, ...exec.graph.final].find((x) => x.node.id === m.nodeId);
+  return r === undefined ? '' : r.role.summarize(m.output);
+}
+
+type Parsed = { ok: true; value: unknown } | { ok: false; error: string };
+
+/** Strict JSON of the role's schema; a single ```json fenced block is tolerated (some servers add it). */
+export function parseReply(text: string, schema: z.ZodType): Parsed {
+  let body = text.trim();
+  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/.exec(body);
+  if (fenced?.[1] !== undefined) body = fenced[1];
+  let json: unknown;
+  try {
+    json = JSON.parse(body);
+  } catch {
+    return { ok: false, error: 'reply is not valid JSON' };
+  }
+  const result = schema.safeParse(json);
+  if (result.success) return { ok: true, value: result.data };
+  const issues = result.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
+  return { ok: false, error: `reply does not match the schema: ${issues.join('; ')}` };
+}
+
+async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise<void> {
+  exec.signal.throwIfAborted();
+  const { role, node } = r;
+  const ctx: RoleContext = {
+    question: exec.input.question,
+    candidate: exec.input.candidate,
+    groundTruth: exec.input.groundTruth,
+    nonce: exec.nonce,
+    round,
+    rounds: exec.graph.spec.rounds,
+    node: { id: node.id, focus: node.focus },
+    visible: visibleTo(exec, r, round),
+  };
+  const base = { round, stage: r.stage, nodeId: node.id, role: role.name };
+
+  if (role.kind === 'local') {
+    if (role.compute === undefined)
+      throw new RewardError('RW_INTERNAL', `role '${role.name}' has no compute`);
+    const output: unknown = role.compute(ctx);
+    exec.transcript.push({
+      ...base,
+      model: 'local',
+      stance: role.stance(output),
+      confidence: role.confidence(output),
+      output,
+      promptTokens: 0,
+      completionTokens: 0,
+      latencyMs: 0,
+      attempts: 0,
+      reasks: 0,
+    });
+    return;
+  }
+
+  const route = exec.options.router.route(node);
+  const prompt = role.render(ctx);
+  const messages: ChatMessage[] = [
+    { role: 'system', content: prompt.system },
+    { role: 'user', content: prompt.user },
+  ];
+  const started = performance.now();
+  let attempts = 0;
+  let reasks = 0;
+  let promptTokens = 0;
+  let completionTokens = 0;
+  const fail = (code: ErrorCode, message: string): void => {
+    exec.transcript.push({
+      ...base,
+      model: route.model,
+      stance: null,
+      confidence: null,
+      promptTokens,
+      completionTokens,
+      latencyMs: performance.now() - started,
+      attempts,
+      reasks,
+      error: { code, message },
+    });
+  };
+
+  for (let ask = 0; ; ask++) {
+    exec.usage.calls += 1;
+    const callStarted = performance.now();
+    let reply;
+    try {
+      reply = await route.backend.complete(
+        {
+          role: role.name,
+          nodeId: node.id,
+          model: route.model,
+          messages,
+          schemaName: role.name,
+          jsonSchema: role.jsonSchema,
+          // Operator routing overrides (config file) win over the graph's own sampling values.
+          temperature: route.temperature ?? node.temperature,
+          topP: route.topP ?? node.top_p,
+          maxTokens: route.maxTokens ?? node.max_tokens,
+          seed: node.seed,
+          focus: node.focus,
+          context: ctx,
+        },
+        { signal: exec.signal, deadline: exec.options.deadline },
+      );
+    } catch (err) {
+      const failure = toFailure(err);
+      attempts += 1;
+      exec.options.observer?.onCall?.({
+        role: role.name,
+        model: route.model,
+        outcome: failure.code,
+        latencyMs: performance.now() - callStarted,
+        promptTokens: 0,
+        completionTokens: 0,
+      });
+      fail(failure.code, failure.message);
+      throw err;
+    }
+    attempts += reply.attempts;
+    promptTokens += reply.promptTokens;
+    completionTokens += reply.completionTokens;
+    exec.usage.promptTokens += reply.promptTokens;
+    exec.usage.completionTokens += reply.completionTokens;
+    const parsed = parseReply(reply.text, role.output);
+    exec.options.observer?.onCall?.({
+      role: role.name,
+      model: route.model,
+      outcome: parsed.ok ? 'ok' : 'RW_JUDGE_UNPARSABLE',
+      latencyMs: reply.latencyMs,
+      promptTokens: reply.promptTokens,
+      completionTokens: reply.completionTokens,
+    });
+    if (parsed.ok) {
+      exec.transcript.push({
+        ...base,
+        model: route.model,
+        stance: role.stance(parsed.value),
+        confidence: role.confidence(parsed.value),
+        output: parsed.value,
+        promptTokens,
+        completionTokens,
+        latencyMs: performance.now() - started,
+        attempts,
+        reasks,
+      });
+      return;
+    }
+    if (ask >= MAX_REASKS) {
+      const message = `node '${node.id}': invalid output after ${ask + 1} replies (${parsed.error})`;
+      fail('RW_JUDGE_UNPARSABLE', message);
+      throw new RewardError('RW_JUDGE_UNPARSABLE', message);
+    }
+    reasks += 1;
+    messages.push(
+      { role: 'assistant', content: reply.text.slice(0, REASK_ECHO_CHARS) },
+      {
+        role: 'user',
+        content: `Your reply was rejected: ${parsed.error}. Answer again with only the JSON object required by the schema.`,
+      },
+    );
+  }
+}
+
+/**
+ * Identity of a judgment for coalescing and caching: graph hash, every node's route (backend, model,
+ * sampling), prompt version and the three texts. Length-prefixed so no two inputs collide by concatenation.
+ */
+export function judgmentKey(graph: CompiledGraph, input: JudgmentInput, router: Router): string {
+  const h = createHash('sha256');
+  h.update(graph.hash);
+  h.update(PROMPT_VERSION);
+  for (const r of graph.debate.concat(graph.final)) {
+    if (r.role.kind !== 'llm') continue;
+    const route = router.route(r.node);
+    h.update(
+      `|${r.node.id}=${route.backend.name}/${route.model}/${route.temperature ?? ''}/${route.topP ?? ''}/${route.maxTokens ?? ''}`,
+    );
+  }
+  for (const text of [input.question, input.candidate, input.groundTruth]) {
+    h.update(`|${text.length}:`);
+    h.update(text);
+  }
+  return h.digest('hex');
+}
