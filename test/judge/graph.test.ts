@@ -80,14 +80,25 @@ describe('presets', () => {
 
 describe('graph hash', () => {
   it('is stable across key order and ignores name/description', () => {
-    const a = GraphSpec.parse({ decision: { rule: 'majority' }, nodes: [{ id: 'a', role: 'judge' }], rounds: 1 });
-    const b = GraphSpec.parse({ nodes: [{ role: 'judge', id: 'a' }], name: 'x', decision: { rule: 'majority' } });
+    const a = GraphSpec.parse({
+      decision: { rule: 'majority' },
+      nodes: [{ id: 'a', role: 'judge' }],
+      rounds: 1,
+    });
+    const b = GraphSpec.parse({
+      nodes: [{ role: 'judge', id: 'a' }],
+      name: 'x',
+      decision: { rule: 'majority' },
+    });
     expect(graphHash(a)).toBe(graphHash(b));
   });
 
   it('changes when a sampling parameter changes', () => {
     const base = getPreset('analysts-2')!.spec;
-    const changed = { ...base, nodes: base.nodes.map((n) => (n.id === 'evaluator' ? { ...n, temperature: 0.5 } : n)) };
+    const changed = {
+      ...base,
+      nodes: base.nodes.map((n) => (n.id === 'evaluator' ? { ...n, temperature: 0.5 } : n)),
+    };
     expect(compileGraph(changed).hash).not.toBe(getPreset('analysts-2')!.hash);
   });
 });
