@@ -1,0 +1,233 @@
+import { performance } from 'node:perf_hooks';
+
+import { RewardError } from '../errors.js';
+import { getRole } from '../roles/index.js';
+import {
+  marginConfidence,
+  matchProbability,
+  methodSimilarity,
+  SIMILARITY_THRESHOLDS,
+  stem,
+  termSet,
+  termVector,
+  cosine,
+  topTerms,
+  type TermWeighting,
+} from '../roles/text.js';
+import type { Focus, RoleContext, Verdict, VisibleMessage } from '../roles/types.js';
+import type { Backend, CallOptions, LlmReply, LlmRequest } from './types.js';
+
+/**
+ * The embedded `offline` backend: a deterministic, in-process heuristic that answers every role's schema
+ * from term overlap. It exists so the whole flow runs with no LLM; it is not a real judge.
+ *
+ * Decision rule (measured on ../shared/datasets dev, see test/judge/offline.test.ts): similarity = cosine
+ * of sublinear-tf vectors of stemmed content words (stopwords and generic academic words removed) between
+ * candidate and ground truth; a stance is `match` iff similarity ≥ threshold, threshold 0.32 for the
+ * default `methodology` weighting (0.25 `statistics`, 0.27 `novelty` for reviewers of that focus).
+ * The Critic adds CRITIC_STRICTNESS; members with a seed move the threshold by ±SEED_JITTER (deterministic
+ * in the seed); confidence = logistic(15·|similarity − threshold|). The Evaluator averages its own
+ * P(match) = logistic(15·margin) with the visible stances (each as P(match) = confidence or 1 − confidence)
+ * and says `match` iff the average ≥ 0.5.
+ */
+
+export const OFFLINE_MODEL = 'offline';
+/** How much stricter the Critic is than the other roles (added to the threshold). */
+export const CRITIC_STRICTNESS = 0.03;
+/** Largest seed-dependent threshold shift, so parallel members with different seeds are not identical. */
+export const SEED_JITTER = 0.02;
+
+const COMPONENTS = 6;
+
+/** Deterministic seed → [-1, 1) (a 32-bit integer hash; no state). */
+function seedUnit(seed: number): number {
+  let x = Math.trunc(seed) >>> 0;
+  x = Math.imul(x ^ (x >>> 16), 0x7feb352d) >>> 0;
+  x = Math.imul(x ^ (x >>> 15), 0x846ca68b) >>> 0;
+  x = (x ^ (x >>> 16)) >>> 0;
+  return (x / 0x1_0000_0000) * 2 - 1;
+}
+
+function round4(x: number): number {
+  return Math.round(x * 10_000) / 10_000;
+}
+
+interface Assessment {
+  weighting: TermWeighting;
+  similarity: number;
+  threshold: number;
+  stance: Verdict;
+  /** Confidence in the stance, [0.5, 1). */
+  confidence: number;
+  /** P(match) from the margin, (0, 1). */
+  pMatch: number;
+  shared: string[];
+}
+
+function assess(ctx: RoleContext, focus: Focus | undefined, shift: number): Assessment {
+  const weighting: TermWeighting = focus ?? 'methodology';
+  const similarity = round4(methodSimilarity(ctx, weighting));
+  const threshold = round4(SIMILARITY_THRESHOLDS[weighting] + shift);
+  const margin = similarity - threshold;
+  const gtTerms = termSet(ctx.groundTruth);
+  const shared = topTerms(ctx.candidate, 64)
+    .filter((word) => gtTerms.has(stem(word)))
+    .slice(0, COMPONENTS);
+  return {
+    weighting,
+    similarity,
+    threshold,
+    stance: margin >= 0 ? 'match' : 'no_match',
+    confidence: round4(marginConfidence(margin)),
+    pMatch: matchProbability(margin),
+    shared,
+  };
+}
+
+function explain(a: Assessment, who: string): string {
+  return (
+    `Offline heuristic ${who} (not an LLM): ${a.weighting} term cosine ${a.similarity.toFixed(4)} ` +
+    `vs threshold ${a.threshold.toFixed(4)} → ${a.stance}. ` +
+    `Shared terms: ${a.shared.length > 0 ? a.shared.join(', ') : 'none'}.`
+  );
+}
+
+function missingTerms(ctx: RoleContext): string[] {
+  return topTerms(ctx.groundTruth, COMPONENTS, termSet(ctx.candidate));
+}
+
+/** The ground-truth sentence closest to the whole ground truth: a stand-in for its core method. */
+function coreSentence(groundTruth: string): string {
+  const whole = termVector(groundTruth);
+  let best = '';
+  let bestScore = -1;
+  for (const sentence of groundTruth.split(/(?<=[.!?])\s+/)) {
+    const score = cosine(termVector(sentence), whole);
+    if (score > bestScore) {
+      best = sentence.trim();
+      bestScore = score;
+    }
+  }
+  return best.length > 400 ? `${best.slice(0, 399)}…` : best;
+}
+
+function stanceProbability(m: VisibleMessage): number | null {
+  if (m.stance === null) return null;
+  const confidence = m.confidence ?? 0.75;
+  return m.stance === 'match' ? confidence : 1 - confidence;
+}
+
+/** The role's answer as a plain object in schema field order (reasoning first). */
+function answer(request: LlmRequest): Record<string, unknown> {
+  const ctx = request.context;
+  const focus = request.focus ?? ctx.node.focus;
+  const jitter = request.seed === undefined ? 0 : SEED_JITTER * seedUnit(request.seed);
+  switch (request.role) {
+    case 'moderator': {
+      const terms = topTerms(ctx.groundTruth, 5);
+      const disputed = new Set(ctx.visible.map((m) => m.stance).filter((s) => s !== null)).size > 1;
+      return {
+        reasoning:
+          `Offline heuristic moderator (not an LLM), round ${ctx.round}: the core method is taken to be the ` +
+          `ground-truth sentence closest to the whole abstract; the checklist asks for its heaviest terms.` +
+          (disputed ? ' The committee disagreed in the debate so far.' : ''),
+        core_method: coreSentence(ctx.groundTruth),
+        checklist: terms.map((t) => `Does the candidate use "${t}" the way the ground truth does?`),
+      };
+    }
+    case 'analyst': {
+      const a = assess(ctx, focus, jitter);
+      return {
+        reasoning: explain(a, 'analyst'),
+        gt_components: topTerms(ctx.groundTruth, COMPONENTS),
+        candidate_components: topTerms(ctx.candidate, COMPONENTS),
+        stance: a.stance,
+        confidence: a.confidence,
+      };
+    }
+    case 'critic': {
+      const a = assess(ctx, focus, CRITIC_STRICTNESS + jitter);
+      return {
+        reasoning: explain(a, 'critic'),
+        objections: missingTerms(ctx).map(
+          (t) => `The candidate does not mention "${t}", a key term of the ground truth.`,
+        ),
+        stance: a.stance,
+        confidence: a.confidence,
+      };
+    }
+    case 'reviewer': {
+      const a = assess(ctx, focus, jitter);
+      return { reasoning: explain(a, `${a.weighting} reviewer`), stance: a.stance, confidence: a.confidence };
+    }
+    case 'judge': {
+      const a = assess(ctx, focus, jitter);
+      return { reasoning: explain(a, 'judge'), verdict: a.stance, confidence: a.confidence };
+    }
+    case 'evaluator': {
+      const a = assess(ctx, focus, jitter);
+      const votes = ctx.visible.map(stanceProbability).filter((p) => p !== null);
+      const pCommittee = votes.length > 0 ? votes.reduce((s, p) => s + p, 0) / votes.length : null;
+      const p = pCommittee === null ? a.pMatch : (a.pMatch + pCommittee) / 2;
+      const verdict: Verdict = p >= 0.5 ? 'match' : 'no_match';
+      return {
+        reasoning:
+          `${explain(a, 'evaluator')} Own P(match) ${a.pMatch.toFixed(4)}` +
+          (pCommittee === null
+            ? '; no committee stances visible.'
+            : `; committee P(match) ${pCommittee.toFixed(4)} over ${votes.length} stance(s); average ${p.toFixed(4)}.`),
+        verdict,
+        confidence: round4(Math.max(p, 1 - p)),
+      };
+    }
+    default: {
+      const role = getRole(request.role);
+      if (role?.compute !== undefined) {
+        const output: unknown = role.compute(ctx);
+        if (typeof output === 'object' && output !== null) return { ...output };
+      }
+      throw new RewardError('RW_JUDGE_FAILED', `offline backend has no answer for role '${request.role}'`);
+    }
+  }
+}
+
+function estimateTokens(chars: number): number {
+  return Math.ceil(chars / 4);
+}
+
+/**
+ * Creates the offline backend. `complete` is deterministic in the request (same request → same text),
+ * answers the role's schema (validated before returning), and rejects with the signal's reason if the call
+ * was aborted before it started.
+ */
+export function createOfflineBackend(): Backend {
+  return {
+    name: 'offline',
+    // Async so a synchronous throw (abort, unknown role) becomes a rejection.
+    // eslint-disable-next-line @typescript-eslint/require-await
+    async complete(request: LlmRequest, options: CallOptions): Promise<LlmReply> {
+      options.signal.throwIfAborted();
+      const started = performance.now();
+      const value = answer(request);
+      const role = getRole(request.role);
+      if (role === undefined || !role.output.safeParse(value).success) {
+        throw new RewardError(
+          'RW_JUDGE_FAILED',
+          `offline backend produced no valid '${request.role}' answer`,
+        );
+      }
+      const text = JSON.stringify(value);
+      const promptChars = request.messages.reduce((n, m) => n + m.content.length, 0);
+      return {
+        text,
+        model: OFFLINE_MODEL,
+        promptTokens: estimateTokens(promptChars),
+        completionTokens: estimateTokens(text.length),
+        latencyMs: performance.now() - started,
+        attempts: 1,
+      };
+    },
+    ping: () => Promise.resolve(true),
+    isSaturated: () => false,
+  };
+}
