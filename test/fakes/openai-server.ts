@@ -1,0 +1,62 @@
+/**
+ * The fake OpenAI backend as a standalone process, for benchmarks:
+ *
+ *   npx tsx test/fakes/openai-server.ts --port 0 --latency-ms 20 --reply match
+ *
+ * Prints `LISTENING <baseURL>` on stdout once it listens, answers every chat-completions call with
+ * `universalReply(reply)` (no call recording), and exits cleanly on SIGTERM/SIGINT.
+ * `--reply alternate` answers match / no_match in turn.
+ */
+import { parseArgs } from 'node:util';
+import { startFakeOpenAI, universalReply, type FakeReply } from './openai.js';
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '0' },
+    'latency-ms': { type: 'string', default: '0' },
+    reply: { type: 'string', default: 'match' },
+    confidence: { type: 'string', default: '0.9' },
+  },
+  strict: true,
+});
+
+const port = Number(values.port);
+const latencyMs = Number(values['latency-ms']);
+const confidence = Number(values.confidence);
+if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error(`--port: invalid ${values.port}`);
+if (!Number.isFinite(latencyMs) || latencyMs < 0)
+  throw new Error(`--latency-ms: invalid ${values['latency-ms']}`);
+if (!(confidence >= 0 && confidence <= 1)) throw new Error(`--confidence: invalid ${values.confidence}`);
+
+const match: FakeReply = { kind: 'json', body: universalReply('match', confidence) };
+const noMatch: FakeReply = { kind: 'json', body: universalReply('no_match', confidence) };
+let turn = 0;
+let fallback: FakeReply | (() => FakeReply);
+switch (values.reply) {
+  case 'match':
+    fallback = match;
+    break;
+  case 'no_match':
+    fallback = noMatch;
+    break;
+  case 'alternate':
+    fallback = () => (turn++ % 2 === 0 ? match : noMatch);
+    break;
+  default:
+    throw new Error(`--reply: expected match, no_match or alternate, got ${values.reply}`);
+}
+
+const fake = await startFakeOpenAI({ port, latencyMs, fallback, record: false });
+process.stdout.write(`LISTENING ${fake.baseURL}\n`);
+
+const stop = (): void => {
+  fake.close().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+};
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);

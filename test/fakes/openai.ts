@@ -1,0 +1,381 @@
+/**
+ * Fake OpenAI-compatible chat-completions server for tests and benchmarks.
+ *
+ * A real HTTP server on 127.0.0.1 (plain `node:http`, so that it stays cheap under benchmark load) that
+ * plays a script of replies, one per call, then a fallback, and records every call it receives.
+ */
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** What the fake answers to one chat-completions call. */
+export type FakeReply =
+  /** `body` is JSON.stringify'd into `choices[0].message.content`. */
+  | { kind: 'json'; body: unknown; finishReason?: string }
+  /** Raw content (invalid JSON, prose, empty string…). `null` sends `content: null`. */
+  | { kind: 'text'; text: string | null; finishReason?: string }
+  /** An HTTP error status; default body is an OpenAI-style `{error: {...}}`. */
+  | { kind: 'status'; status: number; retryAfter?: string; body?: unknown }
+  /** Never answers; the socket stays open until the client gives up or the fake closes. */
+  | { kind: 'hang' }
+  /** Waits `ms` (on top of `latencyMs`) then plays `then`. */
+  | { kind: 'slow'; ms: number; then: FakeReply }
+  /** Destroys the socket without answering. */
+  | { kind: 'reset' };
+
+/** The parsed request body, as the client sent it. */
+export interface FakeChatRequest {
+  model?: string;
+  messages?: Array<{ role: string; content: string }>;
+  response_format?: {
+    type: string;
+    json_schema?: { name: string; strict?: boolean; schema?: Record<string, unknown> };
+  };
+  temperature?: number;
+  top_p?: number;
+  seed?: number;
+  max_tokens?: number;
+  [key: string]: unknown;
+}
+
+export type CallOutcome = 'pending' | 'replied' | 'client_closed' | 'reset' | 'server_closed';
+
+export interface RecordedCall {
+  /** 0-based arrival order. */
+  index: number;
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: FakeChatRequest;
+  /** Role of the call: `response_format.json_schema.name`, else guessed from the system prompt. */
+  role: string | undefined;
+  /** `performance.now()` when the full request body had arrived. */
+  arrivedAt: number;
+  /** `performance.now()` when the reply was written or the socket closed. */
+  finishedAt: number | undefined;
+  outcome: CallOutcome;
+  /** HTTP status sent, when one was. */
+  status: number | undefined;
+}
+
+export type FakeReplyFn = (body: FakeChatRequest, call: RecordedCall) => FakeReply;
+
+export interface FakeOpenAIOptions {
+  /** Replies played in order, one per chat-completions call. */
+  script?: FakeReply[];
+  /** Used once the script is exhausted. Default: 500, so a surprise call fails loudly. */
+  fallback?: FakeReply | FakeReplyFn;
+  /** Fixed latency before every reply (not before `hang`/`reset`). Default 0. */
+  latencyMs?: number;
+  /** Record calls in `calls` (default true). Benchmarks that run forever turn it off. */
+  record?: boolean;
+  /** Port to listen on (default 0 = any free port). Always 127.0.0.1. */
+  port?: number;
+}
+
+export interface FakeOpenAI {
+  /** e.g. `http://127.0.0.1:40123/v1`. */
+  baseURL: string;
+  /** Every chat-completions call, in arrival order (empty when `record: false`). */
+  calls: RecordedCall[];
+  /** Total chat-completions calls received (counted even when not recorded). */
+  readonly callCount: number;
+  /** Chat-completions calls currently received but not yet answered or closed. */
+  inflight(): number;
+  /** Peak of `inflight()` since start (or since `resetStats`). */
+  readonly maxInflight: number;
+  /** Replace the script (played from its start) and, optionally, the fallback. */
+  setScript(script: FakeReply[], fallback?: FakeReply | FakeReplyFn): void;
+  /** Resolves once `callCount >= n` (rejects after `timeoutMs`, default 5 s). */
+  waitForCalls(n: number, timeoutMs?: number): Promise<void>;
+  /** Resolves once no chat-completions call is in flight (rejects after `timeoutMs`, default 5 s). */
+  waitForIdle(timeoutMs?: number): Promise<void>;
+  /** Clears `calls` and `maxInflight`. */
+  resetStats(): void;
+  /** Stops listening and destroys every open socket (hung calls included). */
+  close(): Promise<void>;
+}
+
+const ROLE_NAMES = ['moderator', 'analyst', 'critic', 'evaluator', 'judge', 'reviewer', 'proposer'];
+
+/**
+ * Role of a request: the json_schema name the client sets to the role name, or (json_object mode) the
+ * first known role name mentioned in the system prompt.
+ */
+export function requestRole(body: FakeChatRequest): string | undefined {
+  const name = body.response_format?.json_schema?.name;
+  if (typeof name === 'string') return name;
+  const system = body.messages?.find((m) => m.role === 'system')?.content.toLowerCase();
+  if (system === undefined) return undefined;
+  let best: string | undefined;
+  let bestAt = Infinity;
+  for (const role of ROLE_NAMES) {
+    const at = system.indexOf(role);
+    if (at >= 0 && at < bestAt) {
+      best = role;
+      bestAt = at;
+    }
+  }
+  return best;
+}
+
+/** An object that validates against every role's output schema (extra keys are stripped by zod). */
+export function universalReply(stance: 'match' | 'no_match', confidence = 0.9): Record<string, unknown> {
+  return {
+    reasoning: 'The candidate and the ground truth share the same core mechanism.',
+    core_method: 'A shared core method.',
+    checklist: [],
+    gt_components: [],
+    candidate_components: [],
+    objections: [],
+    stance,
+    verdict: stance,
+    confidence,
+  };
+}
+
+const estimateTokens = (chars: number): number => Math.max(1, Math.ceil(chars / 4));
+
+function promptChars(body: FakeChatRequest): number {
+  let n = 0;
+  for (const m of body.messages ?? []) n += typeof m.content === 'string' ? m.content.length : 0;
+  return n;
+}
+
+/** Starts the fake on 127.0.0.1 and resolves once it listens. */
+export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
+  let script = options.script ?? [];
+  let scriptPos = 0;
+  let fallback: FakeReply | FakeReplyFn = options.fallback ?? { kind: 'status', status: 500 };
+  const latencyMs = options.latencyMs ?? 0;
+  const record = options.record ?? true;
+  const calls: RecordedCall[] = [];
+  let callCount = 0;
+  let inflight = 0;
+  let maxInflight = 0;
+  let completionSeq = 0;
+  let closing = false;
+  const sockets = new Set<Socket>();
+  const timers = new Set<NodeJS.Timeout>();
+
+  const watchers = new Set<() => void>();
+  const notify = (): void => {
+    for (const watcher of watchers) watcher();
+  };
+  const waitUntil = (condition: () => boolean, what: string, timeoutMs = 5_000): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      if (condition()) {
+        resolve();
+        return;
+      }
+      const timer = setTimeout(() => {
+        watchers.delete(check);
+        reject(new Error(`fake OpenAI: timed out after ${timeoutMs} ms waiting for ${what}`));
+      }, timeoutMs);
+      const check = (): void => {
+        if (!condition()) return;
+        clearTimeout(timer);
+        watchers.delete(check);
+        resolve();
+      };
+      watchers.add(check);
+    });
+
+  const later = (ms: number, fn: () => void): void => {
+    const t = setTimeout(() => {
+      timers.delete(t);
+      fn();
+    }, ms);
+    timers.add(t);
+  };
+
+  const nextReply = (body: FakeChatRequest, call: RecordedCall): FakeReply => {
+    const scripted = script[scriptPos];
+    if (scripted !== undefined) {
+      scriptPos += 1;
+      return scripted;
+    }
+    return typeof fallback === 'function' ? fallback(body, call) : fallback;
+  };
+
+  const sendJson = (
+    res: ServerResponse,
+    call: RecordedCall,
+    status: number,
+    payload: string,
+    extra?: Record<string, string>,
+  ): void => {
+    if (res.destroyed || res.writableEnded) return;
+    call.status = status;
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(payload),
+      ...extra,
+    });
+    res.end(payload);
+  };
+
+  const play = (
+    reply: FakeReply,
+    body: FakeChatRequest,
+    call: RecordedCall,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): void => {
+    switch (reply.kind) {
+      case 'hang':
+        return;
+      case 'reset':
+        call.outcome = 'reset';
+        req.socket.destroy();
+        return;
+      case 'slow':
+        later(reply.ms, () => play(reply.then, body, call, req, res));
+        return;
+      case 'status': {
+        const errorBody = reply.body ?? {
+          error: { message: `fake status ${reply.status}`, type: 'server_error', param: null, code: null },
+        };
+        const headers: Record<string, string> = {};
+        if (reply.retryAfter !== undefined) headers['retry-after'] = reply.retryAfter;
+        sendJson(res, call, reply.status, JSON.stringify(errorBody), headers);
+        return;
+      }
+      case 'json':
+      case 'text': {
+        const content = reply.kind === 'json' ? JSON.stringify(reply.body) : reply.text;
+        const promptTokens = estimateTokens(promptChars(body));
+        const completionTokens = content === null ? 0 : estimateTokens(content.length);
+        completionSeq += 1;
+        const payload = JSON.stringify({
+          id: `chatcmpl-fake-${completionSeq}`,
+          object: 'chat.completion',
+          created: Math.floor(Date.now() / 1000),
+          model: typeof body.model === 'string' ? body.model : 'fake-model',
+          choices: [
+            {
+              index: 0,
+              message: { role: 'assistant', content, refusal: null },
+              logprobs: null,
+              finish_reason: reply.finishReason ?? 'stop',
+            },
+          ],
+          usage: {
+            prompt_tokens: promptTokens,
+            completion_tokens: completionTokens,
+            total_tokens: promptTokens + completionTokens,
+          },
+        });
+        sendJson(res, call, 200, payload);
+        return;
+      }
+    }
+  };
+
+  const onChat = (req: IncomingMessage, res: ServerResponse, raw: string): void => {
+    let body: FakeChatRequest;
+    try {
+      body = JSON.parse(raw) as FakeChatRequest;
+    } catch {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"invalid JSON body","type":"invalid_request_error"}}');
+      return;
+    }
+    const call: RecordedCall = {
+      index: callCount,
+      method: req.method ?? '',
+      path: req.url ?? '',
+      headers: req.headers,
+      body,
+      role: requestRole(body),
+      arrivedAt: performance.now(),
+      finishedAt: undefined,
+      outcome: 'pending',
+      status: undefined,
+    };
+    callCount += 1;
+    if (record) calls.push(call);
+    inflight += 1;
+    if (inflight > maxInflight) maxInflight = inflight;
+    res.once('close', () => {
+      inflight -= 1;
+      call.finishedAt = performance.now();
+      if (call.outcome === 'pending') {
+        call.outcome = res.writableFinished ? 'replied' : closing ? 'server_closed' : 'client_closed';
+      }
+      notify();
+    });
+    notify();
+    const reply = nextReply(body, call);
+    if (latencyMs > 0 && reply.kind !== 'hang' && reply.kind !== 'reset') {
+      later(latencyMs, () => play(reply, body, call, req, res));
+    } else {
+      play(reply, body, call, req, res);
+    }
+  };
+
+  const server = createServer((req, res) => {
+    const url = req.url ?? '';
+    if (req.method === 'GET' && (url === '/v1/models' || url.startsWith('/v1/models?'))) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"object":"list","data":[{"id":"fake-model","object":"model","owned_by":"fake"}]}');
+      return;
+    }
+    if (req.method !== 'POST' || url !== '/v1/chat/completions') {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"not found","type":"invalid_request_error"}}');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () =>
+      onChat(req, res, chunks.length === 1 ? chunks[0]!.toString() : Buffer.concat(chunks).toString()),
+    );
+  });
+  server.keepAliveTimeout = 30_000;
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    calls,
+    get callCount() {
+      return callCount;
+    },
+    inflight: () => inflight,
+    get maxInflight() {
+      return maxInflight;
+    },
+    setScript(next, nextFallback) {
+      script = next;
+      scriptPos = 0;
+      if (nextFallback !== undefined) fallback = nextFallback;
+    },
+    waitForCalls: (n, timeoutMs) => waitUntil(() => callCount >= n, `${n} call(s)`, timeoutMs),
+    waitForIdle: (timeoutMs) => waitUntil(() => inflight === 0, 'no call in flight', timeoutMs),
+    resetStats() {
+      calls.length = 0;
+      maxInflight = inflight;
+    },
+    close() {
+      closing = true;
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      return new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const socket of sockets) socket.destroy();
+        server.closeAllConnections();
+      });
+    },
+  };
+}
