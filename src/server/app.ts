@@ -1,0 +1,150 @@
+/**
+ * `buildApp(deps)` returns the fastify app with every route; it never listens (tests use `app.inject`,
+ * `main.ts` listens). Closing the app starts a graceful shutdown: new requests get 503 RW_SHUTTING_DOWN,
+ * in-flight judgments get SHUTDOWN_GRACE_MS to finish, then they are aborted (and answered as failures).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+
+import type { Config } from '../config.js';
+import { RewardError } from '../errors.js';
+import type { Router } from '../judge/types.js';
+import { Admission } from './admission.js';
+import { presetChoice, type ServerContext } from './context.js';
+import { toHttpFailure } from './http-errors.js';
+import { createJudgeService } from './judging.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { registerAdapterRoutes } from './routes/adapters.js';
+import { registerGraphRoutes } from './routes/graphs.js';
+import { registerOpsRoutes } from './routes/ops.js';
+import { registerRewardRoutes } from './routes/reward.js';
+import { createSchemas } from './schemas.js';
+import type { TranscriptSink } from './transcripts.js';
+
+export interface AppDeps {
+  config: Config;
+  router: Router;
+  /** Default: a fresh `createMetrics()`. */
+  metrics?: Metrics | undefined;
+  /** Fastify logger option (default off). Request logging is always off: it is the hot path. */
+  logger?: FastifyServerOptions['logger'] | undefined;
+  /** Epoch-ms clock for request deadlines (default Date.now). */
+  now?: (() => number) | undefined;
+  transcripts?: TranscriptSink | undefined;
+}
+
+const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
+
+/** Constant-time bearer check: both sides hashed to equal length first. */
+function bearerChecker(apiKey: string): (header: string | undefined) => boolean {
+  const expected = sha256(apiKey);
+  return (header) => {
+    if (header === undefined || !header.toLowerCase().startsWith('bearer ')) return false;
+    return timingSafeEqual(sha256(header.slice(7).trim()), expected);
+  };
+}
+
+function retryAfter(details: unknown): number | undefined {
+  if (details === null || typeof details !== 'object') return undefined;
+  const value: unknown = Reflect.get(details, 'retry_after_s');
+  return typeof value === 'number' ? value : undefined;
+}
+
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const { config, router } = deps;
+  const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
+  let defaultGraph;
+  try {
+    defaultGraph = presetChoice(config.defaultGraph);
+  } catch (err) {
+    throw new Error(`DEFAULT_GRAPH: unknown graph "${config.defaultGraph}"`, { cause: err });
+  }
+
+  const app = Fastify({
+    logger: deps.logger ?? false,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: config.bodyLimitBytes,
+    return503OnClosing: false,
+  });
+
+  const admission = new Admission({
+    maxConcurrent: config.maxConcurrentJudgments,
+    maxQueue: config.maxQueue,
+    onChange: (running, waiting) => {
+      metrics.inflightJudgments.set(running);
+      metrics.queueDepth.set(waiting);
+    },
+  });
+  const service = createJudgeService({
+    router,
+    metrics,
+    admission,
+    cacheSize: config.cacheSize,
+    candidateLimits: config.candidateLimits,
+    transcripts: deps.transcripts,
+    onInternalError: (err) => app.log.error({ err }, 'judgment failed unexpectedly'),
+  });
+  const ctx: ServerContext = {
+    config,
+    router,
+    metrics,
+    admission,
+    service,
+    schemas: createSchemas(config.maxCandidates),
+    defaultGraph,
+    lifecycle: { closing: false },
+    now: deps.now ?? Date.now,
+  };
+
+  const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);
+  app.addHook('onRequest', async (request, reply) => {
+    const route = request.routeOptions.url;
+    if (route === '/healthz') return;
+    if (ctx.lifecycle.closing) throw new RewardError('RW_SHUTTING_DOWN', 'server is shutting down');
+    if (isAuthorized === undefined || (route === '/metrics' && config.metricsPublic)) return;
+    if (!isAuthorized(request.headers.authorization)) {
+      reply.header('www-authenticate', 'Bearer');
+      throw new RewardError('RW_UNAUTHORIZED', 'missing or wrong bearer token (Authorization: Bearer …)');
+    }
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.requests.labels(route, String(reply.statusCode)).inc();
+    metrics.requestDuration.labels(route).observe(reply.elapsedTime / 1000);
+  });
+
+  app.setNotFoundHandler((request) => {
+    throw new RewardError('RW_NOT_FOUND', `no route ${request.method} ${request.url.slice(0, 200)}`);
+  });
+
+  app.setErrorHandler((err, request, reply) => {
+    const failure = toHttpFailure(err);
+    if (failure.internal) request.log.error({ err }, 'internal error');
+    const seconds = retryAfter(failure.body.details);
+    if (seconds !== undefined) reply.header('retry-after', String(seconds));
+    reply.code(failure.statusCode).send(failure.body);
+  });
+
+  let graceTimer: NodeJS.Timeout | undefined;
+  app.addHook('preClose', (done) => {
+    ctx.lifecycle.closing = true;
+    graceTimer = setTimeout(() => {
+      app.log.warn('shutdown grace period over: aborting judgments still in flight');
+      service.abortAll();
+    }, config.shutdownGraceMs);
+    graceTimer.unref();
+    done();
+  });
+  app.addHook('onClose', (_instance, done) => {
+    clearTimeout(graceTimer);
+    done();
+  });
+
+  registerRewardRoutes(app, ctx);
+  registerAdapterRoutes(app, ctx);
+  registerGraphRoutes(app, ctx);
+  registerOpsRoutes(app, ctx);
+  return app;
+}

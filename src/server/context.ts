@@ -1,0 +1,75 @@
+/** What every route needs, built once by `buildApp`. */
+import type { FastifyReply } from 'fastify';
+
+import type { Config } from '../config.js';
+import { RewardError } from '../errors.js';
+import { compileGraph } from '../judge/graph.js';
+import { getPreset, PRESETS } from '../judge/presets.js';
+import type { Router } from '../judge/types.js';
+import type { Admission } from './admission.js';
+import type { GraphChoice, JudgeService } from './judging.js';
+import type { Metrics } from './metrics.js';
+import type { Schemas } from './schemas.js';
+
+export interface ServerContext {
+  config: Config;
+  router: Router;
+  metrics: Metrics;
+  admission: Admission;
+  service: JudgeService;
+  schemas: Schemas;
+  defaultGraph: GraphChoice;
+  /** Set when shutdown starts: new requests get 503 RW_SHUTTING_DOWN, /readyz turns 503. */
+  lifecycle: { closing: boolean };
+  now(): number;
+}
+
+/** Metrics label of an inline spec: never a user-chosen string. */
+export const CUSTOM_GRAPH_LABEL = 'custom';
+
+/**
+ * A preset by name (404 RW_UNKNOWN_GRAPH otherwise) or an inline spec (400 RW_INVALID_GRAPH when invalid).
+ * Undefined → the configured default.
+ */
+export function resolveGraph(
+  ctx: Pick<ServerContext, 'defaultGraph'>,
+  field: string | Record<string, unknown> | undefined,
+): GraphChoice {
+  if (field === undefined) return ctx.defaultGraph;
+  if (typeof field === 'string') return presetChoice(field);
+  try {
+    return { graph: compileGraph(field), label: CUSTOM_GRAPH_LABEL };
+  } catch (err) {
+    if (err instanceof RewardError) throw err;
+    throw new RewardError(
+      'RW_INVALID_GRAPH',
+      `invalid graph spec: ${err instanceof Error ? err.message : 'unknown'}`,
+    );
+  }
+}
+
+export function presetChoice(name: string): GraphChoice {
+  const graph = getPreset(name);
+  if (graph === undefined) {
+    throw new RewardError('RW_UNKNOWN_GRAPH', `unknown graph "${name.slice(0, 64)}"`, {
+      details: { available: [...PRESETS.keys()] },
+    });
+  }
+  return { graph, label: graph.name };
+}
+
+/**
+ * The request's deadline and a signal that aborts when the client goes away before the reply is sent
+ * (its share of the judgments is then released; flights shared with other requests keep running).
+ */
+export function requestScope(
+  ctx: ServerContext,
+  reply: FastifyReply,
+): { signal: AbortSignal; deadline: number } {
+  const controller = new AbortController();
+  const res = reply.raw;
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort(new DOMException('client disconnected', 'AbortError'));
+  });
+  return { signal: controller.signal, deadline: ctx.now() + ctx.config.requestDeadlineMs };
+}

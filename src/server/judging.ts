@@ -1,0 +1,307 @@
+/**
+ * The serving side of judgments: coalescing (LRU + single-flight), admission (bounded queue, whole
+ * request or nothing), the per-request deadline, metrics and transcripts. Routes hand it items and get one
+ * `JudgedItem` per item back, in order; it never rejects for a judge failure, only for overload.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+
+import { RewardError } from '../errors.js';
+import { JudgmentCache } from '../judge/cache.js';
+import type { CompiledGraph } from '../judge/graph.js';
+import { judgmentKey, runJudgment } from '../judge/run.js';
+import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
+import { PROMPT_VERSION } from '../roles/index.js';
+import type { Admission } from './admission.js';
+import type { Metrics } from './metrics.js';
+import type { TranscriptSink } from './transcripts.js';
+
+/** A graph as a request chose it: the compiled graph and its metrics label (preset name or `custom`). */
+export interface GraphChoice {
+  graph: CompiledGraph;
+  label: string;
+}
+
+export interface JudgeItem {
+  graph: GraphChoice;
+  input: JudgmentInput;
+}
+
+/** One item's answer. `judgmentId` is null when no judgment ran for it (deadline reached while waiting). */
+export interface JudgedItem {
+  judgmentId: string | null;
+  judgment: Judgment;
+  /** True when this request did not compute it: an LRU hit or a flight shared with another item/request. */
+  cached: boolean;
+}
+
+export interface JudgeRequest {
+  items: readonly JudgeItem[];
+  /** Absolute deadline, epoch ms; unfinished items come back `timeout`. */
+  deadline: number;
+  /** Aborts when the client goes away: the request lets go of its flights. */
+  signal?: AbortSignal | undefined;
+  requestId?: string | undefined;
+}
+
+export interface JudgeService {
+  judge(request: JudgeRequest): Promise<JudgedItem[]>;
+  /** Aborts every judgment in flight (shutdown after the grace period). */
+  abortAll(): void;
+  readonly cache: JudgmentCache<StoredJudgment>;
+}
+
+export interface StoredJudgment {
+  id: string;
+  judgment: Judgment;
+}
+
+export interface JudgeServiceOptions {
+  router: Router;
+  metrics: Metrics;
+  admission: Admission;
+  cacheSize: number;
+  candidateLimits: { minChars: number; maxChars: number };
+  transcripts?: TranscriptSink | undefined;
+  onInternalError?: ((err: unknown) => void) | undefined;
+}
+
+class DeadlineReached extends Error {
+  constructor() {
+    super('request deadline reached');
+    this.name = 'DeadlineReached';
+  }
+}
+
+function isCacheable(stored: StoredJudgment): boolean {
+  return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
+}
+
+/** A judgment that never ran: the deadline came first, or something broke. */
+function syntheticFailure(
+  graph: CompiledGraph,
+  status: 'timeout' | 'judge_error',
+  code: 'RW_JUDGE_TIMEOUT' | 'RW_INTERNAL',
+  message: string,
+  latencyMs: number,
+): Judgment {
+  return {
+    status,
+    verdict: null,
+    reward: null,
+    score: null,
+    reason: status === 'timeout' ? 'deadline' : 'internal error',
+    error: { code, message },
+    graph: { name: graph.name, hash: graph.hash },
+    promptVersion: PROMPT_VERSION,
+    rounds: 0,
+    stopReason: status === 'timeout' ? 'deadline' : 'node_failed',
+    transcript: [],
+    usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
+    latencyMs,
+  };
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+function transcriptRecord(
+  stored: StoredJudgment,
+  item: JudgeItem,
+  backend: string,
+  requestId: string | undefined,
+): Record<string, unknown> {
+  const j = stored.judgment;
+  const { input } = item;
+  return {
+    judgment_id: stored.id,
+    time: new Date().toISOString(),
+    request_id: requestId,
+    graph: { name: j.graph.name, hash: j.graph.hash, label: item.graph.label },
+    prompt_version: j.promptVersion,
+    backend,
+    input: {
+      question_sha256: sha256(input.question),
+      candidate_sha256: sha256(input.candidate),
+      ground_truth_sha256: sha256(input.groundTruth),
+      question: input.question,
+      candidate: input.candidate,
+      ground_truth: input.groundTruth,
+    },
+    status: j.status,
+    verdict: j.verdict,
+    reward: j.reward,
+    score: j.score,
+    reason: j.reason,
+    error: j.error,
+    rounds: j.rounds,
+    stop_reason: j.stopReason,
+    latency_ms: Math.round(j.latencyMs),
+    usage: {
+      calls: j.usage.calls,
+      prompt_tokens: j.usage.promptTokens,
+      completion_tokens: j.usage.completionTokens,
+    },
+    transcript: j.transcript,
+  };
+}
+
+/** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
+function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undefined>): JudgedItem[] {
+  return items.map(
+    (item, i) =>
+      results[i] ?? {
+        judgmentId: null,
+        judgment: syntheticFailure(item.graph.graph, 'judge_error', 'RW_INTERNAL', 'internal error', 0),
+        cached: false,
+      },
+  );
+}
+
+export function createJudgeService(options: JudgeServiceOptions): JudgeService {
+  const { router, metrics, admission, transcripts } = options;
+  const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
+  const observer: JudgeObserver = { onCall: (event) => metrics.observeCall(event) };
+  const hit = metrics.cacheLookups.labels('hit');
+  const coalesced = metrics.cacheLookups.labels('coalesced');
+  const miss = metrics.cacheLookups.labels('miss');
+
+  /** One flight: wait for a run slot, run, count, write the transcript, then hand the result out. */
+  const compute = async (
+    item: JudgeItem,
+    signal: AbortSignal,
+    deadline: number,
+    requestId: string | undefined,
+  ): Promise<StoredJudgment> => {
+    const release = await admission.acquire(signal);
+    let judgment: Judgment;
+    try {
+      judgment = await runJudgment(item.graph.graph, item.input, {
+        router,
+        deadline,
+        signal,
+        observer,
+        limits: options.candidateLimits,
+      });
+    } finally {
+      release();
+    }
+    admission.recordDuration(judgment.latencyMs);
+    metrics.observeJudgment(item.graph.label, judgment);
+    const stored: StoredJudgment = { id: randomUUID(), judgment };
+    if (transcripts !== undefined)
+      await transcripts.write(transcriptRecord(stored, item, router.name, requestId));
+    return stored;
+  };
+
+  const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
+    const { items, deadline } = request;
+    const startedAt = Date.now();
+    const keys: string[] = [];
+    const results: Array<JudgedItem | undefined> = [];
+    /** Index of the item that starts each new flight. */
+    const starters = new Map<string, number>();
+    let hits = 0;
+    for (const [i, item] of items.entries()) {
+      const key = judgmentKey(item.graph.graph, item.input, router);
+      keys.push(key);
+      const cached = cache.get(key);
+      if (cached !== undefined) {
+        results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
+        hits += 1;
+      } else if (!cache.has(key) && !starters.has(key)) {
+        starters.set(key, i);
+      }
+    }
+    // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
+    if (starters.size > 0 && !admission.canAdmit(starters.size)) {
+      throw new RewardError(
+        'RW_OVERLOADED',
+        `server busy: ${starters.size} new judgments do not fit (running ${admission.running}, queued ${admission.waiting})`,
+        { details: { retry_after_s: admission.retryAfterSeconds(starters.size) } },
+      );
+    }
+    if (hits > 0) hit.inc(hits);
+    if (starters.size > 0) miss.inc(starters.size);
+    const joined = items.length - hits - starters.size;
+    if (joined > 0) coalesced.inc(joined);
+    if (hits === items.length) return complete(items, results);
+
+    const controller = new AbortController();
+    const outer = request.signal;
+    const onOuterAbort = (): void => controller.abort(outer?.reason);
+    if (outer?.aborted === true) controller.abort(outer.reason);
+    else outer?.addEventListener('abort', onOuterAbort, { once: true });
+    const timer = setTimeout(
+      () => controller.abort(new DeadlineReached()),
+      Math.max(0, deadline - Date.now()),
+    );
+
+    const waits: Promise<void>[] = [];
+    for (const [i, item] of items.entries()) {
+      if (results[i] !== undefined) continue;
+      const key = keys[i] ?? '';
+      const own = starters.get(key) === i;
+      const flight = own
+        ? cache.run(key, (signal) => compute(item, signal, deadline, request.requestId), controller.signal)
+        : cache.join(key, controller.signal);
+      const settle = (judged: JudgedItem): void => {
+        results[i] = judged;
+      };
+      if (flight === undefined) {
+        // Unreachable: flights are only removed asynchronously. Fail the item rather than the request.
+        settle({
+          judgmentId: null,
+          judgment: syntheticFailure(item.graph.graph, 'judge_error', 'RW_INTERNAL', 'internal error', 0),
+          cached: false,
+        });
+        continue;
+      }
+      waits.push(
+        flight.then(
+          (stored) => settle({ judgmentId: stored.id, judgment: stored.judgment, cached: !own }),
+          (err: unknown) => {
+            const elapsed = Date.now() - startedAt;
+            if (controller.signal.reason instanceof DeadlineReached) {
+              settle({
+                judgmentId: null,
+                judgment: syntheticFailure(
+                  item.graph.graph,
+                  'timeout',
+                  'RW_JUDGE_TIMEOUT',
+                  'request deadline reached before the judgment finished',
+                  elapsed,
+                ),
+                cached: false,
+              });
+            } else {
+              if (!controller.signal.aborted) options.onInternalError?.(err);
+              settle({
+                judgmentId: null,
+                judgment: syntheticFailure(
+                  item.graph.graph,
+                  'judge_error',
+                  'RW_INTERNAL',
+                  controller.signal.aborted ? 'aborted by the caller' : 'internal error',
+                  elapsed,
+                ),
+                cached: false,
+              });
+            }
+          },
+        ),
+      );
+    }
+    try {
+      await Promise.all(waits);
+    } finally {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', onOuterAbort);
+    }
+    return complete(items, results);
+  };
+
+  return {
+    judge,
+    cache,
+    abortAll: () => cache.abortAll(new DOMException('server shutting down', 'AbortError')),
+  };
+}

@@ -1,0 +1,199 @@
+/**
+ * Every Prometheus metric of the service (DESIGN §7), on its own Registry so each app (and each test) gets
+ * fresh counters. Labels take bounded values only: route patterns, status codes, preset names or `custom`,
+ * roles, models from config (capped), outcomes and statuses.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+import type { ErrorCode } from '../errors.js';
+import type { Judgment } from '../judge/types.js';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
+/** Distinct model / role label values kept before the rest are reported as `other`. */
+const MAX_LABEL_VALUES = 32;
+
+/** Caps the number of distinct values a label can take (a routing file or inline graph names models). */
+function boundedLabel(max: number): (value: string) => string {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return value;
+    if (seen.size >= max) return 'other';
+    seen.add(value);
+    return value;
+  };
+}
+
+/** Running mean of the last `size` rewards (ring buffer). */
+class RecentWindow {
+  readonly #values: Float64Array;
+  #count = 0;
+  #next = 0;
+  #sum = 0;
+  constructor(size: number) {
+    this.#values = new Float64Array(size);
+  }
+  push(value: number): number {
+    if (this.#count === this.#values.length) this.#sum -= this.#values[this.#next] ?? 0;
+    else this.#count += 1;
+    this.#values[this.#next] = value;
+    this.#sum += value;
+    this.#next = (this.#next + 1) % this.#values.length;
+    return this.#sum / this.#count;
+  }
+}
+
+export interface CallEvent {
+  role: string;
+  model: string;
+  outcome: 'ok' | ErrorCode;
+  latencyMs: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface Metrics {
+  registry: Registry;
+  requests: Counter<'route' | 'code'>;
+  requestDuration: Histogram<'route'>;
+  judgments: Counter<'graph' | 'status' | 'verdict'>;
+  judgmentDuration: Histogram<'graph'>;
+  llmCalls: Counter<'role' | 'model' | 'outcome'>;
+  llmCallDuration: Histogram<'role' | 'model'>;
+  llmTokens: Counter<'role' | 'model' | 'kind'>;
+  cacheLookups: Counter<'result'>;
+  inflightJudgments: Gauge;
+  queueDepth: Gauge;
+  recentMean: Gauge<'graph'>;
+  /** Transcript lines that could not be written (the reward is still answered). */
+  transcriptErrors: Counter;
+  /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
+  observeCall(event: CallEvent): void;
+  /** Counts one computed judgment under its graph label (a preset name or `custom`). */
+  observeJudgment(graph: string, judgment: Judgment): void;
+}
+
+export interface MetricsOptions {
+  /** Judgments behind reward_recent_mean (default 512). */
+  recentWindow?: number | undefined;
+}
+
+/** Builds a fresh Registry with every metric plus prom-client's default process metrics. */
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  const windowSize = options.recentWindow ?? 512;
+
+  const requests = new Counter({
+    name: 'reward_requests_total',
+    help: 'HTTP requests answered, by route pattern and status code.',
+    labelNames: ['route', 'code'] as const,
+    registers,
+  });
+  const requestDuration = new Histogram({
+    name: 'reward_request_duration_seconds',
+    help: 'HTTP request duration by route pattern.',
+    labelNames: ['route'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const judgments = new Counter({
+    name: 'reward_judgments_total',
+    help: 'Judgments computed (cache hits excluded), by graph, status and verdict (`none` on failure).',
+    labelNames: ['graph', 'status', 'verdict'] as const,
+    registers,
+  });
+  const judgmentDuration = new Histogram({
+    name: 'reward_judgment_duration_seconds',
+    help: 'Duration of one computed judgment, by graph.',
+    labelNames: ['graph'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const llmCalls = new Counter({
+    name: 'reward_llm_calls_total',
+    help: 'LLM calls made by judge nodes (re-asks included), by role, model and outcome (ok or an RW_* code).',
+    labelNames: ['role', 'model', 'outcome'] as const,
+    registers,
+  });
+  const llmCallDuration = new Histogram({
+    name: 'reward_llm_call_duration_seconds',
+    help: 'LLM call duration (retries included), by role and model.',
+    labelNames: ['role', 'model'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const llmTokens = new Counter({
+    name: 'reward_llm_tokens_total',
+    help: 'Tokens reported by the backend, by role, model and kind (prompt or completion).',
+    labelNames: ['role', 'model', 'kind'] as const,
+    registers,
+  });
+  const cacheLookups = new Counter({
+    name: 'reward_cache_lookups_total',
+    help: 'Judgment lookups: hit (completed judgment cached), coalesced (joined one in flight), miss (computed).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const inflightJudgments = new Gauge({
+    name: 'reward_inflight_judgments',
+    help: 'Judgments running now (holding a run slot).',
+    registers,
+  });
+  const queueDepth = new Gauge({
+    name: 'reward_queue_depth',
+    help: 'Judgments admitted and waiting for a run slot.',
+    registers,
+  });
+  const recentMean = new Gauge({
+    name: 'reward_recent_mean',
+    help: 'Mean reward of the last RECENT_WINDOW judgments that carry a reward (ok, rejected_input), by graph.',
+    labelNames: ['graph'] as const,
+    registers,
+  });
+  const transcriptErrors = new Counter({
+    name: 'reward_transcript_write_errors_total',
+    help: 'Transcript lines that could not be written.',
+    registers,
+  });
+
+  const modelLabel = boundedLabel(MAX_LABEL_VALUES);
+  const roleLabel = boundedLabel(MAX_LABEL_VALUES);
+  const windows = new Map<string, RecentWindow>();
+
+  return {
+    registry,
+    requests,
+    requestDuration,
+    judgments,
+    judgmentDuration,
+    llmCalls,
+    llmCallDuration,
+    llmTokens,
+    cacheLookups,
+    inflightJudgments,
+    queueDepth,
+    recentMean,
+    transcriptErrors,
+    observeCall(event) {
+      const role = roleLabel(event.role);
+      const model = modelLabel(event.model);
+      llmCalls.labels(role, model, event.outcome).inc();
+      llmCallDuration.labels(role, model).observe(event.latencyMs / 1000);
+      if (event.promptTokens > 0) llmTokens.labels(role, model, 'prompt').inc(event.promptTokens);
+      if (event.completionTokens > 0) llmTokens.labels(role, model, 'completion').inc(event.completionTokens);
+    },
+    observeJudgment(graph, judgment) {
+      judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
+      judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);
+      if (judgment.reward !== null) {
+        let window = windows.get(graph);
+        if (window === undefined) {
+          window = new RecentWindow(windowSize);
+          windows.set(graph, window);
+        }
+        recentMean.labels(graph).set(window.push(judgment.reward));
+      }
+    },
+  };
+}

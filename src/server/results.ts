@@ -1,0 +1,122 @@
+/** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
+import type { CompiledGraph } from '../judge/graph.js';
+import type { JudgedItem } from './judging.js';
+
+export interface ItemResult {
+  reward: 0 | 1 | null;
+  verdict: 'match' | 'no_match' | null;
+  status: string;
+  score: number | null;
+  cached: boolean;
+  calls: number;
+  latency_ms: number;
+  judgment_id: string | null;
+  reason?: string;
+  error?: string;
+  error_code?: string;
+  rounds?: number;
+  stop_reason?: string;
+  transcript?: unknown;
+}
+
+export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResult {
+  const j = item.judgment;
+  const result: ItemResult = {
+    reward: j.reward,
+    verdict: j.verdict,
+    status: j.status,
+    score: j.score,
+    cached: item.cached,
+    calls: j.usage.calls,
+    latency_ms: Math.round(j.latencyMs),
+    judgment_id: item.judgmentId,
+  };
+  if (j.reason !== undefined) result.reason = j.reason;
+  if (j.error !== undefined) {
+    result.error = j.error.message;
+    result.error_code = j.error.code;
+  }
+  if (includeTranscript) {
+    result.rounds = j.rounds;
+    result.stop_reason = j.stopReason;
+    result.transcript = j.transcript;
+  }
+  return result;
+}
+
+export interface GroupStats {
+  mean: number | null;
+  std: number | null;
+  /** r − mean over the items that carry a reward (Dr. GRPO: no std normalisation); null for failures. */
+  advantages: Array<number | null>;
+  n_ok: number;
+  n_failed: number;
+}
+
+/** Statistics over the items with a reward (`ok` and `rejected_input`, a real 0); failures are excluded. */
+export function groupStats(rewards: ReadonlyArray<number | null>): GroupStats {
+  let n = 0;
+  let sum = 0;
+  for (const r of rewards) {
+    if (r === null) continue;
+    n += 1;
+    sum += r;
+  }
+  if (n === 0) {
+    return { mean: null, std: null, advantages: rewards.map(() => null), n_ok: 0, n_failed: rewards.length };
+  }
+  const mean = sum / n;
+  let sq = 0;
+  for (const r of rewards) if (r !== null) sq += (r - mean) ** 2;
+  return {
+    mean,
+    std: Math.sqrt(sq / n),
+    advantages: rewards.map((r) => (r === null ? null : r - mean)),
+    n_ok: n,
+    n_failed: rewards.length - n,
+  };
+}
+
+export interface UsageJson {
+  calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+/** LLM usage this request caused: items it computed itself (cache hits and shared flights cost nothing). */
+export function usageOf(items: readonly JudgedItem[]): UsageJson {
+  const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0 };
+  for (const item of items) {
+    if (item.cached) continue;
+    usage.calls += item.judgment.usage.calls;
+    usage.prompt_tokens += item.judgment.usage.promptTokens;
+    usage.completion_tokens += item.judgment.usage.completionTokens;
+  }
+  return usage;
+}
+
+export function addUsage(into: UsageJson, more: UsageJson): void {
+  into.calls += more.calls;
+  into.prompt_tokens += more.prompt_tokens;
+  into.completion_tokens += more.completion_tokens;
+}
+
+export function groupResponse(
+  items: readonly JudgedItem[],
+  graph: CompiledGraph,
+  backend: string,
+  includeTranscripts: boolean,
+  requestId: string | undefined,
+) {
+  const rewards = items.map((i) => i.judgment.reward);
+  return {
+    rewards,
+    scores: items.map((i) => i.judgment.score),
+    results: items.map((i) => toResult(i, includeTranscripts)),
+    group: groupStats(rewards),
+    graph: { name: graph.name, hash: graph.hash },
+    backend,
+    usage: usageOf(items),
+    ...(requestId === undefined ? {} : { request_id: requestId }),
+  };
+}

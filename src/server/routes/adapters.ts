@@ -1,0 +1,212 @@
+/**
+ * Trainer adapters: the request/response shapes trainers already speak.
+ * - POST /get_reward  OpenRLHF (`--remote_rm_url http://host:8080/get_reward`)
+ * - POST /slime       slime (`--rm-type remote_rm --rm-url http://host:8080/slime --reward-key reward`)
+ * - POST /verify      NeMo-Gym resource-server verify
+ * Each takes `?graph=NAME` (a preset) since the trainers' bodies are fixed.
+ */
+import type { FastifyInstance } from 'fastify';
+
+import { RewardError } from '../../errors.js';
+import { presetChoice, requestScope, type ServerContext } from '../context.js';
+import type { GraphChoice, JudgedItem } from '../judging.js';
+import { AdapterQuery, parseOr400, type Label, type Message } from '../schemas.js';
+
+/** Role headers of common chat templates: the role word after the opening token goes too. */
+const HEADER_RE = /<\|start_header_id\|>[^<]{0,64}<\|end_header_id\|>\n{0,2}/g;
+const IM_START_RE = /<\|im_start\|>(?:system|user|assistant|tool)?\n?/g;
+/** Any other `<|…|>` special token (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|begin_of_text|>` …). */
+const SPECIAL_RE = /<\|[A-Za-z0-9_]{1,40}\|>/g;
+/** Llama-2 / Mistral sentence markers and instruction tags. */
+const SENTENCE_RE = /<\/?s>|\[\/?INST\]/g;
+
+/** Removes chat-template special tokens and role headers; trims. */
+export function stripChatTokens(text: string): string {
+  if (!text.includes('<') && !text.includes('[')) return text.trim();
+  return text
+    .replace(HEADER_RE, '')
+    .replace(IM_START_RE, '')
+    .replace(SPECIAL_RE, '')
+    .replace(SENTENCE_RE, '')
+    .trim();
+}
+
+/** The rollout's own text: `query` minus its `prompt` prefix, without special tokens. */
+export function candidateFromQuery(query: string, prompt: string | undefined): string {
+  let response = query;
+  if (prompt !== undefined && prompt !== '' && query.startsWith(prompt))
+    response = query.slice(prompt.length);
+  return stripChatTokens(response);
+}
+
+function partsText(content: Message['content']): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((part) => part.text ?? '')
+    .filter((t) => t !== '')
+    .join('\n');
+}
+
+/** The last user message of a chat, else every message's text. */
+export function questionFromMessages(messages: readonly Message[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role === 'user') return stripChatTokens(partsText(m.content));
+  }
+  return stripChatTokens(messages.map((m) => partsText(m.content)).join('\n'));
+}
+
+function labelParts(label: Label): { groundTruth: string; question: string | undefined } {
+  return typeof label === 'string'
+    ? { groundTruth: label, question: undefined }
+    : { groundTruth: label.ground_truth, question: label.question };
+}
+
+const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null;
+
+function failureError(items: readonly JudgedItem[]): RewardError {
+  const failed: Array<{ index: number; status: string; error: string | undefined }> = [];
+  for (const [index, item] of items.entries()) {
+    if (isFailure(item))
+      failed.push({ index, status: item.judgment.status, error: item.judgment.error?.code });
+  }
+  return new RewardError(
+    'RW_JUDGE_FAILED',
+    `${failed.length} of ${items.length} judgments failed (no reward to give; set FAILURE_REWARD to answer a fixed reward instead)`,
+    { details: { failed: failed.slice(0, 50), retry_after_s: 1 } },
+  );
+}
+
+export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  const { schemas, service, config } = ctx;
+  const failureReward = config.failureReward;
+
+  const graphFor = (query: unknown): GraphChoice => {
+    const q = parseOr400(AdapterQuery, query, 'query string');
+    return q.graph === undefined ? ctx.defaultGraph : presetChoice(q.graph);
+  };
+
+  app.post('/get_reward', async (request, reply) => {
+    const choice = graphFor(request.query);
+    const body = parseOr400(schemas.OpenRlhf, request.body);
+    if (body.query.length === 0) return { rewards: [], scores: [], extra_logs: {} };
+    const items = body.query.map((query, i) => {
+      const prompt = body.prompts?.[i];
+      const { groundTruth, question } = labelParts(body.labels[i] ?? '');
+      return {
+        graph: choice,
+        input: {
+          question: question ?? (prompt === undefined ? '' : stripChatTokens(prompt)),
+          candidate: candidateFromQuery(query, prompt),
+          groundTruth,
+        },
+      };
+    });
+    const judged = await service.judge({ items, ...requestScope(ctx, reply) });
+    if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
+    const fallback = failureReward ?? 0;
+    return {
+      rewards: judged.map((j) => j.judgment.reward ?? fallback),
+      scores: judged.map((j) => j.judgment.score ?? fallback),
+      // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
+      extra_logs: {
+        judge_failed: judged.map((j) => (isFailure(j) ? 1 : 0)),
+        rejected_input: judged.map((j) => (j.judgment.status === 'rejected_input' ? 1 : 0)),
+        cached: judged.map((j) => (j.cached ? 1 : 0)),
+        score: judged.map((j) => j.judgment.score ?? 0),
+        latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
+      },
+    };
+  });
+
+  app.post('/slime', async (request, reply) => {
+    const choice = graphFor(request.query);
+    const body = parseOr400(schemas.Slime, request.body);
+    const { groundTruth, question } = labelParts(body.label);
+    const prompt = body.prompt;
+    const [judged] = await service.judge({
+      items: [
+        {
+          graph: choice,
+          input: {
+            question:
+              question ??
+              (typeof prompt === 'string' ? stripChatTokens(prompt) : questionFromMessages(prompt)),
+            candidate: stripChatTokens(body.response),
+            groundTruth,
+          },
+        },
+      ],
+      ...requestScope(ctx, reply),
+    });
+    if (judged === undefined) throw new Error('judge service returned no item');
+    if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
+    const j = judged.judgment;
+    return {
+      reward: j.reward ?? failureReward ?? 0,
+      score: j.score,
+      status: j.status,
+      verdict: j.verdict,
+      cached: judged.cached,
+      judgment_id: judged.judgmentId,
+      ...(j.reason === undefined ? {} : { reason: j.reason }),
+      ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
+      graph: { name: choice.graph.name, hash: choice.graph.hash },
+      backend: ctx.router.name,
+    };
+  });
+
+  app.post('/verify', async (request, reply) => {
+    const choice = graphFor(request.query);
+    const body = parseOr400(schemas.Verify, request.body);
+    const texts: string[] = [];
+    for (const item of body.response.output) {
+      if (item.type !== 'message' || (item.role !== undefined && item.role !== 'assistant')) continue;
+      const content = item.content;
+      if (typeof content === 'string') texts.push(content);
+      else if (content !== undefined) {
+        for (const part of content)
+          if (part.type === 'output_text' && part.text !== undefined) texts.push(part.text);
+      }
+    }
+    const input = body.responses_create_params.input;
+    const question =
+      body.question ??
+      (typeof input === 'string'
+        ? stripChatTokens(input)
+        : questionFromMessages(input.map((m) => ({ role: m.role ?? 'user', content: m.content }))));
+    const [judged] = await service.judge({
+      items: [
+        {
+          graph: choice,
+          input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
+        },
+      ],
+      ...requestScope(ctx, reply),
+    });
+    if (judged === undefined) throw new Error('judge service returned no item');
+    const j = judged.judgment;
+    const judge = {
+      status: j.status,
+      verdict: j.verdict,
+      score: j.score,
+      cached: judged.cached,
+      judgment_id: judged.judgmentId,
+      graph: { name: choice.graph.name, hash: choice.graph.hash },
+      backend: ctx.router.name,
+      ...(j.reason === undefined ? {} : { reason: j.reason }),
+    };
+    if (j.reward !== null) return { ...body, reward: j.reward, judge };
+    // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
+    // failures file via _ng_failure_class) instead of training on a made-up 0.
+    return {
+      ...body,
+      reward: failureReward ?? 0,
+      instance_config: { ...body.instance_config, mask_sample: true },
+      failure_reason: j.error?.message ?? j.status,
+      _ng_failure_class: 'judge_failed',
+      judge,
+    };
+  });
+}

@@ -1,0 +1,54 @@
+/** GET /healthz (alive), /readyz (backend reachable and not saturated), /metrics (Prometheus text). */
+import type { FastifyInstance } from 'fastify';
+
+import type { Backend } from '../../judge/types.js';
+import type { ServerContext } from '../context.js';
+
+const PING_TIMEOUT_MS = 2000;
+
+async function reachable(backend: Backend): Promise<boolean> {
+  if (backend.ping === undefined) return true;
+  try {
+    return await backend.ping(AbortSignal.timeout(PING_TIMEOUT_MS));
+  } catch {
+    return false;
+  }
+}
+
+export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  const { router, admission, metrics, lifecycle } = ctx;
+
+  app.get('/healthz', () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const backends = await Promise.all(
+      router.backends().map(async (b) => ({
+        name: b.name,
+        reachable: await reachable(b),
+        saturated: b.isSaturated?.() ?? false,
+      })),
+    );
+    const saturated = admission.saturated;
+    const ready = !lifecycle.closing && !saturated && backends.every((b) => b.reachable);
+    reply.code(ready ? 200 : 503);
+    return {
+      ready,
+      backend: router.name,
+      shutting_down: lifecycle.closing,
+      saturated,
+      judgments: {
+        running: admission.running,
+        queued: admission.waiting,
+        max_concurrent: admission.maxConcurrent,
+        max_queue: admission.maxQueue,
+      },
+      backends,
+    };
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    const text = await metrics.registry.metrics();
+    reply.header('content-type', metrics.registry.contentType);
+    return text;
+  });
+}

@@ -1,0 +1,92 @@
+/** POST /v1/reward (one group), /v1/reward/batch (many groups, one admission decision), /v1/judge. */
+import type { FastifyInstance } from 'fastify';
+
+import { requestScope, resolveGraph, type ServerContext } from '../context.js';
+import type { JudgeItem } from '../judging.js';
+import { addUsage, groupResponse, toResult, usageOf, type UsageJson } from '../results.js';
+import { parseOr400 } from '../schemas.js';
+
+export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  const { schemas, service, router } = ctx;
+
+  app.post('/v1/reward', async (request, reply) => {
+    const body = parseOr400(schemas.Group, request.body);
+    const choice = resolveGraph(ctx, body.graph);
+    const input = { question: body.question, groundTruth: body.ground_truth };
+    const items: JudgeItem[] = body.candidates.map((candidate) => ({
+      graph: choice,
+      input: { ...input, candidate },
+    }));
+    const scope = requestScope(ctx, reply);
+    const judged = await service.judge({ items, ...scope, requestId: body.request_id });
+    return groupResponse(
+      judged,
+      choice.graph,
+      router.name,
+      body.include_transcripts ?? false,
+      body.request_id,
+    );
+  });
+
+  app.post('/v1/reward/batch', async (request, reply) => {
+    const body = parseOr400(schemas.Batch, request.body);
+    const topGraph = body.graph;
+    const groups = body.groups.map((g) => ({ group: g, choice: resolveGraph(ctx, g.graph ?? topGraph) }));
+    const items: JudgeItem[] = [];
+    for (const { group, choice } of groups) {
+      for (const candidate of group.candidates) {
+        items.push({
+          graph: choice,
+          input: { question: group.question, groundTruth: group.ground_truth, candidate },
+        });
+      }
+    }
+    const scope = requestScope(ctx, reply);
+    const judged = await service.judge({ items, ...scope, requestId: body.request_id });
+    const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0 };
+    let offset = 0;
+    const out = groups.map(({ group, choice }) => {
+      const slice = judged.slice(offset, offset + group.candidates.length);
+      offset += group.candidates.length;
+      addUsage(usage, usageOf(slice));
+      return groupResponse(
+        slice,
+        choice.graph,
+        router.name,
+        body.include_transcripts ?? false,
+        group.request_id,
+      );
+    });
+    return {
+      groups: out,
+      backend: router.name,
+      usage,
+      ...(body.request_id === undefined ? {} : { request_id: body.request_id }),
+    };
+  });
+
+  app.post('/v1/judge', async (request, reply) => {
+    const body = parseOr400(schemas.Judge, request.body);
+    const choice = resolveGraph(ctx, body.graph);
+    const scope = requestScope(ctx, reply);
+    const [judged] = await service.judge({
+      items: [
+        {
+          graph: choice,
+          input: { question: body.question, groundTruth: body.ground_truth, candidate: body.candidate },
+        },
+      ],
+      ...scope,
+      requestId: body.request_id,
+    });
+    if (judged === undefined) throw new Error('judge service returned no item');
+    return {
+      ...toResult(judged, true),
+      graph: { name: choice.graph.name, hash: choice.graph.hash },
+      prompt_version: judged.judgment.promptVersion,
+      backend: router.name,
+      usage: usageOf([judged]),
+      ...(body.request_id === undefined ? {} : { request_id: body.request_id }),
+    };
+  });
+}

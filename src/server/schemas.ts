@@ -1,0 +1,169 @@
+/**
+ * Request bodies (zod), built once per app from the limits in config. Strict objects: an unknown key is a
+ * 400 naming it. The NeMo-Gym `/verify` row is the one exception: it is echoed back, so its other keys
+ * are kept.
+ */
+import { z } from 'zod';
+
+import { RewardError } from '../errors.js';
+
+const NUL = '\u0000';
+
+/** Any text field: NUL bytes are refused (they break prompts, logs and C-string tooling downstream). */
+export const Text = z.string().refine((s) => !s.includes(NUL), { error: 'must not contain NUL bytes' });
+
+/** A preset name, or an inline graph spec (validated by compileGraph → 400 RW_INVALID_GRAPH). */
+export const GraphField = z.union([z.string().min(1).max(64), z.record(z.string(), z.unknown())], {
+  error: 'graph must be a preset name or a graph spec object',
+});
+
+/** A label: the ground-truth string, or `{ground_truth, question?}`. */
+export const Label = z.union([Text, z.strictObject({ ground_truth: Text, question: Text.optional() })], {
+  error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
+});
+export type Label = z.infer<typeof Label>;
+
+/** A chat message as trainers send it (OpenAI style; content a string or a list of text parts). */
+const Message = z.looseObject({
+  role: z.string(),
+  content: z
+    .union([Text, z.array(z.looseObject({ type: z.string().optional(), text: Text.optional() })), z.null()])
+    .optional(),
+});
+export type Message = z.infer<typeof Message>;
+
+/** `?graph=NAME` on the trainer adapters (their bodies are fixed by the trainers). */
+export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).optional() });
+
+export function createSchemas(maxCandidates: number) {
+  const Group = z.strictObject({
+    question: Text.default(''),
+    ground_truth: Text,
+    candidates: z.array(Text).min(1).max(maxCandidates),
+    graph: GraphField.optional(),
+    include_transcripts: z.boolean().optional(),
+    request_id: z.string().max(200).optional(),
+  });
+
+  const Batch = z
+    .strictObject({
+      groups: z
+        .array(Group.omit({ include_transcripts: true }))
+        .min(1)
+        .max(maxCandidates),
+      graph: GraphField.optional(),
+      include_transcripts: z.boolean().optional(),
+      request_id: z.string().max(200).optional(),
+    })
+    .superRefine((body, ctx) => {
+      let total = 0;
+      for (const g of body.groups) total += g.candidates.length;
+      if (total > maxCandidates) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['groups'],
+          message: `${total} candidates in all; at most ${maxCandidates} per request`,
+        });
+      }
+    });
+
+  const Judge = z.strictObject({
+    question: Text.default(''),
+    ground_truth: Text,
+    candidate: Text,
+    graph: GraphField.optional(),
+    request_id: z.string().max(200).optional(),
+  });
+
+  const OpenRlhf = z
+    .strictObject({
+      query: z.array(Text).max(maxCandidates),
+      prompts: z.array(Text).optional(),
+      labels: z.array(Label),
+    })
+    .superRefine((body, ctx) => {
+      if (body.prompts !== undefined && body.prompts.length !== body.query.length) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['prompts'],
+          message: `has ${body.prompts.length} items, query has ${body.query.length}`,
+        });
+      }
+      if (body.labels.length !== body.query.length) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['labels'],
+          message: `has ${body.labels.length} items, query has ${body.query.length}`,
+        });
+      }
+    });
+
+  const Slime = z.strictObject({
+    prompt: z.union([Text, z.array(Message)], { error: 'prompt must be a string or a list of messages' }),
+    response: Text,
+    label: Label,
+  });
+
+  const ResponsesInputItem = z.looseObject({
+    role: z.string().optional(),
+    content: z
+      .union([Text, z.array(z.looseObject({ type: z.string().optional(), text: Text.optional() }))])
+      .optional(),
+  });
+  const Verify = z.looseObject({
+    responses_create_params: z.looseObject({ input: z.union([Text, z.array(ResponsesInputItem)]) }),
+    response: z.looseObject({
+      output: z.array(
+        z.looseObject({
+          type: z.string(),
+          role: z.string().optional(),
+          content: z
+            .union([Text, z.array(z.looseObject({ type: z.string(), text: Text.optional() }))])
+            .optional(),
+        }),
+      ),
+    }),
+    ground_truth: Text,
+    question: Text.optional(),
+    instance_config: z.record(z.string(), z.unknown()).optional(),
+  });
+
+  return { Group, Batch, Judge, OpenRlhf, Slime, Verify };
+}
+
+export type Schemas = ReturnType<typeof createSchemas>;
+
+function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out === '' ? String(part) : `.${String(part)}`;
+  }
+  return out === '' ? '(body)' : out;
+}
+
+/** One line per problem, each naming the field: `candidates[3]: must not contain NUL bytes`. */
+export function toIssues(error: z.ZodError): Array<{ path: string; message: string }> {
+  const issues: Array<{ path: string; message: string }> = [];
+  for (const issue of error.issues) {
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys)
+        issues.push({ path: formatPath([...issue.path, key]), message: 'unknown key' });
+    } else {
+      issues.push({ path: formatPath(issue.path), message: issue.message });
+    }
+  }
+  return issues;
+}
+
+/** Parses a body or throws 400 RW_BAD_REQUEST whose message names the first offending field. */
+export function parseOr400<T>(schema: z.ZodType<T>, value: unknown, what = 'body'): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = toIssues(result.error);
+  const first = issues[0];
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
+  const message =
+    first === undefined ? `invalid ${what}` : `invalid ${what}: ${first.path}: ${first.message}${more}`;
+  throw new RewardError('RW_BAD_REQUEST', message, { details: issues.slice(0, 20) });
+}
