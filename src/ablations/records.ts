@@ -1,0 +1,178 @@
+import { open, readFile, truncate } from 'node:fs/promises';
+import { z } from 'zod';
+import { getRole } from '../roles/index.js';
+import type { Judgment } from '../judge/types.js';
+
+/** One node message as kept for statistics: who said what stance in which round (no text). */
+export const StanceMessage = z.object({
+  round: z.number().int(),
+  nodeId: z.string(),
+  role: z.string(),
+  stage: z.enum(['debate', 'final']),
+  stance: z.enum(['match', 'no_match']).nullable(),
+  confidence: z.number().nullable(),
+  failed: z.boolean().optional(),
+});
+export type StanceMessage = z.infer<typeof StanceMessage>;
+
+export const RoleUsage = z.object({
+  calls: z.number().int().min(0),
+  promptTokens: z.number().min(0),
+  completionTokens: z.number().min(0),
+  latencyMs: z.number().min(0),
+});
+export type RoleUsage = z.infer<typeof RoleUsage>;
+
+/** One line of `items.jsonl`: the outcome of one (graph, item) judgment. */
+export const ItemRecord = z.object({
+  v: z.literal(1),
+  /** judgmentKey: graph hash, routes, prompt version and texts; a changed input or route is a new key. */
+  key: z.string(),
+  item: z.string(),
+  graph: z.string(),
+  graphHash: z.string(),
+  status: z.enum(['ok', 'rejected_input', 'judge_error', 'timeout', 'overloaded']),
+  verdict: z.enum(['match', 'no_match']).nullable(),
+  reward: z.union([z.literal(0), z.literal(1)]).nullable(),
+  score: z.number().nullable(),
+  reason: z.string().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+  rounds: z.number().int().min(0),
+  stopReason: z.string(),
+  usage: z.object({ calls: z.number().int().min(0), promptTokens: z.number(), completionTokens: z.number() }),
+  roles: z.record(z.string(), RoleUsage),
+  messages: z.array(StanceMessage),
+  latencyMs: z.number().min(0),
+});
+export type ItemRecord = z.infer<typeof ItemRecord>;
+
+export const FAILURE_STATUSES: ReadonlySet<ItemRecord['status']> = new Set([
+  'judge_error',
+  'timeout',
+  'overloaded',
+]);
+
+export function isFailure(record: Pick<ItemRecord, 'status'>): boolean {
+  return FAILURE_STATUSES.has(record.status);
+}
+
+/** Identity of a finished (graph, item) in `items.jsonl`. */
+export function recordId(key: string, itemId: string): string {
+  return `${key}|${itemId}`;
+}
+
+/** Converts a judgment to its `items.jsonl` record. */
+export function toRecord(judgment: Judgment, key: string, itemId: string): ItemRecord {
+  const roles: Record<string, RoleUsage> = {};
+  for (const m of judgment.transcript) {
+    const usage = (roles[m.role] ??= { calls: 0, promptTokens: 0, completionTokens: 0, latencyMs: 0 });
+    // A local role (lexical) makes no LLM call; an LLM node makes one call per ask (1 + re-asks).
+    if (getRole(m.role)?.kind !== 'local') usage.calls += 1 + m.reasks;
+    usage.promptTokens += m.promptTokens;
+    usage.completionTokens += m.completionTokens;
+    usage.latencyMs += m.latencyMs;
+  }
+  const record: ItemRecord = {
+    v: 1,
+    key,
+    item: itemId,
+    graph: judgment.graph.name,
+    graphHash: judgment.graph.hash,
+    status: judgment.status,
+    verdict: judgment.verdict,
+    reward: judgment.reward,
+    score: judgment.score,
+    rounds: judgment.rounds,
+    stopReason: judgment.stopReason,
+    usage: { ...judgment.usage },
+    roles,
+    messages: judgment.transcript.map((m) => ({
+      round: m.round,
+      nodeId: m.nodeId,
+      role: m.role,
+      stage: m.stage,
+      stance: m.stance,
+      confidence: m.confidence,
+      ...(m.error === undefined ? {} : { failed: true }),
+    })),
+    latencyMs: judgment.latencyMs,
+  };
+  if (judgment.reason !== undefined) record.reason = judgment.reason;
+  if (judgment.error !== undefined) record.error = { ...judgment.error };
+  return record;
+}
+
+export interface LoadedRecords {
+  /** Last record per (key, item): a retried item supersedes its earlier failure. */
+  records: Map<string, ItemRecord>;
+  /** Lines that did not parse (reported, ignored). */
+  badLines: number[];
+  /** True when a partial last line (a killed writer) was cut off. */
+  repairedTail: boolean;
+}
+
+/**
+ * Reads `items.jsonl` if it exists. A partial last line (the process was killed mid-write) is truncated
+ * away so that appends start on a fresh line.
+ */
+export async function loadRecords(path: string): Promise<LoadedRecords> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    if (err instanceof Error && 'code' in err && err.code === 'ENOENT') {
+      return { records: new Map(), badLines: [], repairedTail: false };
+    }
+    throw err;
+  }
+  let repairedTail = false;
+  if (text.length > 0 && !text.endsWith('\n')) {
+    const cut = text.lastIndexOf('\n') + 1;
+    text = text.slice(0, cut);
+    await truncate(path, Buffer.byteLength(text, 'utf8'));
+    repairedTail = true;
+  }
+  const records = new Map<string, ItemRecord>();
+  const badLines: number[] = [];
+  for (const [index, line] of text.split('\n').entries()) {
+    if (line.trim() === '') continue;
+    let json: unknown;
+    try {
+      json = JSON.parse(line);
+    } catch {
+      badLines.push(index + 1);
+      continue;
+    }
+    const parsed = ItemRecord.safeParse(json);
+    if (!parsed.success) {
+      badLines.push(index + 1);
+      continue;
+    }
+    records.set(recordId(parsed.data.key, parsed.data.item), parsed.data);
+  }
+  return { records, badLines, repairedTail };
+}
+
+/** An append-only JSONL writer; writes are serialized so lines never interleave. */
+export interface RecordSink {
+  append(record: ItemRecord): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openRecordSink(path: string): Promise<RecordSink> {
+  const handle = await open(path, 'a');
+  let chain: Promise<void> = Promise.resolve();
+  return {
+    append(record) {
+      const line = `${JSON.stringify(record)}\n`;
+      chain = chain.then(async () => {
+        await handle.write(line);
+      });
+      return chain;
+    },
+    async close() {
+      await chain.catch(() => undefined);
+      await handle.close();
+    },
+  };
+}

@@ -1,0 +1,312 @@
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { RewardError } from '../errors.js';
+import { compileGraph, type CompiledGraph } from '../judge/graph.js';
+import { getPreset, voteGraph } from '../judge/presets.js';
+import { judgmentKey, runJudgment } from '../judge/run.js';
+import type { Judgment, JudgmentInput, Router } from '../judge/types.js';
+import { PROMPT_VERSION } from '../roles/index.js';
+import { analyze, timingSummary, type AblationResults, type GraphEntry } from './analysis.js';
+import type { Dataset, DatasetItem } from './dataset.js';
+import { f1CostSvg, precisionRecallSvg } from './plots.js';
+import { createProgress, type ProgressStream } from './progress.js';
+import { isFailure, loadRecords, openRecordSink, recordId, toRecord, type ItemRecord } from './records.js';
+import { renderReport } from './report.js';
+
+export type { GraphEntry } from './analysis.js';
+
+/** Default per-judgment deadline of an ablation run (ms). */
+export const DEFAULT_DEADLINE_MS = 120_000;
+
+export interface ResolveOptions {
+  /** Add `vote-N` for every graph with N = llmCallsPerJudgment > 0 (default true). */
+  baseline?: boolean | undefined;
+  /** Reference graph for paired comparisons, added if missing (default `default`; null = none). */
+  reference?: string | null | undefined;
+  /** Reads a graph JSON file (names ending in `.json`); injected so tests need no files. */
+  readGraphFile?: ((path: string) => Promise<string>) | undefined;
+}
+
+async function compileNamed(name: string, read: (path: string) => Promise<string>): Promise<CompiledGraph> {
+  if (name.endsWith('.json')) {
+    let json: unknown;
+    try {
+      json = JSON.parse(await read(name));
+    } catch (err) {
+      throw new RewardError(
+        'RW_INVALID_GRAPH',
+        `graph file ${name}: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    return compileGraph(json, basename(name, '.json'));
+  }
+  const preset = getPreset(name);
+  if (preset === undefined) throw new RewardError('RW_UNKNOWN_GRAPH', `unknown graph "${name}"`);
+  return preset;
+}
+
+/**
+ * Turns graph names (presets or `*.json` spec files) into run entries: one entry per distinct graph hash
+ * (a second name of the same graph becomes an alias), then the reference graph and the equal-budget
+ * vote baselines, each added once.
+ */
+export async function resolveGraphs(
+  names: readonly string[],
+  options: ResolveOptions = {},
+): Promise<{ entries: GraphEntry[]; reference: string | null }> {
+  const read = options.readGraphFile ?? ((path: string) => readFile(path, 'utf8'));
+  const entries: GraphEntry[] = [];
+  const byHash = new Map<string, GraphEntry>();
+  const add = (label: string, graph: CompiledGraph, auto: boolean): GraphEntry => {
+    const existing = byHash.get(graph.hash);
+    if (existing !== undefined) {
+      if (existing.label !== label && !existing.aliases.includes(label)) existing.aliases.push(label);
+      if (!auto) existing.auto = false;
+      return existing;
+    }
+    if (entries.some((e) => e.label === label)) {
+      throw new RewardError('RW_INVALID_GRAPH', `two different graphs are both named "${label}"`);
+    }
+    const entry: GraphEntry = { label, graph, aliases: [], baselineFor: [], auto };
+    entries.push(entry);
+    byHash.set(graph.hash, entry);
+    return entry;
+  };
+  if (names.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no graphs given');
+  for (const name of names) add(name, await compileNamed(name, read), false);
+  const referenceName = options.reference === undefined ? 'default' : options.reference;
+  // The reference may resolve to a graph asked for under another name (`default` = `analysts-2`).
+  const reference =
+    referenceName === null ? null : add(referenceName, await compileNamed(referenceName, read), true).label;
+  if (options.baseline ?? true) {
+    for (const entry of [...entries]) {
+      const n = entry.graph.llmCallsPerJudgment;
+      if (n <= 0) continue;
+      const vote = add(`vote-${n}`, voteGraph(n), true);
+      if (vote !== entry && !vote.baselineFor.includes(entry.label)) vote.baselineFor.push(entry.label);
+    }
+  }
+  return { entries, reference };
+}
+
+/** Runs `worker` over `tasks` with at most `concurrency` in flight; stops taking tasks once `signal` aborts. */
+export async function runPool<T>(
+  tasks: readonly T[],
+  concurrency: number,
+  worker: (task: T) => Promise<void>,
+  signal?: AbortSignal,
+): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < tasks.length && signal?.aborted !== true) {
+      const task = tasks[next++];
+      if (task !== undefined) await worker(task);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, tasks.length)) }, lane));
+}
+
+export function toInput(item: DatasetItem): JudgmentInput {
+  return { question: item.question, candidate: item.candidate, groundTruth: item.ground_truth };
+}
+
+/**
+ * Runs one judgment with its own deadline. A bug that makes the engine reject is recorded as a
+ * `judge_error` (RW_INTERNAL) rather than killing a long run; the report lists failure codes.
+ */
+export async function judgeOnce(
+  graph: CompiledGraph,
+  input: JudgmentInput,
+  router: Router,
+  options: {
+    deadlineMs: number;
+    signal?: AbortSignal | undefined;
+    limits?: { minChars: number; maxChars: number } | undefined;
+  },
+): Promise<Judgment> {
+  try {
+    return await runJudgment(graph, input, {
+      router,
+      deadline: Date.now() + options.deadlineMs,
+      signal: options.signal,
+      limits: options.limits,
+    });
+  } catch (err) {
+    return {
+      status: 'judge_error',
+      verdict: null,
+      reward: null,
+      score: null,
+      reason: 'engine error',
+      error: { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) },
+      graph: { name: graph.name, hash: graph.hash },
+      promptVersion: PROMPT_VERSION,
+      rounds: 0,
+      stopReason: 'engine_error',
+      transcript: [],
+      usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
+      latencyMs: 0,
+    };
+  }
+}
+
+export interface AblationOptions {
+  dataset: Dataset;
+  entries: readonly GraphEntry[];
+  router: Router;
+  outDir: string;
+  /** Judgments in flight at once (default 8). */
+  concurrency?: number | undefined;
+  /** Per-judgment deadline in ms (default 120 000). */
+  deadlineMs?: number | undefined;
+  /** Bootstrap seed (default 1). */
+  seed?: number | undefined;
+  resamples?: number | undefined;
+  /** Use only the first N items of the dataset. */
+  limit?: number | undefined;
+  /** Label of the reference graph for paired comparisons (must be among `entries`), or null. */
+  reference?: string | null | undefined;
+  limits?: { minChars: number; maxChars: number } | undefined;
+  /** Re-run items whose stored result is a failure (default: a stored failure is a finished item). */
+  retryFailed?: boolean | undefined;
+  /** Stop taking new items when aborted; results already appended are kept for the next run. */
+  signal?: AbortSignal | undefined;
+  /** Progress bar target (stderr in the CLI); omitted → no progress output. */
+  progress?: ProgressStream | undefined;
+  /** Called after each record is appended (tests use it to interrupt a run). */
+  onRecord?: ((record: ItemRecord) => void) | undefined;
+}
+
+export interface AblationRun {
+  /** False when the run was interrupted: rerun the same command to resume. */
+  completed: boolean;
+  results: AblationResults | null;
+  /** Judgments run in this session and judgments reused from `items.jsonl`. */
+  ran: number;
+  reused: number;
+  /** `items.jsonl` lines that did not parse (ignored). */
+  badLines: number[];
+  files: string[];
+}
+
+/**
+ * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives. Items
+ * already in that file (same judgment key and item id) are not run again, so an interrupted run resumes.
+ * When every item is done, writes `results.json` (deterministic for a given set of records and seed),
+ * `timing.json` (latencies, run-dependent), `report.md` and the SVG plots.
+ */
+export async function runAblation(options: AblationOptions): Promise<AblationRun> {
+  const items =
+    options.limit === undefined ? options.dataset.items : options.dataset.items.slice(0, options.limit);
+  const reference = options.reference === undefined ? 'default' : options.reference;
+  if (reference !== null && !options.entries.some((e) => e.label === reference)) {
+    throw new RewardError('RW_BAD_REQUEST', `reference graph "${reference}" is not among the graphs`);
+  }
+  await mkdir(options.outDir, { recursive: true });
+  const itemsPath = join(options.outDir, 'items.jsonl');
+  const loaded = await loadRecords(itemsPath);
+  const stored = loaded.records;
+
+  const tasks: { entry: GraphEntry; item: DatasetItem; key: string }[] = [];
+  const keys = new Map<string, string[]>();
+  for (const entry of options.entries) keys.set(entry.label, []);
+  let reused = 0;
+  // Item-major order: an interrupted run has paired results across graphs for the items it finished.
+  for (const item of items) {
+    const input = toInput(item);
+    for (const entry of options.entries) {
+      const key = judgmentKey(entry.graph, input, options.router);
+      keys.get(entry.label)?.push(key);
+      const previous = stored.get(recordId(key, item.id));
+      if (previous !== undefined && !(options.retryFailed === true && isFailure(previous))) reused++;
+      else tasks.push({ entry, item, key });
+    }
+  }
+
+  const progress =
+    options.progress === undefined
+      ? undefined
+      : createProgress({
+          total: tasks.length + reused,
+          initial: reused,
+          label: 'ablate',
+          stream: options.progress,
+        });
+  const sink = await openRecordSink(itemsPath);
+  let ran = 0;
+  try {
+    await runPool(
+      tasks,
+      options.concurrency ?? 8,
+      async ({ entry, item, key }) => {
+        const judgment = await judgeOnce(entry.graph, toInput(item), options.router, {
+          deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
+          signal: options.signal,
+          limits: options.limits,
+        });
+        // A judgment cut short by our own interruption is not a result: the next run redoes it.
+        if (options.signal?.aborted === true) return;
+        const record = toRecord(judgment, key, item.id);
+        stored.set(recordId(key, item.id), record);
+        await sink.append(record);
+        ran++;
+        progress?.tick();
+        options.onRecord?.(record);
+      },
+      options.signal,
+    );
+  } finally {
+    await sink.close();
+  }
+  if (options.signal?.aborted === true) {
+    progress?.done();
+    return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [itemsPath] };
+  }
+  progress?.done();
+
+  const outcomes = new Map<string, ItemRecord[]>();
+  for (const entry of options.entries) {
+    const list = keys.get(entry.label) ?? [];
+    outcomes.set(
+      entry.label,
+      items.map((item, i) => {
+        const record = stored.get(recordId(list[i] ?? '', item.id));
+        if (record === undefined) throw new Error(`no result for ${entry.label} / ${item.id}`);
+        return record;
+      }),
+    );
+  }
+  const results = analyze({
+    items,
+    datasetSha256: options.dataset.sha256,
+    invalidLines: options.dataset.invalid.length,
+    entries: options.entries,
+    outcomes,
+    seed: options.seed ?? 1,
+    resamples: options.resamples,
+    backend: options.router.name,
+    promptVersion: PROMPT_VERSION,
+    reference,
+  });
+  const timing = timingSummary(options.entries, outcomes);
+  const files = {
+    results: join(options.outDir, 'results.json'),
+    timing: join(options.outDir, 'timing.json'),
+    report: join(options.outDir, 'report.md'),
+    pr: join(options.outDir, 'precision-recall.svg'),
+    cost: join(options.outDir, 'f1-vs-tokens.svg'),
+  };
+  await writeFile(files.results, `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(files.timing, `${JSON.stringify(timing, null, 2)}\n`);
+  await writeFile(files.report, renderReport(results, timing));
+  await writeFile(files.pr, precisionRecallSvg(results));
+  await writeFile(files.cost, f1CostSvg(results));
+  return {
+    completed: true,
+    results,
+    ran,
+    reused,
+    badLines: loaded.badLines,
+    files: [itemsPath, ...Object.values(files)],
+  };
+}
