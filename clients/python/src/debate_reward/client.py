@@ -1,0 +1,259 @@
+"""Blocking client for the debate-reward server (DESIGN §5). Thread-safe: share one per process."""
+
+from __future__ import annotations
+
+import random
+import ssl
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ._http import Attempts, ConnectionFailure, Response, RetryEvent, RetryPolicy, Transport, decode_json, dumps
+from .results import GroupResult, JudgeResult, parse_batch, parse_group, parse_judgment
+
+#: A preset name (`"default"`, `"vote-3"`, ...) or an inline graph spec (DESIGN §3).
+Graph = Union[str, Mapping[str, Any]]
+#: One group for `reward_batch`: a mapping with question / ground_truth / candidates (and optional
+#: graph), or a `(question, ground_truth, candidates)` tuple.
+GroupInput = Union[Mapping[str, Any], Tuple[str, str, Sequence[str]]]
+
+
+def _check_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    return value
+
+
+def _check_candidates(candidates: Any) -> List[str]:
+    # A bare string is a sequence too; treating it as one candidate per character is a classic bug.
+    if isinstance(candidates, (str, bytes)) or not isinstance(candidates, Iterable):
+        raise TypeError("candidates must be a list of str (one per rollout)")
+    out = list(candidates)
+    for i, c in enumerate(out):
+        if not isinstance(c, str):
+            raise TypeError(f"candidates[{i}] must be a str, got {type(c).__name__}")
+    return out
+
+
+def reward_body(
+    question: str,
+    ground_truth: str,
+    candidates: Any,
+    graph: Optional[Graph],
+    include_transcripts: bool = False,
+    request_id: Optional[str] = None,
+) -> Dict[str, Any]:
+    body: Dict[str, Any] = {
+        "question": _check_text("question", question),
+        "ground_truth": _check_text("ground_truth", ground_truth),
+        "candidates": _check_candidates(candidates),
+    }
+    if graph is not None:
+        body["graph"] = graph
+    if include_transcripts:
+        body["include_transcripts"] = True
+    if request_id is not None:
+        body["request_id"] = _check_text("request_id", request_id)
+    return body
+
+
+def batch_body(groups: Iterable[GroupInput], graph: Optional[Graph]) -> Dict[str, Any]:
+    out = []
+    for i, g in enumerate(groups):
+        if isinstance(g, Mapping):
+            unknown = set(g) - {"question", "ground_truth", "candidates", "graph", "request_id"}
+            if unknown:
+                raise TypeError(f"groups[{i}] has unknown keys {sorted(unknown)}")
+            try:
+                out.append(
+                    reward_body(
+                        g["question"],
+                        g["ground_truth"],
+                        g["candidates"],
+                        g.get("graph", graph),
+                        request_id=g.get("request_id"),
+                    )
+                )
+            except KeyError as exc:
+                raise TypeError(f"groups[{i}] is missing {exc}") from None
+        elif isinstance(g, tuple) and len(g) == 3:
+            out.append(reward_body(g[0], g[1], g[2], graph))
+        else:
+            raise TypeError(f"groups[{i}] must be a mapping or a (question, ground_truth, candidates) tuple")
+    return {"groups": out}
+
+
+def judge_body(question: str, ground_truth: str, candidate: str, graph: Optional[Graph]) -> Dict[str, Any]:
+    body: Dict[str, Any] = {
+        "question": _check_text("question", question),
+        "ground_truth": _check_text("ground_truth", ground_truth),
+        "candidate": _check_text("candidate", candidate),
+    }
+    if graph is not None:
+        body["graph"] = graph
+    return body
+
+
+class RewardClient:
+    """Client for `POST /v1/reward`, `/v1/reward/batch` and `/v1/judge`.
+
+    Args:
+        base_url: e.g. `http://127.0.0.1:8080` (a path prefix is kept, e.g. behind a proxy).
+        api_key: sent as `Authorization: Bearer <key>` when the server sets `REWARD_API_KEY`.
+        timeout_s: socket timeout for connecting and for each read. Keep it above the server's
+            `REQUEST_DEADLINE_MS` (110 s by default), after which unfinished items come back `timeout`.
+        max_retries: retries after the first attempt on 408/429/502/503/504 and connection failures
+            (0 disables retrying). Backoff: full jitter, or the server's Retry-After (capped at
+            `max_retry_after_s`) plus up to `backoff_base_s` of jitter.
+        graph: default judge graph for every call (a preset name or an inline spec); None = the
+            server's `DEFAULT_GRAPH`.
+        on_retry: called with a `RetryEvent` before each backoff sleep (logging, metrics).
+        pool_size: idle keep-alive connections kept for reuse.
+
+    Raises (from every call): `RewardRequestError` subclasses for 4xx (never retried),
+    `RewardUnavailableError` once retries are exhausted, `RewardInternalError` for a 500,
+    `RewardProtocolError` for a malformed 2xx. A failed judgment is not an exception: its reward is None.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        graph: Optional[Graph] = None,
+        *,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        max_retry_after_s: float = 60.0,
+        on_retry: Optional[Callable[[RetryEvent], None]] = None,
+        pool_size: int = 32,
+        headers: Optional[Mapping[str, str]] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.graph = graph
+        self.retry = RetryPolicy(max_retries, backoff_base_s, backoff_max_s, max_retry_after_s)
+        self.on_retry = on_retry
+        self._api_key = api_key
+        all_headers = {"Accept": "application/json", "User-Agent": _user_agent()}
+        if api_key:
+            all_headers["Authorization"] = f"Bearer {api_key}"
+        all_headers.update(headers or {})
+        self._transport = Transport(
+            self.base_url,
+            timeout_s=timeout_s,
+            pool_size=max(1, pool_size),
+            headers=all_headers,
+            ssl_context=ssl_context,
+        )
+        # Seams for tests: deterministic jitter and no real sleeping.
+        self._rng = random.Random()
+        self._sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def max_retries(self) -> int:
+        return self.retry.max_retries
+
+    # --- plumbing --------------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, payload: Any = None) -> Tuple[Any, int]:
+        """One logical request with retries; returns (decoded JSON, attempts made)."""
+        body = None if payload is None else dumps(payload)
+        attempts = Attempts(method, path, self.retry, self._rng, self.on_retry)
+        while True:
+            outcome: Union[Response, ConnectionFailure]
+            try:
+                outcome = self._transport.request(method, path, body)
+            except ConnectionFailure as exc:
+                outcome = exc
+            delay = attempts.next_delay(outcome)
+            if delay is None:
+                assert isinstance(outcome, Response)
+                return decode_json(outcome, attempts.attempt), attempts.attempt
+            self._sleep(delay)
+
+    # --- API -------------------------------------------------------------------------------------------
+
+    def reward(
+        self,
+        question: str,
+        ground_truth: str,
+        candidates: Sequence[str],
+        *,
+        graph: Optional[Graph] = None,
+        request_id: Optional[str] = None,
+    ) -> List[Optional[float]]:
+        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed."""
+        return self.reward_details(question, ground_truth, candidates, graph=graph, request_id=request_id).rewards
+
+    def reward_details(
+        self,
+        question: str,
+        ground_truth: str,
+        candidates: Sequence[str],
+        *,
+        graph: Optional[Graph] = None,
+        include_transcripts: bool = False,
+        request_id: Optional[str] = None,
+    ) -> GroupResult:
+        """The full `/v1/reward` answer: per-item results, scores, group mean/std/advantages, usage."""
+        body = reward_body(
+            question, ground_truth, candidates, graph if graph is not None else self.graph, include_transcripts,
+            request_id,
+        )
+        data, attempts = self._request("POST", "/v1/reward", body)
+        return parse_group(data, len(body["candidates"]), attempts)
+
+    def reward_batch(
+        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None
+    ) -> List[List[Optional[float]]]:
+        """Rewards for several groups in one request (`/v1/reward/batch`), one list per group."""
+        return [g.rewards for g in self.reward_batch_details(groups, graph=graph)]
+
+    def reward_batch_details(
+        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None
+    ) -> List[GroupResult]:
+        body = batch_body(groups, graph if graph is not None else self.graph)
+        data, attempts = self._request("POST", "/v1/reward/batch", body)
+        return parse_batch(data, [len(g["candidates"]) for g in body["groups"]], attempts)
+
+    def judge(
+        self, question: str, ground_truth: str, candidate: str, *, graph: Optional[Graph] = None
+    ) -> JudgeResult:
+        """One judgment with its debate transcript (`/v1/judge`)."""
+        body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
+        data, attempts = self._request("POST", "/v1/judge", body)
+        return parse_judgment(data, attempts)
+
+    def graphs(self) -> Any:
+        """`GET /v1/graphs`: the presets and their specs."""
+        return self._request("GET", "/v1/graphs")[0]
+
+    def health(self) -> bool:
+        """True when `GET /healthz` answers 2xx (no retries)."""
+        try:
+            response = self._transport.request("GET", "/healthz", None)
+        except ConnectionFailure:
+            return False
+        return 200 <= response.status < 300
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> "RewardClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RewardClient({self.base_url!r}, graph={self.graph!r}, max_retries={self.max_retries})"
+
+
+def _user_agent() -> str:
+    from . import __version__
+
+    return f"debate-reward-python/{__version__}"

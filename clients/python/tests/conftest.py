@@ -1,0 +1,272 @@
+"""Fixtures: the real built server (`node dist/server/main.js`) on free loopback ports, one process per
+backend flavour, each stopped by PID at the end of the session."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+import pytest
+
+PY_ROOT = Path(__file__).resolve().parents[1]
+REPO = PY_ROOT.parents[1]
+SERVER_JS = REPO / "dist" / "server" / "main.js"
+FAKE_SERVER_TS = REPO / "test" / "fakes" / "openai-server.ts"
+
+sys.path.insert(0, str(PY_ROOT / "src"))
+
+# Variables the server reads (ENGINE_API.md); scrubbed from the inherited environment so a developer's
+# shell cannot change what the tests exercise.
+SERVER_ENV_PREFIXES = ("JUDGE_", "REWARD_", "MAX_", "MIN_", "REQUEST_", "FAILURE_", "TRANSCRIPTS_", "CACHE_")
+SERVER_ENV_NAMES = {"PORT", "HOST", "LOG_LEVEL", "METRICS_PUBLIC", "DEFAULT_GRAPH", "BODY_LIMIT_BYTES",
+                    "SHUTDOWN_GRACE_MS", "RECENT_WINDOW"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound then released)."""
+    return free_port()
+
+
+def _clean_env(overrides: Dict[str, str]) -> Dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in SERVER_ENV_NAMES and not k.startswith(SERVER_ENV_PREFIXES)
+    }
+    env.update({"HOST": "127.0.0.1", "LOG_LEVEL": "warn"})
+    env.update(overrides)
+    return env
+
+
+def _get(url: str, timeout: float = 2.0) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+class ServerProcess:
+    """`node dist/server/main.js` with the given environment, on a free port; `.url` once /healthz is 200."""
+
+    def __init__(self, env: Optional[Dict[str, str]] = None, start_timeout_s: float = 20.0) -> None:
+        self.overrides = dict(env or {})
+        self.log = tempfile.NamedTemporaryFile(prefix="debate-reward-server-", suffix=".log", delete=False)
+        self.proc: Optional[subprocess.Popen] = None
+        self.url = ""
+        last_error = ""
+        for _ in range(3):  # a free port can be taken between probe and bind; try another
+            port = free_port()
+            self.proc = subprocess.Popen(
+                ["node", str(SERVER_JS)],
+                cwd=str(REPO),
+                env=_clean_env({**self.overrides, "PORT": str(port)}),
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+            )
+            self.url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + start_timeout_s
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    if _get(self.url + "/healthz", timeout=0.5) == 200:
+                        return
+                except OSError:
+                    pass
+                time.sleep(0.05)
+            last_error = self.read_log()[-3000:]
+            self.stop()
+        raise RuntimeError(f"server did not become healthy; env={self.overrides}\n{last_error}")
+
+    def read_log(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(encoding="utf-8", errors="replace")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
+            return resp.read().decode("utf-8")
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()  # SIGTERM to this PID only: graceful shutdown
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+class FakeBackend:
+    """The fake OpenAI-compatible backend, standalone (`test/fakes/openai-server.ts`)."""
+
+    def __init__(self, latency_ms: int = 0, reply: str = "match", start_timeout_s: float = 60.0) -> None:
+        self.proc = subprocess.Popen(
+            ["npx", "tsx", str(FAKE_SERVER_TS), "--port", "0", "--latency-ms", str(latency_ms), "--reply", reply],
+            cwd=str(REPO),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        lines: "queue.Queue[Optional[str]]" = queue.Queue()
+
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        seen: List[str] = []
+        deadline = time.monotonic() + start_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            seen.append(line)
+            if line.startswith("LISTENING "):
+                self.base_url = line.split(" ", 1)[1].strip()
+                return
+        self.stop()
+        raise RuntimeError("fake backend did not start:\n" + "".join(seen)[-3000:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def built() -> Path:
+    """The built server; builds once when dist/ is missing (run-tests.sh always builds first)."""
+    if not SERVER_JS.exists():
+        result = subprocess.run(["npm", "run", "build"], cwd=str(REPO), capture_output=True, text=True)
+        if result.returncode != 0 or not SERVER_JS.exists():
+            pytest.fail(f"npm run build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return SERVER_JS
+
+
+@pytest.fixture(scope="session")
+def server_factory(built: Path) -> Iterator:
+    started: List[ServerProcess] = []
+
+    def start(env: Optional[Dict[str, str]] = None) -> ServerProcess:
+        server = ServerProcess(env)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def offline_server(server_factory) -> ServerProcess:
+    """No JUDGE_BASE_URL: the embedded deterministic offline backend."""
+    return server_factory()
+
+
+@pytest.fixture(scope="session")
+def failing_server(server_factory) -> ServerProcess:
+    """Every LLM call fails at once (judge on a closed loopback port, no retries): every judgment that
+    needs an LLM ends `judge_error`."""
+    return server_factory(
+        {
+            "JUDGE_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1",
+            "JUDGE_API_KEY": "test",
+            "JUDGE_MODEL": "unreachable-judge",
+            "JUDGE_MAX_RETRIES": "0",
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def auth_server(server_factory) -> ServerProcess:
+    return server_factory({"REWARD_API_KEY": "s3cret-key"})
+
+
+@pytest.fixture(scope="session")
+def fake_backend(built: Path) -> Iterator[FakeBackend]:
+    backend = FakeBackend(latency_ms=300, reply="match")
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_server(server_factory, fake_backend: FakeBackend) -> ServerProcess:
+    """A server in front of a slow (300 ms per call) judge with room for one running and one queued
+    judgment: concurrent requests overflow and get 503 + Retry-After."""
+    return server_factory(
+        {
+            "JUDGE_BASE_URL": fake_backend.base_url,
+            "JUDGE_API_KEY": "test",
+            "JUDGE_MODEL": "fake-judge",
+            "MAX_CONCURRENT_JUDGMENTS": "1",
+            "MAX_QUEUE": "1",
+        }
+    )
+
+
+# --- test data (written for these tests) -----------------------------------------------------------------
+
+QUESTION = "How can sparse mixture-of-experts language models keep expert load balanced during training?"
+GROUND_TRUTH = (
+    "We propose an auxiliary-loss-free load balancing strategy for mixture-of-experts language models. "
+    "Each expert receives a bias term that is added to its routing score before top-k selection. After "
+    "every training step the bias is decreased for overloaded experts and increased for underloaded "
+    "experts, which balances expert load without an auxiliary loss whose gradient interferes with "
+    "language modeling."
+)
+MATCHING = (
+    "Balance expert load in mixture-of-experts language models without an auxiliary loss: add a "
+    "per-expert bias term to the routing score before top-k selection, and after each training step "
+    "decrease the bias of overloaded experts and increase the bias of underloaded experts."
+)
+UNRELATED = (
+    "Distill a large dense transformer into a small recurrent student by matching hidden states on "
+    "synthetic dialogue transcripts collected from crowd workers, then prune attention heads."
+)
+DEGENERATE = ":"
+
+
+def post_json(url: str, body: object, headers: Optional[Dict[str, str]] = None, timeout: float = 60):
+    """Raw stdlib POST, for checking the wire format independently of the client. -> (status, json)."""
+    data = json.dumps(body).encode("utf-8")
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read().decode("utf-8")), dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        raw = exc.read().decode("utf-8")
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = raw
+        return exc.code, parsed, dict(exc.headers)
