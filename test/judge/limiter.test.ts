@@ -1,0 +1,190 @@
+import { describe, expect, it } from 'vitest';
+import { RewardError } from '../../src/errors.js';
+import { createLimiter, estimateTokens, type LimiterOptions } from '../../src/judge/limiter.js';
+import type { Sleep } from '../../src/judge/retry.js';
+
+const open = () => ({ signal: new AbortController().signal, deadline: Date.now() + 60_000 });
+
+/** A limiter on a manual clock whose sleeps advance the clock instantly and are recorded. */
+function clocked(options: Omit<LimiterOptions, 'now' | 'sleep'>) {
+  let t = 1_000_000;
+  const sleeps: number[] = [];
+  const sleep: Sleep = async (ms) => {
+    await Promise.resolve();
+    sleeps.push(Math.round(ms));
+    t += ms;
+  };
+  const limiter = createLimiter({ ...options, now: () => t, sleep });
+  return { limiter, sleeps, now: () => t, advance: (ms: number) => (t += ms) };
+}
+
+/** Resolves after pending promise callbacks have run. */
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('estimateTokens', () => {
+  it('is ceil(chars / 4) of the messages plus max_tokens', () => {
+    const messages = [
+      { role: 'system' as const, content: 'abcde' },
+      { role: 'user' as const, content: 'abcd' },
+    ];
+    expect(estimateTokens(messages, 100)).toBe(103);
+    expect(estimateTokens(messages, undefined)).toBe(3);
+  });
+});
+
+describe('max in-flight semaphore', () => {
+  it('admits up to maxInflight and queues the rest', async () => {
+    const limiter = createLimiter({ maxInflight: 2 });
+    const a = await limiter.acquire(1, open());
+    await limiter.acquire(1, open());
+    let third = false;
+    const pending = limiter.acquire(1, open()).then((release) => {
+      third = true;
+      return release;
+    });
+    await flush();
+    expect([limiter.inflight, limiter.waiting, third]).toEqual([2, 1, false]);
+    a();
+    (await pending)();
+    expect([limiter.inflight, limiter.waiting, third]).toEqual([1, 0, true]);
+  });
+
+  it('serves waiters first-in first-out', async () => {
+    const limiter = createLimiter({ maxInflight: 1 });
+    const first = await limiter.acquire(1, open());
+    const order: number[] = [];
+    const waiters = [1, 2, 3].map((n) =>
+      limiter.acquire(1, open()).then((release) => {
+        order.push(n);
+        release();
+      }),
+    );
+    first();
+    await Promise.all(waiters);
+    expect(order).toEqual([1, 2, 3]);
+    expect(limiter.inflight).toBe(0);
+  });
+
+  it('ignores a second release of the same slot', async () => {
+    const limiter = createLimiter({ maxInflight: 2 });
+    const release = await limiter.acquire(1, open());
+    await limiter.acquire(1, open());
+    release();
+    release();
+    expect(limiter.inflight).toBe(1);
+  });
+
+  it('drops an aborted waiter from the queue', async () => {
+    const limiter = createLimiter({ maxInflight: 1 });
+    const held = await limiter.acquire(1, open());
+    const controller = new AbortController();
+    const aborted = limiter.acquire(1, { ...open(), signal: controller.signal });
+    const next = limiter.acquire(1, open());
+    expect(limiter.waiting).toBe(2);
+    controller.abort(new Error('client gone'));
+    await expect(aborted).rejects.toThrow('client gone');
+    expect(limiter.waiting).toBe(1);
+    held();
+    const release = await next;
+    expect(limiter.inflight).toBe(1);
+    release();
+    expect(limiter.inflight).toBe(0);
+  });
+
+  it('rejects a waiter with RW_JUDGE_TIMEOUT at its deadline', async () => {
+    const limiter = createLimiter({ maxInflight: 1 });
+    await limiter.acquire(1, open());
+    const t0 = performance.now();
+    const error = await limiter
+      .acquire(1, { signal: new AbortController().signal, deadline: Date.now() + 50 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RewardError);
+    expect((error as RewardError).code).toBe('RW_JUDGE_TIMEOUT');
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(limiter.waiting).toBe(0);
+  });
+
+  it('rejects at once on an already-aborted signal', async () => {
+    const limiter = createLimiter({ maxInflight: 1 });
+    await expect(limiter.acquire(1, { ...open(), signal: AbortSignal.abort() })).rejects.toMatchObject({
+      name: 'AbortError',
+    });
+    expect(limiter.inflight).toBe(0);
+  });
+});
+
+describe('RPM / TPM buckets', () => {
+  it('spaces requests at the RPM rate after a one-second burst', async () => {
+    const { limiter, sleeps } = clocked({ maxInflight: 10, rpm: 60 }); // 1 per second, burst 1
+    for (let i = 0; i < 3; i++) (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    expect(sleeps).toEqual([1_000, 1_000]);
+  });
+
+  it('serves concurrent reservations in order, each one interval later', async () => {
+    const sleeps: number[] = [];
+    // The clock stands still: every reservation is computed at the same instant.
+    const limiter = createLimiter({
+      maxInflight: 10,
+      rpm: 120, // 2 per second, burst 2
+      now: () => 0,
+      sleep: async (ms) => {
+        await Promise.resolve();
+        sleeps.push(ms);
+      },
+    });
+    await Promise.all([1, 2, 3, 4].map(() => limiter.acquire(1, { ...open(), deadline: Infinity })));
+    expect(sleeps).toEqual([500, 1_000]);
+  });
+
+  it('delays by token cost under TPM', async () => {
+    const { limiter, sleeps } = clocked({ maxInflight: 10, tpm: 6_000 }); // 100 tokens/s, burst 100
+    (await limiter.acquire(300, { ...open(), deadline: Infinity }))(); // bigger than the burst: goes when full → -200
+    (await limiter.acquire(50, { ...open(), deadline: Infinity }))(); // waits for -200 → 50: 250 tokens
+    expect(sleeps).toEqual([2_500]);
+  });
+
+  it('fails with RW_JUDGE_TIMEOUT without waiting or reserving when the deadline is too close', async () => {
+    const { limiter, sleeps, now } = clocked({ maxInflight: 10, rpm: 60 });
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    const error = await limiter.acquire(1, { ...open(), deadline: now() + 500 }).catch((e: unknown) => e);
+    expect((error as RewardError).code).toBe('RW_JUDGE_TIMEOUT');
+    expect(limiter.inflight).toBe(0);
+    // The failed call reserved nothing: the next one waits one interval, not two.
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    expect(sleeps).toEqual([1_000]);
+  });
+
+  it('refunds the reservation and frees the slot when aborted while waiting', async () => {
+    const controller = new AbortController();
+    const sleeps: number[] = [];
+    const limiter = createLimiter({
+      maxInflight: 10,
+      rpm: 60,
+      now: () => 0,
+      sleep: async (ms) => {
+        await Promise.resolve();
+        sleeps.push(ms);
+        if (sleeps.length === 1) {
+          controller.abort(new Error('gone'));
+          throw new Error('gone');
+        }
+      },
+    });
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    await expect(limiter.acquire(1, { signal: controller.signal, deadline: Infinity })).rejects.toThrow(
+      'gone',
+    );
+    expect(limiter.inflight).toBe(0);
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    expect(sleeps).toEqual([1_000, 1_000]);
+  });
+
+  it('refills over time up to the burst', async () => {
+    const { limiter, sleeps, advance } = clocked({ maxInflight: 10, rpm: 60 });
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    advance(60_000); // refills to the 1-request burst, not to 60
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    (await limiter.acquire(1, { ...open(), deadline: Infinity }))();
+    expect(sleeps).toEqual([1_000]);
+  });
+});
