@@ -1,0 +1,343 @@
+/** Markdown and console reports for benchmark results, with the issue-6 targets checked. */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { across, ROOT, type RepetitionResult, type SoakResult, type SuiteResult } from './harness.js';
+import { fmt, fmtSpread, spread, type Spread } from './stats.js';
+
+export interface Target {
+  what: string;
+  goal: string;
+  measured: string;
+  pass: boolean;
+}
+
+export function environment(): string {
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    if (dirty.trim() !== '') commit += ' + uncommitted changes in src/';
+  } catch {
+    // not a git checkout
+  }
+  let model = cpus()[0]?.model ?? 'unknown CPU';
+  try {
+    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (m?.[1] !== undefined) model = m[1];
+  } catch {
+    // not Linux
+  }
+  return `Node ${process.version}, ${cpus().length} cores (${model}), commit ${commit}`;
+}
+
+const ratio = (s: Spread): string => fmtSpread(s, 2);
+
+/** Per-run ratio, then median over runs. */
+function ratioAcross(
+  runs: RepetitionResult[],
+  num: (r: RepetitionResult) => number,
+  den: (r: RepetitionResult) => number,
+): Spread {
+  return spread(runs.map((r) => num(r) / den(r)));
+}
+
+export function targets(s: SuiteResult): Target[] {
+  const { runs } = s;
+  const L = s.options.latencyMs;
+  const rolloutRate = across(runs, (r) => r.rollouts.judgmentsPerSecond);
+  const floorRatio = ratioAcross(
+    runs,
+    (r) => r.rollouts.judgmentsPerSecond,
+    (r) => r.floor.judgmentsPerSecond,
+  );
+  const cpu = across(runs, (r) => r.rollouts.serverCpuMsPerCall);
+  const light = across(runs, (r) => r.light.load.latency.p50);
+  const rss = across(runs, (r) => r.peakRssMb);
+  const hits = across(runs, (r) => r.groupsCached.judgmentsPerSecond);
+  return [
+    {
+      what: `judgments/s, /get_reward at ${s.options.inflight} in flight`,
+      goal: '≥ 1000',
+      measured: fmtSpread(rolloutRate),
+      pass: rolloutRate.median >= 1000,
+    },
+    {
+      what: '… ratio to the floor client',
+      goal: '≥ 0.6',
+      measured: ratio(floorRatio),
+      pass: floorRatio.median >= 0.6,
+    },
+    {
+      what: 'server CPU per backend call (/get_reward)',
+      goal: '≤ 0.3 ms',
+      measured: `${fmtSpread(cpu, 3)} ms`,
+      pass: cpu.median <= 0.3,
+    },
+    {
+      what: 'light-load group latency p50 (one group of 16 at a time)',
+      goal: `≤ ${fmt(1.2 * 2 * L, 0)} ms (1.2 × 2L)`,
+      measured: `${fmtSpread(light, 1)} ms`,
+      pass: light.median <= 1.2 * 2 * L,
+    },
+    {
+      what: 'server peak RSS (VmHWM)',
+      goal: '≤ 250 MB',
+      measured: `${fmtSpread(rss, 0)} MB`,
+      pass: rss.max <= 250,
+    },
+    {
+      what: 'cache-hit judgments/s (/v1/reward groups)',
+      goal: '≥ 10000',
+      measured: fmtSpread(hits),
+      pass: hits.median >= 10_000,
+    },
+  ];
+}
+
+export function suiteMarkdown(s: SuiteResult): string {
+  const { runs, options: o } = s;
+  const L = o.latencyMs;
+  const limit = s.limitJudgmentsPerSecond;
+  const floorJ = across(runs, (r) => r.floor.judgmentsPerSecond);
+  type Pick = (r: RepetitionResult) => import('./harness.js').ScenarioResult;
+  const scenarioRow = (label: string, pick: Pick, latencyLabel: string): string => {
+    const j = across(runs, (r) => pick(r).judgmentsPerSecond);
+    return [
+      label,
+      fmtSpread(j),
+      fmtSpread(across(runs, (r) => pick(r).backendCallsPerSecond)),
+      `${latencyLabel} ${fmtSpread(
+        across(runs, (r) => pick(r).load.latency.p50),
+        1,
+      )} / ${fmtSpread(
+        across(runs, (r) => pick(r).load.latency.p99),
+        1,
+      )}`,
+      fmtSpread(
+        across(runs, (r) => pick(r).serverCpuMsPerCall),
+        3,
+      ),
+      fmtSpread(
+        across(runs, (r) => pick(r).serverCores),
+        2,
+      ),
+      ratio(spread(runs.map((r) => pick(r).judgmentsPerSecond / limit))),
+      ratio(
+        ratioAcross(
+          runs,
+          (r) => pick(r).judgmentsPerSecond,
+          (r) => r.floor.judgmentsPerSecond,
+        ),
+      ),
+    ]
+      .join(' | ')
+      .replace(/^/, '| ')
+      .concat(' |');
+  };
+  const cachedRow = (label: string, pick: Pick): string => {
+    const hitShare = spread(
+      runs.map((r) => {
+        const sc = pick(r);
+        return sc.metricCacheHits !== undefined
+          ? sc.metricCacheHits / sc.load.judgments
+          : sc.load.cached / sc.load.judgments;
+      }),
+    );
+    return [
+      label,
+      fmtSpread(across(runs, (r) => pick(r).judgmentsPerSecond)),
+      fmtSpread(across(runs, (r) => pick(r).backendCallsPerSecond)),
+      `request ${fmtSpread(
+        across(runs, (r) => pick(r).load.latency.p50),
+        1,
+      )} / ${fmtSpread(
+        across(runs, (r) => pick(r).load.latency.p99),
+        1,
+      )}`,
+      `hits ${ratio(hitShare)}`,
+      fmtSpread(
+        across(runs, (r) => pick(r).serverCores),
+        2,
+      ),
+      '',
+      '',
+    ]
+      .join(' | ')
+      .replace(/^/, '| ')
+      .concat(' |');
+  };
+  const failures = runs.reduce(
+    (n, r) =>
+      n +
+      r.groups.load.failed +
+      r.rollouts.load.failed +
+      r.light.load.failed +
+      r.groupsCached.load.failed +
+      r.rolloutsCached.load.failed,
+    0,
+  );
+  const firstError = runs
+    .flatMap((r) =>
+      [r.groups, r.rollouts, r.light, r.groupsCached, r.rolloutsCached].map((x) => x.load.firstError),
+    )
+    .find((e) => e !== undefined);
+  const lines = [
+    `Graph \`${o.graph}\` (${s.callsPerJudgment} LLM calls per judgment, critical path ${s.criticalPathCalls} calls), ` +
+      `fake backend L = ${L} ms, ${o.inflight} judgments in flight, ${o.judgments} judgments per scenario, ` +
+      `${o.runs} runs (fresh fake + server each); values are median (min–max) over runs. ` +
+      `Server: \`${o.server === 'dist' ? 'node dist/server/main.js' : 'tsx src/server/main.ts'}\`, ` +
+      `JUDGE_MAX_INFLIGHT=${o.judgeMaxInflight}, CACHE_SIZE=${o.cacheSize}, LOG_LEVEL=info. ${environment()}.`,
+    '',
+    '| scenario | judgments/s | backend calls/s | latency p50 / p99, ms | server CPU ms / backend call | server cores | ratio to limit | ratio to floor |',
+    '|---|---:|---:|---|---:|---:|---:|---:|',
+    `| theoretical limit (${o.inflight} / (${s.criticalPathCalls} × ${L} ms)) | ${fmt(limit)} | ${fmt(limit * s.callsPerJudgment)} | judgment ${fmt(s.criticalPathCalls * L)} | | | 1.00 | |`,
+    [
+      `floor client (${o.inflight} judgments in flight, no server)`,
+      fmtSpread(floorJ),
+      fmtSpread(across(runs, (r) => r.floor.callsPerSecond)),
+      `judgment ${fmtSpread(
+        across(runs, (r) => r.floor.result.latency.p50),
+        1,
+      )} / ${fmtSpread(
+        across(runs, (r) => r.floor.result.latency.p99),
+        1,
+      )}`,
+      `(client) ${fmtSpread(
+        across(runs, (r) => r.floor.clientCpuMsPerCall),
+        3,
+      )}`,
+      '',
+      ratio(spread(runs.map((r) => r.floor.judgmentsPerSecond / limit))),
+      '1.00',
+    ]
+      .join(' | ')
+      .replace(/^/, '| ')
+      .concat(' |'),
+    scenarioRow(
+      `(a) /v1/reward, groups of ${o.groupSize}, ${Math.floor(o.inflight / o.groupSize)} groups in flight`,
+      (r) => r.groups,
+      'group',
+    ),
+    scenarioRow(
+      `(b) /get_reward, one rollout per request, ${o.inflight} in flight`,
+      (r) => r.rollouts,
+      'rollout',
+    ),
+    cachedRow('(c) cache hits, /v1/reward groups (same groups again)', (r) => r.groupsCached),
+    cachedRow('(c) cache hits, /get_reward rollouts (same rollouts again)', (r) => r.rolloutsCached),
+    '',
+    '| latency and resources | value |',
+    '|---|---|',
+    `| light-load group latency p50 / p99 (one group of ${o.groupSize} at a time) | ${fmtSpread(
+      across(runs, (r) => r.light.load.latency.p50),
+      1,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.light.load.latency.p99),
+      1,
+    )} ms (2L = ${2 * L} ms; ratio p50 / 2L ${ratio(across(runs, (r) => r.light.load.latency.p50 / (2 * L)))}) |`,
+    `| floor client, same light load (group p50 / p99) | ${fmtSpread(
+      across(runs, (r) => r.floorLight.result.groupLatency.p50),
+      1,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.floorLight.result.groupLatency.p99),
+      1,
+    )} ms |`,
+    `| (a) per-item latency inside groups (server-reported p50 / p99) | ${fmtSpread(
+      across(runs, (r) => r.groups.load.itemLatency?.p50 ?? NaN),
+      1,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.groups.load.itemLatency?.p99 ?? NaN),
+      1,
+    )} ms |`,
+    `| server peak RSS (VmHWM over the whole run) | ${fmtSpread(across(runs, (r) => r.peakRssMb))} MB (RSS at end ${fmtSpread(across(runs, (r) => r.rssEndMb))} MB) |`,
+    `| server CPU per judgment, (b) | ${fmtSpread(
+      across(runs, (r) => r.rollouts.serverCpuMsPerJudgment),
+      3,
+    )} ms |`,
+    `| fake backend during (b): cores / CPU ms per call | ${fmtSpread(
+      across(runs, (r) => r.rollouts.fakeCores),
+      2,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.rollouts.fakeCpuMsPerCall),
+      3,
+    )} |`,
+    `| fake backend during the floor run: cores / CPU ms per call | ${fmtSpread(
+      across(runs, (r) => r.floor.fakeCores),
+      2,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.floor.fakeCpuMsPerCall),
+      3,
+    )} |`,
+    `| other processes on the machine during (b) / during the floor run: cores | ${fmtSpread(
+      across(runs, (r) => r.rollouts.otherCores),
+      2,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.floor.otherCores),
+      2,
+    )} |`,
+    `| load generator during (b): cores | ${fmtSpread(
+      across(runs, (r) => r.rollouts.loadCores),
+      2,
+    )} |`,
+    `| peak backend calls in flight during (b) | ${fmtSpread(across(runs, (r) => r.rollouts.fakeMaxInflight))} |`,
+    `| server log bytes per judgment, (b) at LOG_LEVEL=info | ${fmtSpread(
+      across(runs, (r) => r.rollouts.logBytes / Math.max(1, r.rollouts.load.judgments)),
+      1,
+    )} |`,
+    `| failed judgments (all scenarios, all runs) | ${failures}${firstError === undefined ? '' : ` — first: ${firstError.replace(/\|/g, '\\|').slice(0, 200)}`} |`,
+    '',
+    '| target (issue 6) | goal | measured | met |',
+    '|---|---|---|---|',
+    ...targets(s).map((t) => `| ${t.what} | ${t.goal} | ${t.measured} | ${t.pass ? 'yes' : '**no**'} |`),
+  ];
+  return lines.join('\n');
+}
+
+export function soakMarkdown(s: SoakResult): string {
+  return [
+    `Soak: ${s.seconds} s of /get_reward at ${s.scenario.load.requests > 0 ? 'full' : 'no'} load ` +
+      `(${s.scenario.load.judgments} judgments, ${fmt(s.scenario.judgmentsPerSecond)} judgments/s, ` +
+      `${s.scenario.load.failed} failed), RSS sampled every ${s.intervalSeconds} s. ${environment()}.`,
+    '',
+    '| t, s | RSS, MB | peak RSS, MB | judgments/s (interval) | server cores |',
+    '|---:|---:|---:|---:|---:|',
+    ...s.samples.map(
+      (x) =>
+        `| ${x.t} | ${fmt(x.rssMb, 1)} | ${fmt(x.hwmMb, 1)} | ${fmt(x.judgmentsPerSecond)} | ${fmt(x.serverCores, 2)} |`,
+    ),
+    '',
+    `RSS growth from minute 1 to the end: ${fmt(s.growth * 100, 1)}% (target < 10%: ${s.growth < 0.1 ? 'met' : '**not met**'}).`,
+  ].join('\n');
+}
+
+/** The console summary: ratios first. */
+export function suiteConsole(s: SuiteResult): string {
+  const { runs } = s;
+  const limit = s.limitJudgmentsPerSecond;
+  const j = across(runs, (r) => r.rollouts.judgmentsPerSecond);
+  return [
+    `theoretical limit ${fmt(limit)} judgments/s; floor client ${fmtSpread(across(runs, (r) => r.floor.judgmentsPerSecond))} judgments/s`,
+    `/get_reward ${fmtSpread(j)} judgments/s = ${ratio(spread(runs.map((r) => r.rollouts.judgmentsPerSecond / limit)))} × limit, ` +
+      `${ratio(
+        ratioAcross(
+          runs,
+          (r) => r.rollouts.judgmentsPerSecond,
+          (r) => r.floor.judgmentsPerSecond,
+        ),
+      )} × floor`,
+    `/v1/reward ${fmtSpread(across(runs, (r) => r.groups.judgmentsPerSecond))} judgments/s = ` +
+      `${ratio(spread(runs.map((r) => r.groups.judgmentsPerSecond / limit)))} × limit, ` +
+      `${ratio(
+        ratioAcross(
+          runs,
+          (r) => r.groups.judgmentsPerSecond,
+          (r) => r.floor.judgmentsPerSecond,
+        ),
+      )} × floor`,
+    ...targets(s).map((t) => `${t.pass ? 'ok  ' : 'MISS'} ${t.what}: ${t.measured} (goal ${t.goal})`),
+  ].join('\n');
+}

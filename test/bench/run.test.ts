@@ -1,0 +1,121 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { BLOCK, groupBody, loadCorpus, rolloutBody, tripleAt } from '../../bench/data.js';
+import { DEFAULT_OPTIONS, runSuite, sumMetric } from '../../bench/harness.js';
+import { killTracked, liveChildren } from '../../bench/procs.js';
+import { summarizeProfile } from '../../bench/profile.js';
+import { suiteMarkdown, targets } from '../../bench/report.js';
+import { percentile, spread } from '../../bench/stats.js';
+
+afterEach(() => {
+  killTracked(); // only children this file started, by PID
+});
+
+describe('bench data', () => {
+  const corpus = loadCorpus();
+
+  it('gives distinct (ground truth, candidate) pairs over a long range', () => {
+    const seen = new Set<string>();
+    for (let k = 0; k < 20_000; k++) {
+      const t = tripleAt(corpus, k);
+      seen.add(`${t.groundTruth}\u0000${t.candidate}`);
+    }
+    expect(seen.size).toBe(20_000);
+  });
+
+  it('makes a block a group of unique, non-degenerate candidates of one paper', () => {
+    const body = JSON.parse(groupBody(corpus, 3 * BLOCK, BLOCK, 'analysts-2')) as {
+      ground_truth: string;
+      candidates: string[];
+    };
+    expect(new Set(body.candidates).size).toBe(BLOCK);
+    expect(body.candidates.every((c) => c.trim().length >= 20)).toBe(true);
+    expect(body.ground_truth).toBe(tripleAt(corpus, 3 * BLOCK + 5).groundTruth);
+    expect(() => groupBody(corpus, 3, BLOCK, 'analysts-2')).toThrow();
+  });
+
+  it('builds an OpenRLHF body whose query is the prompt plus the rollout', () => {
+    const body = JSON.parse(rolloutBody(corpus, 7)) as { query: string[]; prompts: string[] };
+    expect(body.query[0]!.startsWith(body.prompts[0]!)).toBe(true);
+    expect(body.query[0]).toContain(tripleAt(corpus, 7).candidate);
+  });
+});
+
+describe('bench helpers', () => {
+  it('computes nearest-rank percentiles and median/min/max', () => {
+    expect(percentile([5, 1, 4, 2, 3], 50)).toBe(3);
+    expect(percentile([1, 2, 3, 4, 100], 99)).toBe(100);
+    expect(spread([3, 1, 2, 10])).toEqual({ median: 2.5, min: 1, max: 10, n: 4 });
+  });
+
+  it('sums a Prometheus counter over label sets, optionally filtered', () => {
+    const text = [
+      '# TYPE reward_cache_lookups_total counter',
+      'reward_cache_lookups_total{result="hit"} 7',
+      'reward_cache_lookups_total{result="miss"} 3',
+      'reward_cache_lookups_total_other 100',
+    ].join('\n');
+    expect(sumMetric(text, 'reward_cache_lookups_total')).toBe(10);
+    expect(sumMetric(text, 'reward_cache_lookups_total', 'result="hit"')).toBe(7);
+  });
+
+  it('attributes self and inclusive time in a cpuprofile', () => {
+    const frame = (functionName: string, url = 'file:///app/dist/server/app.js') => ({
+      functionName,
+      url,
+      lineNumber: 0,
+      columnNumber: 0,
+      scriptId: '1',
+    });
+    const summary = summarizeProfile({
+      nodes: [
+        { id: 1, callFrame: frame('(root)', ''), children: [2, 4] },
+        { id: 2, callFrame: frame('handler'), children: [3] },
+        { id: 3, callFrame: frame('parse', 'file:///app/node_modules/zod/index.js') },
+        { id: 4, callFrame: frame('(idle)', '') },
+      ],
+      samples: [3, 3, 2, 4, 3],
+      timeDeltas: [0, 1000, 1000, 1000, 1000],
+      startTime: 0,
+      endTime: 5000,
+    });
+    expect(summary.idleMs).toBe(1);
+    expect(summary.self[0]).toMatchObject({ name: 'parse', category: 'zod', ms: 2 });
+    expect(summary.inclusive.find((r) => r.name === 'handler')?.ms).toBe(3);
+  });
+});
+
+describe('bench harness', () => {
+  it('runs every scenario end to end with tiny numbers and reaps its processes', async () => {
+    const n = 2 * BLOCK;
+    const result = await runSuite({
+      ...DEFAULT_OPTIONS,
+      runs: 1,
+      latencyMs: 5,
+      inflight: BLOCK,
+      judgments: n,
+      warmupJudgments: BLOCK,
+      lightGroups: 1,
+      maxScenarioSeconds: 30,
+      server: 'src',
+    });
+    const run = result.runs[0]!;
+    for (const scenario of [run.groups, run.rollouts, run.groupsCached, run.rolloutsCached]) {
+      expect(scenario.load.rewarded, scenario.name).toBe(n);
+      expect(scenario.load.failed, scenario.name).toBe(0);
+    }
+    // Fresh pairs cost 3 backend calls each; replays are all cache hits.
+    expect(run.groups.backendCalls).toBe(3 * n);
+    expect(run.rollouts.backendCalls).toBe(3 * n);
+    expect(run.groupsCached.backendCalls).toBe(0);
+    expect(run.groupsCached.load.cached).toBe(n);
+    expect(run.rolloutsCached.backendCalls).toBe(0);
+    expect(run.light.load.rewarded).toBe(BLOCK);
+    expect(run.floor.result.calls).toBe(3 * n);
+    expect(run.floor.result.failedCalls).toBe(0);
+    expect(run.peakRssMb).toBeGreaterThan(0);
+    expect(result.limitJudgmentsPerSecond).toBe(BLOCK / ((2 * 5) / 1000));
+    expect(targets(result)).toHaveLength(6);
+    expect(suiteMarkdown(result)).toContain('ratio to floor');
+    expect(liveChildren()).toBe(0);
+  }, 120_000);
+});
