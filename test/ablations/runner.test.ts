@@ -1,0 +1,285 @@
+import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadDataset, parseDataset, type Dataset } from '../../src/ablations/dataset.js';
+import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
+import { createOfflineBackend } from '../../src/judge/offline.js';
+import { BackendSettings, createRouter } from '../../src/judge/routing.js';
+import type { Router } from '../../src/judge/types.js';
+import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+
+const dirs: string[] = [];
+let fake: FakeOpenAI | undefined;
+let router: Router | undefined;
+
+afterEach(async () => {
+  for (const b of router?.backends() ?? []) await b.close?.();
+  router = undefined;
+  await fake?.close();
+  fake = undefined;
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+async function tempDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'ablate-'));
+  dirs.push(d);
+  return d;
+}
+
+const offlineRouter = () => createRouter({ default: 'offline', offline: createOfflineBackend });
+
+/** n items: every `positiveEvery`-th is a positive; `fail(i)` marks items whose candidate the fake rejects. */
+function syntheticDataset(
+  n: number,
+  isPositive: (i: number) => boolean,
+  fail: (i: number) => boolean,
+): Dataset {
+  const lines = Array.from({ length: n }, (_, i) => {
+    const label = isPositive(i) ? 1 : 0;
+    return JSON.stringify({
+      id: `s${i}`,
+      question: `question ${i % 7}`,
+      candidate: `Candidate idea number ${i} about a method ${fail(i) ? 'zzfailzz' : 'plain'} and its evaluation.`,
+      ground_truth: `Ground truth abstract ${i % 7} describing a specific method in detail.`,
+      label,
+      kind: label === 1 ? 'positive' : 'hard_negative',
+      source: 'test',
+      venue: 'test',
+      area: 'test',
+    });
+  });
+  return { ...parseDataset(lines.join('\n')), sha256: 'synthetic' };
+}
+
+function fakeRouter(baseURL: string, extra: Partial<BackendSettings> = {}): Router {
+  return createRouter({
+    default: BackendSettings.parse({
+      base_url: baseURL,
+      api_key: 'test',
+      model: 'fake',
+      max_retries: 0,
+      timeout_ms: 5_000,
+      ...extra,
+    }),
+    offline: createOfflineBackend,
+  });
+}
+
+describe('runAblation resume', () => {
+  it('an interrupted run, resumed, writes the same results.json as an uninterrupted run', async () => {
+    const dataset = await loadDataset('datasets/sample.jsonl');
+    const { entries, reference } = await resolveGraphs(['default', 'proposer-critic', 'lexical']);
+    expect(entries.map((e) => e.label)).toEqual([
+      'default',
+      'proposer-critic',
+      'lexical',
+      'vote-3',
+      'vote-6',
+    ]);
+
+    const whole = await tempDir();
+    router = offlineRouter();
+    const full = await runAblation({
+      dataset,
+      entries,
+      reference,
+      router,
+      outDir: whole,
+      seed: 7,
+      concurrency: 4,
+    });
+    expect(full.completed).toBe(true);
+    expect(full.ran).toBe(dataset.items.length * entries.length);
+
+    const split = await tempDir();
+    const controller = new AbortController();
+    let seen = 0;
+    const first = await runAblation({
+      dataset,
+      entries,
+      reference,
+      router,
+      outDir: split,
+      seed: 7,
+      concurrency: 4,
+      signal: controller.signal,
+      onRecord: () => {
+        if (++seen === 40) controller.abort();
+      },
+    });
+    expect(first.completed).toBe(false);
+    expect(first.results).toBeNull();
+    expect(first.ran).toBeGreaterThanOrEqual(40);
+    expect(first.ran).toBeLessThan(full.ran);
+    await expect(readFile(join(split, 'results.json'))).rejects.toThrow();
+    // A writer killed mid-line leaves a partial record; the resumed run must cut it off, not choke on it.
+    await appendFile(join(split, 'items.jsonl'), '{"v":1,"key":"trunc');
+
+    const second = await runAblation({
+      dataset,
+      entries,
+      reference,
+      router,
+      outDir: split,
+      seed: 7,
+      concurrency: 3,
+    });
+    expect(second.completed).toBe(true);
+    expect(second.reused).toBe(first.ran);
+    expect(second.ran + second.reused).toBe(full.ran);
+
+    const a = await readFile(join(whole, 'results.json'), 'utf8');
+    const b = await readFile(join(split, 'results.json'), 'utf8');
+    expect(b).toBe(a);
+    expect(await readFile(join(split, 'report.md'), 'utf8')).toContain('| default |');
+    const lines = (await readFile(join(split, 'items.jsonl'), 'utf8')).trim().split('\n');
+    expect(lines).toHaveLength(full.ran);
+    expect(a).not.toMatch(/latency|startedAt|finishedAt/i);
+
+    // Nothing left to do: a third run reuses everything and still writes the same results.
+    const third = await runAblation({ dataset, entries, reference, router, outDir: split, seed: 7 });
+    expect(third.ran).toBe(0);
+    expect(await readFile(join(split, 'results.json'), 'utf8')).toBe(a);
+  });
+
+  it('uses only the first --limit items', async () => {
+    const dataset = await loadDataset('datasets/sample.jsonl');
+    const { entries, reference } = await resolveGraphs(['lexical'], { reference: null });
+    router = offlineRouter();
+    const run = await runAblation({ dataset, entries, reference, router, outDir: await tempDir(), limit: 5 });
+    expect(run.ran).toBe(5);
+    expect(run.results?.dataset.items).toBe(5);
+    expect(run.results?.graphs.map((g) => g.name)).toEqual(['lexical']);
+  });
+});
+
+describe('runAblation on the fake backend', () => {
+  it('always-"match": precision = base rate, recall = 1, permissive; scripted failures are failures, not negatives', async () => {
+    fake = await startFakeOpenAI({
+      fallback: (body) =>
+        (body.messages ?? []).some((m) => m.content.includes('zzfailzz'))
+          ? { kind: 'status', status: 500 }
+          : { kind: 'json', body: universalReply('match') },
+    });
+    router = fakeRouter(fake.baseURL);
+    // 40 items, 16 positive (i % 5 < 2); 4 failing items (10%): 2 positive, 2 negative.
+    const failing = new Set([0, 2, 5, 7]);
+    const dataset = syntheticDataset(
+      40,
+      (i) => i % 5 < 2,
+      (i) => failing.has(i),
+    );
+    expect(dataset.items.filter((it, i) => failing.has(i) && it.label === 1)).toHaveLength(2);
+    const { entries, reference } = await resolveGraphs(['default'], { baseline: false });
+    const run = await runAblation({
+      dataset,
+      entries,
+      reference,
+      router,
+      outDir: await tempDir(),
+      concurrency: 6,
+    });
+    const g = run.results!.graphs[0]!;
+    expect(g.statuses).toMatchObject({ ok: 36, judge_error: 4 });
+    expect(g.failure.rate).toBeCloseTo(0.1, 12);
+    expect(g.failureCodes).toEqual({ RW_JUDGE_UNAVAILABLE: 4 });
+    // Failures are excluded, not counted as no_match: TN and FN stay 0.
+    expect(g.metrics.confusion).toEqual({ tp: 14, fp: 22, tn: 0, fn: 0 });
+    expect(g.metrics.point.precision).toBeCloseTo(14 / 36, 12);
+    expect(g.metrics.point.recall).toBe(1);
+    expect(g.calibration.bias).toBe('permissive');
+    expect(g.calibration.fpr).toBe(1);
+    expect(g.agreement[0]?.kappa).toBeNull(); // every analyst always says match: κ undefined, not 1
+    expect(g.usage.callsPerJudgment).toBeGreaterThan(2);
+  });
+
+  it('without failures, always-"match" precision equals the base rate exactly', async () => {
+    fake = await startFakeOpenAI({ fallback: { kind: 'json', body: universalReply('match') }, latencyMs: 2 });
+    router = fakeRouter(fake.baseURL);
+    const dataset = syntheticDataset(
+      30,
+      (i) => i % 3 === 0,
+      () => false,
+    );
+    const { entries, reference } = await resolveGraphs(['single-judge'], {
+      baseline: false,
+      reference: null,
+    });
+    const run = await runAblation({
+      dataset,
+      entries,
+      reference,
+      router,
+      outDir: await tempDir(),
+      concurrency: 3,
+    });
+    const g = run.results!.graphs[0]!;
+    expect(g.metrics.point.precision).toBeCloseTo(10 / 30, 12);
+    expect(g.metrics.point.recall).toBe(1);
+    expect(g.metrics.point.specificity).toBe(0);
+    expect(g.calibration.bias).toBe('permissive');
+    // Bounded concurrency: one call per judgment, at most 3 judgments in flight.
+    expect(fake.maxInflight).toBeLessThanOrEqual(3);
+    expect(fake.calls).toHaveLength(30);
+  });
+
+  it('a hung backend ends in status timeout at the per-judgment deadline, reported as failure', async () => {
+    fake = await startFakeOpenAI({
+      fallback: (body) =>
+        (body.messages ?? []).some((m) => m.content.includes('zzfailzz'))
+          ? { kind: 'hang' }
+          : { kind: 'json', body: universalReply('no_match') },
+    });
+    router = fakeRouter(fake.baseURL);
+    const dataset = syntheticDataset(
+      10,
+      (i) => i % 2 === 0,
+      (i) => i === 3,
+    );
+    const { entries, reference } = await resolveGraphs(['single-judge'], {
+      baseline: false,
+      reference: null,
+    });
+    const run = await runAblation({
+      dataset,
+      entries,
+      reference,
+      router,
+      outDir: await tempDir(),
+      deadlineMs: 200,
+    });
+    const g = run.results!.graphs[0]!;
+    expect(g.statuses).toMatchObject({ ok: 9, timeout: 1 });
+    expect(g.metrics.confusion).toEqual({ tp: 0, fp: 0, tn: 4, fn: 5 });
+    expect(g.calibration.bias).toBe('strict');
+  });
+});
+
+describe('resolveGraphs', () => {
+  it('adds the reference and the equal-budget vote baseline once, and merges aliases by hash', async () => {
+    const { entries, reference } = await resolveGraphs(['analysts-2', 'ordinary', 'vote-3', 'lexical']);
+    expect(reference).toBe('analysts-2');
+    expect(entries.map((e) => [e.label, e.auto])).toEqual([
+      ['analysts-2', false],
+      ['ordinary', false],
+      ['vote-3', false],
+      ['lexical', false],
+      ['vote-4', true],
+    ]);
+    expect(entries[0]!.aliases).toEqual(['default']);
+    expect(entries[2]!.baselineFor).toEqual(['analysts-2']);
+    expect(entries[4]!.baselineFor).toEqual(['ordinary']);
+  });
+
+  it('skips baselines with --no-baseline and for zero-call graphs', async () => {
+    const { entries } = await resolveGraphs(['lexical'], { baseline: false, reference: null });
+    expect(entries.map((e) => e.label)).toEqual(['lexical']);
+    const withBaseline = await resolveGraphs(['lexical'], { reference: null });
+    expect(withBaseline.entries.map((e) => e.label)).toEqual(['lexical']);
+  });
+
+  it('rejects an unknown graph name', async () => {
+    await expect(resolveGraphs(['nope'])).rejects.toMatchObject({ code: 'RW_UNKNOWN_GRAPH' });
+  });
+});
