@@ -4,7 +4,8 @@
  *   npx tsx test/fakes/openai-server.ts --port 0 --latency-ms 20 --reply match
  *
  * Prints `LISTENING <baseURL>` on stdout once it listens, answers every chat-completions call with
- * `universalReply(reply)` (no call recording), and exits cleanly on SIGTERM/SIGINT.
+ * `universalReply(reply)` (no call recording), and exits cleanly on SIGTERM/SIGINT after printing
+ * `STATS calls=N cpu_ms=X max_inflight=M` on stderr.
  * `--reply alternate` answers match / no_match in turn.
  */
 import { parseArgs } from 'node:util';
@@ -50,6 +51,11 @@ const fake = await startFakeOpenAI({ port, latencyMs, fallback, record: false })
 process.stdout.write(`LISTENING ${fake.baseURL}\n`);
 
 const stop = (): void => {
+  // One stats line on stderr so a benchmark can report the fake's own cost.
+  const cpu = process.cpuUsage();
+  process.stderr.write(
+    `STATS calls=${fake.callCount} cpu_ms=${((cpu.user + cpu.system) / 1000).toFixed(0)} max_inflight=${fake.maxInflight}\n`,
+  );
   fake.close().then(
     () => process.exit(0),
     (err: unknown) => {
