@@ -146,3 +146,39 @@ def test_completion_text_shapes():
     assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "x"},
                                                               {"type": "image"}, {"type": "text", "text": "y"}]}]) == "xy"
     assert completion_text([]) == ""
+
+
+def test_pickles_for_a_rollout_worker_process(offline_server):
+    """TRL's AsyncGRPOTrainer (1.6+) pickles reward functions into a child process."""
+    import pickle
+
+    func = trl_reward_func(RewardClient(offline_server.url, graph="lexical"), name="idea_match")
+    clone = pickle.loads(pickle.dumps(func))
+    assert asyncio.iscoroutinefunction(clone) and clone.__name__ == "idea_match"
+    rewards = call(clone, prompts=[QUESTION] * 2, completions=[MATCHING, UNRELATED],
+                   ground_truth=[GROUND_TRUTH] * 2)
+    assert rewards == [1.0, 0.0]
+    assert clone.args[0].client is not func.args[0].client  # its own client, same settings
+    assert clone.args[0].client.graph == "lexical"
+
+
+def test_sync_variant_for_older_trl(offline_server):
+    func = trl_reward_func(offline_server.url, sync=True)
+    assert not asyncio.iscoroutinefunction(func)
+    assert func(prompts=[QUESTION], completions=[[{"role": "assistant", "content": MATCHING}]],
+                ground_truth=[GROUND_TRUTH]) == [1.0]
+
+
+def test_group_mean_makes_failed_rollouts_neutral():
+    """TRL turns an all-None row into reward 0 (nansum); group_mean keeps the failure out of the
+    advantages instead: a failed rollout gets the mean of its group's successful rewards."""
+    from stub import StubServer, group_ok, reply
+
+    with StubServer([reply(200, group_ok([1, None, 0, None]))] * 2) as stub:
+        client = AsyncRewardClient(stub.url)
+        kwargs = dict(prompts=[QUESTION] * 4, completions=["a", "b", "c", "d"], ground_truth=[GROUND_TRUTH] * 4)
+        try:
+            assert call(trl_reward_func(client), **kwargs) == [1.0, None, 0.0, None]
+            assert call(trl_reward_func(client, on_failure="group_mean"), **kwargs) == [1.0, 0.5, 0.0, 0.5]
+        finally:
+            client.close()

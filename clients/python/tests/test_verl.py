@@ -93,3 +93,13 @@ def test_loaded_by_path_like_verl_with_reward_kwargs(offline_server, monkeypatch
     assert out["score"] == 1.0 and set(out) == set(SCORE_KEYS)
     sync_out = module.compute_score_sync("ideas", UNRELATED, GROUND_TRUTH, {"question": QUESTION}, **reward_kwargs)
     assert sync_out["score"] == 0.0
+
+
+def test_config_only_entry_point_reads_env(failing_server, monkeypatch):
+    monkeypatch.setenv("DEBATE_REWARD_URL", failing_server.url)
+    monkeypatch.setenv("DEBATE_REWARD_FAILURE_SCORE", "-0.5")
+    out = asyncio.run(verl_module.compute_score("ideas", MATCHING, GROUND_TRUTH, {"question": QUESTION}))
+    assert out == {"score": -0.5, "judge_failed": True, "cached": False, "latency_s": out["latency_s"]}
+    monkeypatch.delenv("DEBATE_REWARD_FAILURE_SCORE")
+    with pytest.raises(JudgeFailedError):
+        asyncio.run(verl_module.compute_score("ideas", MATCHING, GROUND_TRUTH, {"question": QUESTION}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._http import Attempts, ConnectionFailure, Response, decode_json, dumps
 from .client import Graph, GroupInput, RewardClient, batch_body, judge_body, reward_body
@@ -47,6 +47,7 @@ class AsyncRewardClient:
             raise ValueError("max_concurrency must be >= 1")
         self.sync = client
         self._owns_client = owns_client
+        self._max_concurrency = max_concurrency
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="debate-reward")
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
@@ -136,6 +137,12 @@ class AsyncRewardClient:
         self._executor.shutdown(wait=False)
         if self._owns_client:
             self.sync.close()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"client": self.sync, "max_concurrency": self._max_concurrency}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self._init(state["client"], state["max_concurrency"], True)
 
     async def aclose(self) -> None:
         self.close()

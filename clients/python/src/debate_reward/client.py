@@ -132,6 +132,13 @@ class RewardClient:
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
+        # Kept so that a client can be pickled (to a trainer's worker process) and rebuilt there.
+        self._config: Dict[str, Any] = dict(
+            base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, graph=graph,
+            backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, max_retry_after_s=max_retry_after_s,
+            on_retry=on_retry, pool_size=pool_size, headers=dict(headers) if headers else None,
+            ssl_context=ssl_context,
+        )
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.graph = graph
@@ -242,6 +249,14 @@ class RewardClient:
 
     def close(self) -> None:
         self._transport.close()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Connections, locks and the RNG stay behind; the copy opens its own. (`on_retry` and
+        # `ssl_context` must themselves be picklable for this to work.)
+        return dict(self._config)
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
 
     def __enter__(self) -> "RewardClient":
         return self

@@ -9,8 +9,10 @@ into NaN (an unscored sample, not a zero). That is exactly the contract implemen
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .aio import AsyncRewardClient
 from .client import Graph, RewardClient
@@ -18,7 +20,8 @@ from .errors import RewardUnavailableError
 
 log = logging.getLogger("debate_reward.trl")
 
-RewardFunc = Callable[..., Awaitable[List[Optional[float]]]]
+RewardFunc = Callable[..., Any]
+"""`async (prompts, completions, **kwargs) -> list[float | None]` (or blocking with `sync=True`)."""
 
 
 def _message_text(message: Any) -> str:
@@ -78,6 +81,73 @@ def _column(kwargs: Mapping[str, Any], name: str, n: int) -> Optional[List[Any]]
     return values
 
 
+@dataclass(frozen=True)
+class _Config:
+    client: AsyncRewardClient
+    question_column: str
+    ground_truth_column: str
+    graph: Optional[Graph]
+    name: str
+    on_unavailable: str
+    on_failure: str
+
+
+async def _score_rollouts(
+    cfg: _Config, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+) -> List[Optional[float]]:
+    n = len(completions)
+    truths = _column(kwargs, cfg.ground_truth_column, n)
+    if truths is None:
+        available = sorted(k for k in kwargs if k not in ("completion_ids", "trainer_state"))
+        raise KeyError(
+            f"reward function {cfg.name!r} needs dataset column {cfg.ground_truth_column!r}; got columns {available}"
+        )
+    questions = _column(kwargs, cfg.question_column, n)
+
+    groups: Dict[Tuple[str, str], List[int]] = {}
+    texts: List[str] = []
+    for i, completion in enumerate(completions):
+        truth = truths[i]
+        question = questions[i] if questions is not None else None
+        if isinstance(truth, Mapping):
+            question = truth.get("question", question)
+            truth = truth.get("ground_truth")
+        if question is None:
+            question = prompt_text(prompts[i])
+        if not isinstance(truth, str) or not isinstance(question, str):
+            raise TypeError(f"row {i}: question and ground truth must be strings")
+        groups.setdefault((question, truth), []).append(i)
+        texts.append(completion_text(completion))
+
+    async def score(key: Tuple[str, str], indices: List[int]) -> List[Optional[float]]:
+        try:
+            rewards = await cfg.client.reward(key[0], key[1], [texts[i] for i in indices], graph=cfg.graph)
+        except RewardUnavailableError as exc:
+            if cfg.on_unavailable == "raise":
+                raise
+            log.warning("reward server unavailable, scoring %d rollouts None: %s", len(indices), exc)
+            return [None] * len(indices)
+        if cfg.on_failure == "group_mean":
+            ok = [r for r in rewards if r is not None]
+            if ok and len(ok) < len(rewards):
+                mean = sum(ok) / len(ok)
+                rewards = [mean if r is None else r for r in rewards]
+        return rewards
+
+    out: List[Optional[float]] = [None] * n
+    scored = await asyncio.gather(*(score(key, idx) for key, idx in groups.items()))
+    for indices, rewards in zip(groups.values(), scored):
+        for i, reward in zip(indices, rewards):
+            out[i] = reward
+    return out
+
+
+def _score_rollouts_blocking(
+    cfg: _Config, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+) -> List[Optional[float]]:
+    return asyncio.run(_score_rollouts(cfg, prompts, completions, **kwargs))
+
+
 def trl_reward_func(
     client: Union[AsyncRewardClient, RewardClient, str],
     question_column: str = "question",
@@ -86,6 +156,8 @@ def trl_reward_func(
     graph: Optional[Graph] = None,
     name: str = "debate_reward",
     on_unavailable: str = "raise",
+    on_failure: str = "none",
+    sync: bool = False,
 ) -> RewardFunc:
     """Build an async TRL reward function `(prompts, completions, **kwargs) -> list[float | None]`.
 
@@ -100,9 +172,22 @@ def trl_reward_func(
     - `on_unavailable="raise"` (default) lets `RewardUnavailableError` (server down or overloaded
       through every retry) stop training; `"none"` logs it and scores the affected group None.
       4xx errors always raise: they are configuration bugs.
+    - `on_failure="none"` (default) returns None for a failed judgment. Beware: GRPOTrainer sums the
+      reward functions with `nansum`, so a rollout for which *every* reward function returned None
+      ends up with reward 0 (TRL logs a warning) and a negative advantage next to successful peers.
+      `on_failure="group_mean"` returns the mean of the group's successful rewards instead, which
+      gives a failed rollout zero advantage (exactly under Dr. GRPO; the group std shrinks slightly
+      under std-scaled GRPO). A group that failed entirely stays None (all 0 in TRL: no signal).
+    - `sync=True` returns a blocking function instead, for TRL releases without async reward
+      functions (it runs its own event loop per call, so do not call it from inside a running loop).
+
+    The result is a `functools.partial` of a module-level function (named `name` for TRL's logs), so
+    it pickles: TRL's AsyncGRPOTrainer (1.6+) ships reward functions to a rollout worker process.
     """
     if on_unavailable not in ("raise", "none"):
         raise ValueError("on_unavailable must be 'raise' or 'none'")
+    if on_failure not in ("none", "group_mean"):
+        raise ValueError("on_failure must be 'none' or 'group_mean'")
     if isinstance(client, str):
         aclient = AsyncRewardClient(client)
     elif isinstance(client, RewardClient):
@@ -111,49 +196,9 @@ def trl_reward_func(
         aclient = client
     else:
         raise TypeError("client must be an AsyncRewardClient, a RewardClient or a base URL")
-
-    async def reward_func(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> List[Optional[float]]:
-        n = len(completions)
-        truths = _column(kwargs, ground_truth_column, n)
-        if truths is None:
-            available = sorted(k for k in kwargs if k not in ("completion_ids", "trainer_state"))
-            raise KeyError(
-                f"reward function {name!r} needs dataset column {ground_truth_column!r}; got columns {available}"
-            )
-        questions = _column(kwargs, question_column, n)
-
-        groups: Dict[Tuple[str, str], List[int]] = {}
-        texts: List[str] = []
-        for i, completion in enumerate(completions):
-            truth = truths[i]
-            question = questions[i] if questions is not None else None
-            if isinstance(truth, Mapping):
-                question = truth.get("question", question)
-                truth = truth.get("ground_truth")
-            if question is None:
-                question = prompt_text(prompts[i])
-            if not isinstance(truth, str) or not isinstance(question, str):
-                raise TypeError(f"row {i}: question and ground truth must be strings")
-            groups.setdefault((question, truth), []).append(i)
-            texts.append(completion_text(completion))
-
-        async def score(key: Tuple[str, str], indices: List[int]) -> List[Optional[float]]:
-            try:
-                return await aclient.reward(key[0], key[1], [texts[i] for i in indices], graph=graph)
-            except RewardUnavailableError as exc:
-                if on_unavailable == "raise":
-                    raise
-                log.warning("reward server unavailable, scoring %d rollouts None: %s", len(indices), exc)
-                return [None] * len(indices)
-
-        out: List[Optional[float]] = [None] * n
-        scored = await asyncio.gather(*(score(key, idx) for key, idx in groups.items()))
-        for indices, rewards in zip(groups.values(), scored):
-            for i, reward in zip(indices, rewards):
-                out[i] = reward
-        return out
-
-    # TRL names the logged reward column after __name__.
-    reward_func.__name__ = name
-    reward_func.__qualname__ = name
-    return reward_func
+    cfg = _Config(aclient, question_column, ground_truth_column, graph, name, on_unavailable, on_failure)
+    func = functools.partial(_score_rollouts_blocking if sync else _score_rollouts, cfg)
+    # TRL names the logged reward column after __name__ (partial objects take attributes).
+    func.__name__ = name  # type: ignore[attr-defined]
+    func.__qualname__ = name  # type: ignore[attr-defined]
+    return func

@@ -153,9 +153,10 @@ def verl_compute_score_sync(
 
 
 # --- config-only entry points ------------------------------------------------------------------------
-# custom_reward_function.path=<this file>  custom_reward_function.name=compute_score
-# +custom_reward_function.reward_kwargs.base_url=http://HOST:8080
-# +custom_reward_function.reward_kwargs.failure_score=0.0      (omit to raise on failures)
+# [reward.]custom_reward_function.path=<this file>  [reward.]custom_reward_function.name=compute_score
+# +[reward.]custom_reward_function.reward_kwargs.base_url=http://HOST:8080
+# +[reward.]custom_reward_function.reward_kwargs.failure_score=0.0   (omit to raise on failures)
+# or the env vars DEBATE_REWARD_URL, DEBATE_REWARD_FAILURE_SCORE, DEBATE_REWARD_API_KEY on the workers.
 
 _clients: Dict[str, AsyncRewardClient] = {}
 _clients_lock = threading.Lock()
@@ -171,6 +172,13 @@ def _shared_client(base_url: Optional[str]) -> AsyncRewardClient:
         return _clients[url]
 
 
+def _env_failure_score(failure_score: Any) -> Optional[float]:
+    if failure_score is not _MISSING:
+        return failure_score  # type: ignore[no-any-return]
+    raw = os.environ.get("DEBATE_REWARD_FAILURE_SCORE")
+    return None if raw is None or raw.strip() == "" else float(raw)
+
+
 async def compute_score(
     data_source: Any = None,
     solution_str: str = "",
@@ -178,14 +186,15 @@ async def compute_score(
     extra_info: Optional[Mapping[str, Any]] = None,
     *,
     base_url: Optional[str] = None,
-    failure_score: Optional[float] = None,
+    failure_score: Any = _MISSING,
     graph: Optional[Graph] = None,
     **kw: Any,
 ) -> Dict[str, Any]:
-    """Ready-made async `compute_score`, configured through verl's `reward_kwargs` (or the env vars
-    `DEBATE_REWARD_URL` / `DEBATE_REWARD_API_KEY`). Here `failure_score` defaults to None: a failed
-    judgment raises until you choose a number."""
-    fn = verl_compute_score(_shared_client(base_url), failure_score=failure_score, graph=graph)
+    """Ready-made async `compute_score`, configured through verl's `reward_kwargs` (`base_url`,
+    `failure_score`, `graph`) or the env vars `DEBATE_REWARD_URL`, `DEBATE_REWARD_FAILURE_SCORE`,
+    `DEBATE_REWARD_API_KEY`. With no failure score configured, a failed judgment raises
+    `JudgeFailedError` rather than becoming a number nobody chose."""
+    fn = verl_compute_score(_shared_client(base_url), failure_score=_env_failure_score(failure_score), graph=graph)
     return await fn(data_source, solution_str, ground_truth, extra_info)
 
 
@@ -196,12 +205,14 @@ def compute_score_sync(
     extra_info: Optional[Mapping[str, Any]] = None,
     *,
     base_url: Optional[str] = None,
-    failure_score: Optional[float] = None,
+    failure_score: Any = _MISSING,
     graph: Optional[Graph] = None,
     **kw: Any,
 ) -> Dict[str, Any]:
     """Blocking twin of `compute_score` for older verl reward managers."""
-    fn = verl_compute_score_sync(_shared_client(base_url).sync, failure_score=failure_score, graph=graph)
+    fn = verl_compute_score_sync(
+        _shared_client(base_url).sync, failure_score=_env_failure_score(failure_score), graph=graph
+    )
     return fn(data_source, solution_str, ground_truth, extra_info)
 
 
