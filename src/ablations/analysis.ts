@@ -114,6 +114,8 @@ export interface GraphResult {
   /** Over decided items (ok + rejected_input; a rejected input is a real no_match). */
   metrics: RatesWithCi;
   calibration: ReviewerCalibration;
+  /** Per dataset kind (positive, hard_negative, easy_negative): decided items and how many got reward 1. */
+  byKind: Record<string, { decided: number; accepted: number; acceptRate: number | null }>;
   nodes: NodeCalibration[];
   scores: Calibration;
   usage: Usage;
@@ -439,6 +441,7 @@ export function analyze(options: AnalyzeOptions): AblationResults {
     const failures: Tally[] = Array.from({ length: clusters.count }, () => ({ hits: 0, trials: 0 }));
     const gaps: Tally[] = Array.from({ length: clusters.count }, () => ({ hits: 0, trials: 0 }));
     const scored: { score: number; label: 0 | 1 }[] = [];
+    const byKind: GraphResult['byKind'] = {};
     let stanceNodes = 0;
     for (const r of [...entry.graph.debate, ...entry.graph.final]) if (r.hasStance) stanceNodes++;
     records.forEach((record, i) => {
@@ -457,6 +460,10 @@ export function analyze(options: AnalyzeOptions): AblationResults {
       }
       if (!isDecided(record)) return;
       add(cm, item.label, record.reward);
+      const kind = (byKind[item.kind] ??= { decided: 0, accepted: 0, acceptRate: null });
+      kind.decided++;
+      kind.accepted += record.reward;
+      kind.acceptRate = kind.accepted / kind.decided;
       if (record.score !== null) scored.push({ score: record.score, label: item.label });
       if (record.status === 'ok' && stanceNodes >= 2) {
         const right = STANCE_OF_LABEL(item.label);
@@ -483,6 +490,7 @@ export function analyze(options: AnalyzeOptions): AblationResults {
       failureCodes,
       metrics,
       calibration: reviewerCalibration(metrics.confusion),
+      byKind,
       nodes: nodeCalibration(entry.graph, items, records),
       scores: calibration(scored),
       usage: usage(records),

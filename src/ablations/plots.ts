@@ -59,6 +59,9 @@ export function escapeXml(text: string): string {
 
 const fmt = (v: number): string => (Math.round(v * 100) / 100).toString();
 
+/** A lower axis bound for values in [0,1]: 0.05 below the smallest, rounded down to a tenth. */
+const floor = (v: number): number => Math.max(0, Math.floor((v - 0.05) * 10) / 10);
+
 /** 4–8 "nice" tick values (1, 2, 5 × 10^k steps) covering the domain. */
 export function niceTicks(lo: number, hi: number, target = 5): number[] {
   const span = hi - lo;
@@ -204,9 +207,12 @@ export function precisionRecallSvg(results: AblationResults): string {
     guides.push({ points: curve, label: `F1=${f}` });
   }
   const base = results.dataset.items === 0 ? 0 : results.dataset.positives / results.dataset.items;
+  // Zoom to the data (in steps of 0.1) so close graphs stay distinguishable; the base rate stays in view.
+  const xMin = floor(Math.min(1, ...points.map((p) => p.xLo ?? p.x)));
+  const yMin = floor(Math.min(1, base, ...points.map((p) => p.yLo ?? p.y)));
   guides.push({
     points: [
-      [0, base],
+      [xMin, base],
       [1, base],
     ],
     label: `base rate ${fmt(base)}`,
@@ -216,8 +222,8 @@ export function precisionRecallSvg(results: AblationResults): string {
     xLabel: 'recall',
     yLabel: 'precision',
     points,
-    xDomain: [0, 1],
-    yDomain: [0, 1],
+    xDomain: [xMin, 1],
+    yDomain: [yMin, 1],
     guides,
     note: ciNote(results),
   });
@@ -249,7 +255,7 @@ export function f1CostSvg(results: AblationResults): string {
     yLabel: 'F1',
     points,
     xDomain: [0, top],
-    yDomain: [0, 1],
+    yDomain: [floor(Math.min(1, ...points.map((p) => p.yLo ?? p.y))), 1],
     note: ciNote(results),
   });
 }

@@ -32,6 +32,7 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
       'precision [95% CI]',
       'recall [95% CI]',
       'F1 [95% CI]',
+      'FPR hard neg',
       'failure rate',
       'calls/judgment',
       'tokens/judgment',
@@ -42,6 +43,7 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
       withCi(g.metrics.point.precision, g.metrics.ci.precision),
       withCi(g.metrics.point.recall, g.metrics.ci.recall),
       withCi(g.metrics.point.f1, g.metrics.ci.f1),
+      pct(g.byKind['hard_negative']?.acceptRate),
       `${pct(g.failure.rate)} (${g.failure.hits}/${g.failure.trials})`,
       num(g.usage.callsPerJudgment, 2),
       num(g.usage.tokensPerJudgment, 0),
@@ -94,6 +96,9 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
     `- Confusion (decided items, n = ${m.n}): TP ${m.confusion.tp} · FP ${m.confusion.fp} · TN ${m.confusion.tn} · FN ${m.confusion.fn}`,
     `- Accuracy ${withCi(m.point.accuracy, m.ci.accuracy)} · specificity ${withCi(m.point.specificity, m.ci.specificity)}`,
     `- Reviewer calibration: TPR ${num(g.calibration.tpr)} · TNR ${num(g.calibration.tnr)} · FPR ${num(g.calibration.fpr)} · FNR ${num(g.calibration.fnr)} → **${g.calibration.bias ?? 'undetermined'}** (balanced when |FPR − FNR| ≤ ${g.calibration.tolerance})`,
+    `- Accept rate by kind: ${Object.entries(g.byKind)
+      .map(([kind, k]) => `${kind} ${pct(k.acceptRate)} (${k.accepted}/${k.decided})`)
+      .join(' · ')}`,
     `- Score calibration (n = ${g.scores.n}): ECE ${num(g.scores.ece)} · Brier ${num(g.scores.brier)}`,
     `- Statuses: ${Object.entries(g.statuses)
       .filter(([, n]) => n > 0)
@@ -228,7 +233,7 @@ export function renderReport(results: AblationResults, timing?: Timing): string 
     '',
     summaryTable(results, timing),
     '',
-    'Plots: `precision-recall.svg`, `f1-vs-tokens.svg`.',
+    'Plots: [precision vs recall](precision-recall.svg), [F1 vs tokens per judgment](f1-vs-tokens.svg).',
     '',
   ];
   const paired = pairedTable(results);

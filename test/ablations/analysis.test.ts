@@ -183,6 +183,10 @@ describe('analyze: agreement and paired comparison', () => {
   it('counts a rejected input as a real no_match', () => {
     expect(results.graphs[0]!.metrics.confusion).toEqual({ tp: 2, fp: 0, tn: 2, fn: 0 });
     expect(results.graphs[0]!.failure.hits).toBe(0);
+    expect(results.graphs[1]!.byKind).toEqual({
+      positive: { decided: 2, accepted: 1, acceptRate: 0.5 },
+      hard_negative: { decided: 2, accepted: 1, acceptRate: 0.5 },
+    });
   });
 
   it('compares each graph with the reference: ΔF1 and McNemar b/c', () => {
