@@ -118,7 +118,10 @@ export function loadConfig(env: EnvSource = process.env): Config {
   for (const [key, value] of Object.entries(env))
     if (value !== undefined && value !== '') present[key] = value;
   const parsed = Env.safeParse(present);
-  if (!parsed.success) throw new Error(`invalid environment:\n${z.prettifyError(parsed.error)}`);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new Error(`invalid environment:\n${lines.join('\n')}`);
+  }
   const e = parsed.data;
 
   let judgeDefault: BackendSettings | 'offline' = 'offline';

@@ -109,10 +109,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  // While draining, answer and hang up: a kept-alive idle socket would hold the server open past close().
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (ctx.lifecycle.closing) reply.header('connection', 'close');
+    done(null, payload);
+  });
+
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     metrics.requests.labels(route, String(reply.statusCode)).inc();
     metrics.requestDuration.labels(route).observe(reply.elapsedTime / 1000);
+    done();
   });
 
   app.setNotFoundHandler((request) => {

@@ -4,6 +4,7 @@
  * `JudgedItem` per item back, in order; it never rejects for a judge failure, only for overload.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
@@ -226,6 +227,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (hits === items.length) return complete(items, results);
 
     const controller = new AbortController();
+    // One listener per waiting item (a group may hold a thousand).
+    setMaxListeners(0, controller.signal);
     const outer = request.signal;
     const onOuterAbort = (): void => controller.abort(outer?.reason);
     if (outer?.aborted === true) controller.abort(outer.reason);

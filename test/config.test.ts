@@ -1,0 +1,124 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { loadConfig } from '../src/config.js';
+
+let dir: string | undefined;
+afterEach(() => {
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+describe('loadConfig', () => {
+  it('has the documented defaults and the offline backend when JUDGE_BASE_URL is unset', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      logLevel: 'info',
+      judge: { default: 'offline' },
+      metricsPublic: false,
+      defaultGraph: 'default',
+      requestDeadlineMs: 110_000,
+      maxQueue: 4096,
+      maxConcurrentJudgments: 512,
+      cacheSize: 10_000,
+      maxCandidates: 1024,
+      candidateLimits: { minChars: 20, maxChars: 8000 },
+      bodyLimitBytes: 8_388_608,
+      shutdownGraceMs: 30_000,
+      recentWindow: 512,
+    });
+    expect(c.apiKey).toBeUndefined();
+    expect(c.failureReward).toBeUndefined();
+    expect(c.transcriptsPath).toBeUndefined();
+    expect(c.judge.file).toBeUndefined();
+  });
+
+  it('builds the backend settings from JUDGE_* variables', () => {
+    const c = loadConfig({
+      JUDGE_BASE_URL: 'http://127.0.0.1:8000/v1',
+      JUDGE_MODEL: 'qwen',
+      JUDGE_API_KEY: 'k',
+      JUDGE_TIMEOUT_MS: '5000',
+      JUDGE_MAX_RETRIES: '1',
+      JUDGE_MAX_INFLIGHT: '64',
+      JUDGE_RPM: '600',
+      JUDGE_RESPONSE_FORMAT: 'json_object',
+    });
+    expect(c.judge.default).toEqual({
+      base_url: 'http://127.0.0.1:8000/v1',
+      api_key: 'k',
+      model: 'qwen',
+      timeout_ms: 5000,
+      max_retries: 1,
+      max_inflight: 64,
+      rpm: 600,
+      tpm: undefined,
+      response_format: 'json_object',
+    });
+  });
+
+  it('coerces numbers and booleans, and treats empty values as unset', () => {
+    const c = loadConfig({
+      PORT: '0',
+      METRICS_PUBLIC: 'true',
+      FAILURE_REWARD: '0',
+      REWARD_API_KEY: '',
+      MAX_QUEUE: '0',
+      CACHE_SIZE: '0',
+    });
+    expect(c.port).toBe(0);
+    expect(c.metricsPublic).toBe(true);
+    expect(c.failureReward).toBe(0);
+    expect(c.apiKey).toBeUndefined();
+    expect(c.maxQueue).toBe(0);
+    expect(c.cacheSize).toBe(0);
+    expect(loadConfig({ METRICS_PUBLIC: '0' }).metricsPublic).toBe(false);
+  });
+
+  it('names every invalid variable', () => {
+    let message = '';
+    try {
+      loadConfig({ PORT: 'eighty', MAX_QUEUE: '-1', METRICS_PUBLIC: 'maybe' });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    for (const name of ['PORT', 'MAX_QUEUE', 'METRICS_PUBLIC'])
+      expect(message).toMatch(new RegExp(`^  ${name}: `, 'm'));
+    expect(() => loadConfig({ JUDGE_BASE_URL: 'http://127.0.0.1:1/v1' })).toThrow(/JUDGE_MODEL/);
+    expect(() => loadConfig({ JUDGE_BASE_URL: 'not a url', JUDGE_MODEL: 'm' })).toThrow(/JUDGE_BASE_URL/);
+    expect(() => loadConfig({ MIN_CANDIDATE_CHARS: '100', MAX_CANDIDATE_CHARS: '50' })).toThrow(
+      /MIN_CANDIDATE_CHARS/,
+    );
+    expect(() => loadConfig({ FAILURE_REWARD: 'none' })).toThrow(/FAILURE_REWARD/);
+  });
+
+  it('reads and validates the routing file named by REWARD_CONFIG', () => {
+    dir = mkdtempSync(join(tmpdir(), 'config-'));
+    const good = join(dir, 'routing.json');
+    writeFileSync(
+      good,
+      JSON.stringify({
+        backends: { big: { base_url: 'http://127.0.0.1:9/v1', model: 'big-model' } },
+        roles: { evaluator: { backend: 'big' } },
+      }),
+    );
+    expect(loadConfig({ REWARD_CONFIG: good }).judge.file?.roles['evaluator']?.backend).toBe('big');
+    const bad = join(dir, 'bad.json');
+    const missing = join(dir, 'missing.json');
+    writeFileSync(bad, JSON.stringify({ roles: { evaluator: { backend: 'nowhere' } } }));
+    expect(() => loadConfig({ REWARD_CONFIG: bad })).toThrow(/nowhere/);
+    expect(() => loadConfig({ REWARD_CONFIG: missing })).toThrow(/REWARD_CONFIG/);
+  });
+
+  it('returns a deeply frozen value', () => {
+    const c = loadConfig({});
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.candidateLimits)).toBe(true);
+    expect(Object.isFrozen(c.judge)).toBe(true);
+  });
+});

@@ -1,0 +1,116 @@
+/** Shared fixtures for the server suites: an app wired to the fake OpenAI backend over real HTTP. */
+import type { FastifyInstance } from 'fastify';
+
+import { loadConfig, type Config } from '../../src/config.js';
+import { createOfflineBackend } from '../../src/judge/offline.js';
+import { createRouter } from '../../src/judge/routing.js';
+import type { Router } from '../../src/judge/types.js';
+import { buildApp } from '../../src/server/app.js';
+import { createMetrics, type Metrics } from '../../src/server/metrics.js';
+import type { TranscriptSink } from '../../src/server/transcripts.js';
+import {
+  startFakeOpenAI,
+  universalReply,
+  type FakeChatRequest,
+  type FakeOpenAI,
+  type FakeOpenAIOptions,
+  type FakeReply,
+} from '../fakes/openai.js';
+
+/** Candidates containing this word get `match` from every role of the fake judge; others `no_match`. */
+export const GOOD = 'GOODIDEA';
+
+export const GROUND_TRUTH =
+  'We align image and text encoders with a symmetric contrastive InfoNCE objective over large batches of ' +
+  'paired web data, so that zero-shot classification works by comparing embeddings.';
+export const QUESTION = 'How can vision and language representations be aligned without labels?';
+
+/** A non-degenerate candidate (> 20 chars); `good` ones are judged `match` by `markerJudge`. */
+export function candidate(i: number, good = i % 2 === 0): string {
+  return `Idea ${i}: ${good ? GOOD : 'plainidea'} train paired encoders with a contrastive objective and batch negatives.`;
+}
+
+/** Fake reply policy: stance from the GOOD marker in the prompt (the candidate is embedded in it). */
+export function markerJudge(body: FakeChatRequest): FakeReply {
+  const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
+  return { kind: 'json', body: universalReply(user.includes(GOOD) ? 'match' : 'no_match', 0.9) };
+}
+
+export interface Harness {
+  app: FastifyInstance;
+  fake: FakeOpenAI;
+  metrics: Metrics;
+  config: Config;
+  router: Router;
+  close(): Promise<void>;
+}
+
+export interface HarnessOptions {
+  env?: Record<string, string>;
+  fake?: FakeOpenAIOptions;
+  transcripts?: TranscriptSink;
+}
+
+/** An app on a fake backend (real HTTP on 127.0.0.1); `close` closes the app, its backends and the fake. */
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  const fake = await startFakeOpenAI({ fallback: markerJudge, ...options.fake });
+  const config = loadConfig({
+    JUDGE_BASE_URL: fake.baseURL,
+    JUDGE_MODEL: 'fake-model',
+    JUDGE_API_KEY: 'test',
+    JUDGE_MAX_RETRIES: '0',
+    JUDGE_TIMEOUT_MS: '10000',
+    ...options.env,
+  });
+  const router = createRouter({ ...config.judge, offline: createOfflineBackend });
+  const metrics = createMetrics({ recentWindow: config.recentWindow });
+  const app = buildApp({ config, router, metrics, transcripts: options.transcripts });
+  return {
+    app,
+    fake,
+    metrics,
+    config,
+    router,
+    async close() {
+      await app.close();
+      await Promise.all(router.backends().map(async (b) => b.close?.()));
+      await fake.close();
+    },
+  };
+}
+
+/** An app on the offline backend (no network at all). */
+export function offlineApp(env: Record<string, string> = {}): { app: FastifyInstance; metrics: Metrics } {
+  const config = loadConfig(env);
+  const router = createRouter({ ...config.judge, offline: createOfflineBackend });
+  const metrics = createMetrics({ recentWindow: config.recentWindow });
+  return { app: buildApp({ config, router, metrics }), metrics };
+}
+
+/** Polls `check` on the event loop (bounded) until it holds; for states driven by real I/O. */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  maxMs = 5000,
+): Promise<void> {
+  const until = Date.now() + maxMs;
+  for (let i = 0; i < 100_000; i++) {
+    if (await check()) return;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+/** Sum of a counter's values whose labels match `labels`. */
+export async function counterValue(
+  metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, string | number> }> }> },
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const { values } = await metric.get();
+  let sum = 0;
+  for (const v of values) {
+    if (Object.entries(labels).every(([k, want]) => String(v.labels[k]) === want)) sum += v.value;
+  }
+  return sum;
+}

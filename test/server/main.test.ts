@@ -1,0 +1,164 @@
+/**
+ * The built server as the Docker image runs it: `npm run build` once, then `node dist/server/main.js` as a
+ * real process on a free loopback port.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { candidate, GROUND_TRUTH, QUESTION, waitFor } from './helpers.js';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+type Json = any;
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const MAIN = join(ROOT, 'dist', 'server', 'main.js');
+
+interface Server {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+  exit: Promise<number | null>;
+}
+
+const children: ChildProcess[] = [];
+let fake: FakeOpenAI | undefined;
+let dir: string | undefined;
+
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+  await fake?.close();
+  fake = undefined;
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+beforeAll(async () => {
+  await promisify(execFile)('npm', ['run', 'build'], { cwd: ROOT });
+  expect(existsSync(MAIN)).toBe(true);
+}, 180_000);
+
+/** Starts dist/server/main.js on a free port and resolves once it logs its URL. */
+async function startServer(env: Record<string, string>): Promise<Server> {
+  const child = spawn(process.execPath, [MAIN], {
+    cwd: ROOT,
+    env: { PATH: process.env['PATH'] ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    let buffer = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      for (const line of buffer.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const entry = JSON.parse(line);
+          if (entry.msg === 'reward server listening') resolve(entry.url);
+        } catch {
+          // a partial line; wait for the rest
+        }
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`server exited (${code}) before listening: ${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr, exit };
+}
+
+const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GROUND_TRUTH, candidates });
+
+async function post(url: string, body: unknown): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+}
+
+describe('node dist/server/main.js', () => {
+  it('serves offline with a loud banner, answers /healthz, and exits 0 on SIGTERM', async () => {
+    const server = await startServer({});
+    expect(server.stderr()).toContain('OFFLINE BACKEND');
+    const health = await fetch(`${server.url}/healthz`);
+    expect(health.status).toBe(200);
+    const res = await post(`${server.url}/v1/reward`, group([GROUND_TRUTH, candidate(1)]));
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Json;
+    expect(body.backend).toBe('offline');
+    expect(body.rewards[0]).toBe(1);
+    server.child.kill('SIGTERM');
+    expect(await server.exit).toBe(0);
+  });
+
+  it('lets a request in flight at SIGTERM finish, writes its transcripts, refuses new work and exits 0', async () => {
+    fake = await startFakeOpenAI({
+      latencyMs: 300,
+      fallback: { kind: 'json', body: universalReply('match') },
+    });
+    dir = mkdtempSync(join(tmpdir(), 'main-'));
+    const transcripts = join(dir, 'judgments.jsonl');
+    const server = await startServer({
+      JUDGE_BASE_URL: fake.baseURL,
+      JUDGE_MODEL: 'fake-model',
+      TRANSCRIPTS_PATH: transcripts,
+      SHUTDOWN_GRACE_MS: '10000',
+    });
+    expect(server.stderr()).not.toContain('OFFLINE BACKEND');
+    const inFlight = post(`${server.url}/v1/reward`, group([candidate(0), candidate(1), candidate(2)]));
+    const f = fake;
+    await waitFor(() => f.inflight() > 0, 'the judgments to reach the backend');
+    server.child.kill('SIGTERM');
+
+    const res = await inFlight;
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Json;
+    expect(body.rewards).toEqual([1, 1, 1]);
+
+    // New work is refused once shutdown started: the port is closed (or a kept-alive socket gets 503).
+    const late = await post(`${server.url}/v1/reward`, group([candidate(3)])).then(
+      (r) => r.status,
+      () => 'refused',
+    );
+    expect([503, 'refused']).toContain(late);
+
+    expect(await server.exit).toBe(0);
+    const lines = readFileSync(transcripts, 'utf8')
+      .split('\n')
+      .filter((l) => l !== '');
+    expect(lines).toHaveLength(3);
+    const records = lines.map((l) => JSON.parse(l));
+    expect(records.map((r) => r.judgment_id).sort()).toEqual(
+      body.results.map((r: { judgment_id: string }) => r.judgment_id).sort(),
+    );
+    for (const r of records) expect(r).toMatchObject({ status: 'ok', verdict: 'match', reward: 1 });
+    expect(fake.callCount).toBe(9);
+  });
+
+  it('aborts judgments still running when SHUTDOWN_GRACE_MS runs out, answers them as failures, and exits 0', async () => {
+    fake = await startFakeOpenAI({ fallback: { kind: 'hang' } });
+    const server = await startServer({
+      JUDGE_BASE_URL: fake.baseURL,
+      JUDGE_MODEL: 'fake-model',
+      SHUTDOWN_GRACE_MS: '300',
+    });
+    const inFlight = post(`${server.url}/v1/reward`, group([candidate(0)]));
+    const f = fake;
+    await waitFor(() => f.inflight() === 2, 'the analysts to hang');
+    server.child.kill('SIGTERM');
+    const res = await inFlight;
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Json;
+    expect(body.rewards).toEqual([null]);
+    expect(body.results[0].status).toBe('judge_error');
+    expect(await server.exit).toBe(0);
+  });
+});

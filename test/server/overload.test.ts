@@ -1,0 +1,150 @@
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { getPreset } from '../../src/judge/presets.js';
+import {
+  candidate,
+  counterValue,
+  GROUND_TRUTH,
+  QUESTION,
+  startHarness,
+  waitFor,
+  type Harness,
+} from './helpers.js';
+
+const CALLS = getPreset('default')!.llmCallsPerJudgment;
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GROUND_TRUTH, candidates });
+
+describe('admission', () => {
+  it('refuses a request whose new judgments do not fit with 503 RW_OVERLOADED and Retry-After, starting none of them', async () => {
+    // One judgment runs, one waits; the backend hangs so nothing finishes.
+    h = await startHarness({
+      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '1', REQUEST_DEADLINE_MS: '3000' },
+      fake: { fallback: { kind: 'hang' } },
+    });
+    const { app, fake } = h;
+    const first = app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(1)]),
+    });
+    await waitFor(() => fake.inflight() === 2, 'the first judgment to run');
+
+    const refused = await app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(2)]) });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.json().code).toBe('RW_OVERLOADED');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+
+    // Two new judgments of which one is already in flight: still one too many, so the whole request is refused.
+    const mixed = await app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(3)]),
+    });
+    expect(mixed.statusCode).toBe(503);
+    expect((await h.metrics.queueDepth.get()).values[0]?.value).toBe(1);
+    expect(await counterValue(h.metrics.cacheLookups)).toBe(2);
+
+    const ready = await app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(503);
+    expect(ready.json()).toMatchObject({
+      ready: false,
+      saturated: true,
+      judgments: { running: 1, queued: 1 },
+    });
+
+    // Nothing beyond the first request's analysts ever reached the backend.
+    expect(fake.callCount).toBe(2);
+    // Shut the hung calls down: the first request answers with failures, never with 0.
+    await fake.close();
+    const answered = await first;
+    expect(answered.statusCode).toBe(200);
+    expect(answered.json().rewards).toEqual([null, null]);
+  });
+
+  it('admits a request whose judgments are all in flight already, even when the queue is full', async () => {
+    h = await startHarness({
+      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '0' },
+      fake: { latencyMs: 150 },
+    });
+    const { app, fake } = h;
+    const first = app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(0)]) });
+    await waitFor(() => fake.inflight() === 2, 'the judgment to run');
+    const joined = await app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(0)]) });
+    expect(joined.statusCode).toBe(200);
+    expect(joined.json().results[0].cached).toBe(true);
+    expect((await first).statusCode).toBe(200);
+    expect(fake.callCount).toBe(CALLS);
+  });
+});
+
+describe('deadline', () => {
+  it('answers items still running at REQUEST_DEADLINE_MS as timeout with reward null, and stays responsive meanwhile', async () => {
+    h = await startHarness({ env: { REQUEST_DEADLINE_MS: '400' }, fake: { fallback: { kind: 'hang' } } });
+    const { app, fake } = h;
+    const started = Date.now();
+    const pending = app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(1), 'Thought process:']),
+    });
+    await waitFor(() => fake.inflight() === 4, 'both judgments to call the backend');
+    const health = await app.inject({ method: 'GET', url: '/healthz' });
+    expect(health.statusCode).toBe(200);
+    expect(fake.inflight()).toBe(4);
+
+    const res = await pending;
+    const elapsed = Date.now() - started;
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.rewards).toEqual([null, null, 0]);
+    expect(body.results[0]).toMatchObject({
+      status: 'timeout',
+      reward: null,
+      verdict: null,
+      error_code: 'RW_JUDGE_TIMEOUT',
+    });
+    expect(body.results[2].status).toBe('rejected_input');
+    expect(body.group).toMatchObject({ n_ok: 1, n_failed: 2, advantages: [null, null, 0] });
+    expect(elapsed).toBeGreaterThanOrEqual(390);
+    expect(elapsed).toBeLessThan(3000);
+    // The hung calls were cancelled at the deadline.
+    await waitFor(() => fake.inflight() === 0, 'the hung calls to be cancelled');
+  });
+
+  it('times out a judgment still waiting for a run slot', async () => {
+    h = await startHarness({
+      env: { REQUEST_DEADLINE_MS: '300', MAX_CONCURRENT_JUDGMENTS: '1' },
+      fake: { fallback: { kind: 'hang' } },
+    });
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(1)]),
+    });
+    expect(res.json().results.map((r: { status: string }) => r.status)).toEqual(['timeout', 'timeout']);
+    // Only the running judgment reached the backend; the queued one never started.
+    expect(h.fake.callCount).toBe(2);
+    expect(res.json().results[1].judgment_id).toBeNull();
+  });
+});
+
+describe('readiness', () => {
+  it('is ready with a reachable backend and 503 when the backend is gone', async () => {
+    h = await startHarness();
+    const ok = await h.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ok.statusCode).toBe(200);
+    expect(ok.json()).toMatchObject({ ready: true, saturated: false, backends: [{ reachable: true }] });
+    await h.fake.close();
+    const gone = await h.app.inject({ method: 'GET', url: '/readyz' });
+    expect(gone.statusCode).toBe(503);
+    expect(gone.json().backends[0].reachable).toBe(false);
+    expect((await h.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  });
+});
