@@ -46,14 +46,17 @@ ROLLOUTS = [
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--url", default=os.environ.get("DEBATE_REWARD_URL", "http://127.0.0.1:8080"))
     parser.add_argument("--graph", default=None, help="judge graph preset (default: the server's)")
     parser.add_argument("--api-key", default=os.environ.get("DEBATE_REWARD_API_KEY"))
     parser.add_argument("--max-retries", type=int, default=3, help="retries on 503 / connection errors")
     args = parser.parse_args()
 
-    with RewardClient(args.url, api_key=args.api_key, graph=args.graph, max_retries=args.max_retries) as client:
+    client = RewardClient(args.url, api_key=args.api_key, graph=args.graph, max_retries=args.max_retries)
+    with client:
         try:
             group = client.reward_details(QUESTION, GROUND_TRUTH, ROLLOUTS)
         except RewardServerError as exc:

@@ -121,7 +121,8 @@ class FakeBackend:
 
     def __init__(self, latency_ms: int = 0, reply: str = "match", start_timeout_s: float = 60.0) -> None:
         self.proc = subprocess.Popen(
-            ["npx", "tsx", str(FAKE_SERVER_TS), "--port", "0", "--latency-ms", str(latency_ms), "--reply", reply],
+            ["npx", "tsx", str(FAKE_SERVER_TS), "--port", "0",
+             "--latency-ms", str(latency_ms), "--reply", reply],
             cwd=str(REPO),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -8,7 +8,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
 
-Reply = Dict[str, Any]  # {"status": int, "headers": {...}, "json": obj} | {"status", "body": bytes} | {"drop": True}
+# {"status": int, "headers": {...}, "json": obj} | {"status": int, "body": bytes} | {"drop": True}
+Reply = Dict[str, Any]
 
 
 def reply(status: int, body: Any = None, **headers: str) -> Reply:
@@ -92,7 +93,9 @@ class StubServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:

@@ -35,7 +35,8 @@ def test_many_groups_concurrently_keep_their_own_results(offline_server):
     async def main():
         async with AsyncRewardClient(offline_server.url, max_concurrency=4) as c:
             calls = [
-                c.reward(QUESTION, GROUND_TRUTH, [MATCHING] if i % 2 == 0 else [UNRELATED, f"{MATCHING} ({i})"])
+                c.reward(QUESTION, GROUND_TRUTH,
+                         [MATCHING] if i % 2 == 0 else [UNRELATED, f"{MATCHING} ({i})"])
                 for i in range(16)
             ]
             return await asyncio.gather(*calls)

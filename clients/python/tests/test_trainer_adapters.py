@@ -33,7 +33,8 @@ def test_openrlhf_get_reward(offline_server):
 
 
 def test_openrlhf_empty_batch(offline_server):
-    status, body, _ = post_json(offline_server.url + "/get_reward", {"query": [], "prompts": [], "labels": []})
+    empty = {"query": [], "prompts": [], "labels": []}
+    status, body, _ = post_json(offline_server.url + "/get_reward", empty)
     assert (status, body) == (200, {"rewards": [], "scores": [], "extra_logs": {}})
 
 

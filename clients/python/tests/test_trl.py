@@ -69,7 +69,10 @@ def test_plain_completions_one_group(counting):
 
 
 def test_conversational_completions_and_question_from_the_prompt(counting):
-    prompt = [{"role": "system", "content": "You propose research ideas."}, {"role": "user", "content": QUESTION}]
+    prompt = [
+        {"role": "system", "content": "You propose research ideas."},
+        {"role": "user", "content": QUESTION},
+    ]
     completions = [
         conversational(MATCHING),
         [{"role": "assistant", "content": [{"type": "text", "text": UNRELATED}]}],
@@ -99,7 +102,8 @@ def test_a_group_split_across_two_calls(counting):
     """GRPO groups can be split across devices / gradient-accumulation steps: each call scores the
     rollouts it gets, returns exactly len(completions) values, and agrees with the unsplit group."""
     func = trl_reward_func(counting)
-    group = [conversational(t) for t in (MATCHING, UNRELATED, f"{MATCHING} It also warms up the bias.", DEGENERATE)]
+    texts = (MATCHING, UNRELATED, f"{MATCHING} It also warms up the bias.", DEGENERATE)
+    group = [conversational(t) for t in texts]
     whole = call(func, prompts=[QUESTION] * 4, completions=group, ground_truth=[GROUND_TRUTH] * 4)
     first = call(func, prompts=[QUESTION] * 2, completions=group[:2], ground_truth=[GROUND_TRUTH] * 2)
     second = call(func, prompts=[QUESTION] * 2, completions=group[2:], ground_truth=[GROUND_TRUTH] * 2)
@@ -143,8 +147,8 @@ def test_unavailable_server_raises_by_default_or_gives_none_when_asked():
 def test_completion_text_shapes():
     assert completion_text("plain") == "plain"
     assert completion_text([{"role": "assistant", "content": "a"}]) == "a"
-    assert completion_text([{"role": "assistant", "content": [{"type": "text", "text": "x"},
-                                                              {"type": "image"}, {"type": "text", "text": "y"}]}]) == "xy"
+    parts = [{"type": "text", "text": "x"}, {"type": "image"}, {"type": "text", "text": "y"}]
+    assert completion_text([{"role": "assistant", "content": parts}]) == "xy"
     assert completion_text([]) == ""
 
 
@@ -176,7 +180,8 @@ def test_group_mean_makes_failed_rollouts_neutral():
 
     with StubServer([reply(200, group_ok([1, None, 0, None]))] * 2) as stub:
         client = AsyncRewardClient(stub.url)
-        kwargs = dict(prompts=[QUESTION] * 4, completions=["a", "b", "c", "d"], ground_truth=[GROUND_TRUTH] * 4)
+        kwargs = dict(prompts=[QUESTION] * 4, completions=["a", "b", "c", "d"],
+                      ground_truth=[GROUND_TRUTH] * 4)
         try:
             assert call(trl_reward_func(client), **kwargs) == [1.0, None, 0.0, None]
             assert call(trl_reward_func(client, on_failure="group_mean"), **kwargs) == [1.0, 0.5, 0.0, 0.5]

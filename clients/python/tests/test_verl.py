@@ -91,7 +91,9 @@ def test_loaded_by_path_like_verl_with_reward_kwargs(offline_server, monkeypatch
     out = asyncio.run(fn(data_source="ideas", solution_str=MATCHING, ground_truth=GROUND_TRUTH,
                          extra_info={"question": QUESTION}, **reward_kwargs))
     assert out["score"] == 1.0 and set(out) == set(SCORE_KEYS)
-    sync_out = module.compute_score_sync("ideas", UNRELATED, GROUND_TRUTH, {"question": QUESTION}, **reward_kwargs)
+    sync_out = module.compute_score_sync(
+        "ideas", UNRELATED, GROUND_TRUTH, {"question": QUESTION}, **reward_kwargs
+    )
     assert sync_out["score"] == 0.0
 
 

@@ -33,7 +33,8 @@ class AsyncRewardClient:
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("pool_size", max_concurrency)
-        self._init(RewardClient(base_url, api_key, timeout_s, max_retries, graph, **kwargs), max_concurrency, True)
+        client = RewardClient(base_url, api_key, timeout_s, max_retries, graph, **kwargs)
+        self._init(client, max_concurrency, True)
 
     @classmethod
     def from_client(cls, client: RewardClient, max_concurrency: int = 64) -> "AsyncRewardClient":
@@ -88,7 +89,9 @@ class AsyncRewardClient:
         request_id: Optional[str] = None,
     ) -> List[Optional[float]]:
         """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed."""
-        result = await self.reward_details(question, ground_truth, candidates, graph=graph, request_id=request_id)
+        result = await self.reward_details(
+            question, ground_truth, candidates, graph=graph, request_id=request_id
+        )
         return result.rewards
 
     async def reward_details(
@@ -102,7 +105,11 @@ class AsyncRewardClient:
         request_id: Optional[str] = None,
     ) -> GroupResult:
         body = reward_body(
-            question, ground_truth, candidates, graph if graph is not None else self.graph, include_transcripts,
+            question,
+            ground_truth,
+            candidates,
+            graph if graph is not None else self.graph,
+            include_transcripts,
             request_id,
         )
         data, attempts = await self._request("POST", "/v1/reward", body)

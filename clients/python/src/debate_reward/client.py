@@ -7,7 +7,16 @@ import ssl
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._http import Attempts, ConnectionFailure, Response, RetryEvent, RetryPolicy, Transport, decode_json, dumps
+from ._http import (
+    Attempts,
+    ConnectionFailure,
+    Response,
+    RetryEvent,
+    RetryPolicy,
+    Transport,
+    decode_json,
+    dumps,
+)
 from .results import GroupResult, JudgeResult, parse_batch, parse_group, parse_judgment
 
 #: A preset name (`"default"`, `"vote-3"`, ...) or an inline graph spec (DESIGN §3).
@@ -194,7 +203,8 @@ class RewardClient:
         request_id: Optional[str] = None,
     ) -> List[Optional[float]]:
         """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed."""
-        return self.reward_details(question, ground_truth, candidates, graph=graph, request_id=request_id).rewards
+        result = self.reward_details(question, ground_truth, candidates, graph=graph, request_id=request_id)
+        return result.rewards
 
     def reward_details(
         self,
@@ -208,7 +218,11 @@ class RewardClient:
     ) -> GroupResult:
         """The full `/v1/reward` answer: per-item results, scores, group mean/std/advantages, usage."""
         body = reward_body(
-            question, ground_truth, candidates, graph if graph is not None else self.graph, include_transcripts,
+            question,
+            ground_truth,
+            candidates,
+            graph if graph is not None else self.graph,
+            include_transcripts,
             request_id,
         )
         data, attempts = self._request("POST", "/v1/reward", body)

@@ -131,7 +131,9 @@ def _item(reward: Optional[float], raw: Mapping[str, Any], where: str, attempts:
     if "reward" in raw and _number(raw.get("reward"), f"{where}.reward", attempts) != reward:
         raise _fail(f"{where}.reward {raw.get('reward')!r} differs from rewards entry {reward!r}", attempts)
     if status in FAILED_STATUSES and reward is not None:
-        raise _fail(f"{where} failed ({status}) but carries reward {reward!r}; failures must be null", attempts)
+        raise _fail(
+            f"{where} failed ({status}) but carries reward {reward!r}; failures must be null", attempts
+        )
     if status in OK_STATUSES and reward is None:
         raise _fail(f"{where} has status {status} but a null reward", attempts)
     calls = raw.get("calls")
@@ -181,7 +183,9 @@ def parse_group(data: Any, n_candidates: int, attempts: int = 1, where: str = "r
         advantages_raw = group.get("advantages")
         if not isinstance(advantages_raw, list) or len(advantages_raw) != n_candidates:
             raise _fail(f"{where}.group.advantages should be a list of {n_candidates}", attempts)
-        advantages = [_number(v, f"{where}.group.advantages[{i}]", attempts) for i, v in enumerate(advantages_raw)]
+        advantages = [
+            _number(v, f"{where}.group.advantages[{i}]", attempts) for i, v in enumerate(advantages_raw)
+        ]
         for i, (adv, reward) in enumerate(zip(advantages, rewards)):
             if (adv is None) != (reward is None):
                 raise _fail(f"{where}.group.advantages[{i}] is {adv!r} for reward {reward!r}", attempts)

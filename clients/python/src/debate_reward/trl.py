@@ -100,7 +100,8 @@ async def _score_rollouts(
     if truths is None:
         available = sorted(k for k in kwargs if k not in ("completion_ids", "trainer_state"))
         raise KeyError(
-            f"reward function {cfg.name!r} needs dataset column {cfg.ground_truth_column!r}; got columns {available}"
+            f"reward function {cfg.name!r} needs dataset column {cfg.ground_truth_column!r}; "
+            f"got columns {available}"
         )
     questions = _column(kwargs, cfg.question_column, n)
 

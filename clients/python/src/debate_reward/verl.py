@@ -194,7 +194,9 @@ async def compute_score(
     `failure_score`, `graph`) or the env vars `DEBATE_REWARD_URL`, `DEBATE_REWARD_FAILURE_SCORE`,
     `DEBATE_REWARD_API_KEY`. With no failure score configured, a failed judgment raises
     `JudgeFailedError` rather than becoming a number nobody chose."""
-    fn = verl_compute_score(_shared_client(base_url), failure_score=_env_failure_score(failure_score), graph=graph)
+    fn = verl_compute_score(
+        _shared_client(base_url), failure_score=_env_failure_score(failure_score), graph=graph
+    )
     return await fn(data_source, solution_str, ground_truth, extra_info)
 
 
