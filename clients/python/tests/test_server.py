@@ -154,10 +154,12 @@ def test_overload_503_with_retry_after_is_retried_by_the_client(tiny_server):
             events.append(event)
 
     results: List[object] = [None] * 6
+    start = threading.Barrier(6, timeout=30)  # all six hit the server together
     with RewardClient(tiny_server.url, max_retries=20, on_retry=record, backoff_base_s=0.2) as c:
 
         def worker(i: int) -> None:
             try:
+                start.wait()
                 results[i] = c.reward(QUESTION, GROUND_TRUTH, [f"{MATCHING} Variant number {i}."],
                                       graph="single-judge")
             except Exception as exc:  # surfaced by the assertion below
