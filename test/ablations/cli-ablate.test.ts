@@ -1,0 +1,64 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+async function ablate(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG') env[k] = v;
+  }
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/ablations/cli-ablate.ts', ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { code, stdout, stderr };
+}
+
+describe('npm run ablate', () => {
+  it('stops on a bad line naming line and field; --skip-invalid skips it, says so, and runs', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cli-ablate-'));
+    dirs.push(dir);
+    const sample = (await readFile('datasets/sample.jsonl', 'utf8')).trim().split('\n').slice(0, 6);
+    sample.splice(2, 0, sample[0]!.replace('"label": 1', '"label": "yes"'));
+    const data = join(dir, 'data.jsonl');
+    await writeFile(data, `${sample.join('\n')}\n`);
+    const out = join(dir, 'out');
+
+    const strict = await ablate(['--dataset', data, '--graphs', 'lexical', '--out', out]);
+    expect(strict.code).toBe(1);
+    expect(strict.stderr).toContain(`${data}:3: field "label"`);
+
+    const lenient = await ablate([
+      '--dataset',
+      data,
+      '--graphs',
+      'lexical',
+      '--out',
+      out,
+      '--skip-invalid',
+      '--reference',
+      'none',
+    ]);
+    expect(lenient.code).toBe(0);
+    expect(lenient.stderr).toMatch(/skipped .*data\.jsonl:3: field "label"/);
+    expect(lenient.stderr).toMatch(/backend: offline/);
+    expect(lenient.stdout).toMatch(/\| lexical \| /);
+    const results = JSON.parse(await readFile(join(out, 'results.json'), 'utf8'));
+    expect(results.dataset).toMatchObject({ items: 6, invalidLines: 1 });
+    for (const f of ['report.md', 'timing.json', 'precision-recall.svg', 'f1-vs-tokens.svg', 'items.jsonl']) {
+      expect((await readFile(join(out, f), 'utf8')).length).toBeGreaterThan(0);
+    }
+  });
+});
