@@ -64,15 +64,16 @@ def _get(url: str, timeout: float = 2.0) -> int:
 
 
 class ServerProcess:
-    """`node dist/server/main.js` with the given environment, on a free port; `.url` once /healthz is 200."""
+    """`node dist/server/main.js` with the given environment, on a free port; `.url` once /healthz is 200.
+    Its output goes to a temporary log file, deleted by `remove_log()` (quoted in the error if start fails)."""
 
     def __init__(self, env: Optional[Dict[str, str]] = None, start_timeout_s: float = 20.0) -> None:
         self.overrides = dict(env or {})
-        self.log = tempfile.NamedTemporaryFile(prefix="debate-reward-server-", suffix=".log", delete=False)
         self.proc: Optional[subprocess.Popen] = None
         self.url = ""
         last_error = ""
         for _ in range(3):  # a free port can be taken between probe and bind; try another
+            self.log = tempfile.NamedTemporaryFile(prefix="debate-reward-server-", suffix=".log", delete=False)
             port = free_port()
             self.proc = subprocess.Popen(
                 ["node", str(SERVER_JS)],
@@ -94,6 +95,7 @@ class ServerProcess:
                 time.sleep(0.05)
             last_error = self.read_log()[-3000:]
             self.stop()
+            self.remove_log()
         raise RuntimeError(f"server did not become healthy; env={self.overrides}\n{last_error}")
 
     def read_log(self) -> str:
@@ -106,22 +108,27 @@ class ServerProcess:
 
     def stop(self) -> None:
         proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()  # SIGTERM to this PID only: graceful shutdown
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()  # SIGTERM to this PID only: graceful shutdown
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        self.log.close()
+
+    def remove_log(self) -> None:
+        Path(self.log.name).unlink(missing_ok=True)
 
 
 class FakeBackend:
     """The fake OpenAI-compatible backend, standalone (`test/fakes/openai-server.ts`)."""
 
     def __init__(self, latency_ms: int = 0, reply: str = "match", start_timeout_s: float = 60.0) -> None:
+        # `node --import tsx` rather than `npx tsx`: one process, so terminating this PID stops the fake
+        # (npx and the tsx CLI are wrappers whose child outlives a SIGTERM to the parent).
         self.proc = subprocess.Popen(
-            ["npx", "tsx", str(FAKE_SERVER_TS), "--port", "0",
+            ["node", "--import", "tsx", str(FAKE_SERVER_TS), "--port", "0",
              "--latency-ms", str(latency_ms), "--reply", reply],
             cwd=str(REPO),
             stdout=subprocess.PIPE,
@@ -185,6 +192,7 @@ def server_factory(built: Path) -> Iterator:
     yield start
     for server in started:
         server.stop()
+        server.remove_log()
 
 
 @pytest.fixture(scope="session")
