@@ -1,5 +1,3 @@
-import { setMaxListeners } from 'node:events';
-
 /**
  * Judgment cache: an LRU of completed values plus a single-flight map of computations in progress.
  *
@@ -87,8 +85,6 @@ export class JudgmentCache<V> {
   run(key: string, compute: (signal: AbortSignal) => Promise<V>, signal?: AbortSignal): Promise<V> {
     if (this.#flights.has(key)) throw new Error('judgment cache: flight already in progress');
     const controller = new AbortController();
-    // Every node call of the judgment listens on it (plus retries and rate limiting).
-    setMaxListeners(0, controller.signal);
     const flight: Flight<V> = {
       controller,
       refs: 0,

@@ -144,8 +144,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     graceTimer.unref();
     done();
   });
+  // Runs once the server has stopped (every connection ended): anything still in flight has no client left.
   app.addHook('onClose', (_instance, done) => {
     clearTimeout(graceTimer);
+    service.abortAll();
     done();
   });
 

@@ -66,6 +66,9 @@ export interface JudgeServiceOptions {
   onInternalError?: ((err: unknown) => void) | undefined;
 }
 
+/** How long after the deadline the request stops waiting for judgments that have not answered. */
+const DEADLINE_SLACK_MS = 50;
+
 class DeadlineReached extends Error {
   constructor() {
     super('request deadline reached');
@@ -77,11 +80,36 @@ function isCacheable(stored: StoredJudgment): boolean {
   return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
 }
 
+type SyntheticCode = 'RW_JUDGE_TIMEOUT' | 'RW_SHUTTING_DOWN' | 'RW_INTERNAL';
+
+/** Why a request got no judgment for an item. Only the last case is a bug worth logging. */
+function classify(
+  err: unknown,
+  request: AbortSignal,
+): { status: 'timeout' | 'judge_error'; code: SyntheticCode; message: string; internal: boolean } {
+  if (request.reason instanceof DeadlineReached) {
+    return {
+      status: 'timeout',
+      code: 'RW_JUDGE_TIMEOUT',
+      message: 'request deadline reached before the judgment finished',
+      internal: false,
+    };
+  }
+  if (request.aborted) {
+    return { status: 'judge_error', code: 'RW_INTERNAL', message: 'aborted by the caller', internal: false };
+  }
+  if (err instanceof Error && err.name === 'AbortError') {
+    // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
+    return { status: 'judge_error', code: 'RW_SHUTTING_DOWN', message: err.message, internal: false };
+  }
+  return { status: 'judge_error', code: 'RW_INTERNAL', message: 'internal error', internal: true };
+}
+
 /** A judgment that never ran: the deadline came first, or something broke. */
 function syntheticFailure(
   graph: CompiledGraph,
   status: 'timeout' | 'judge_error',
-  code: 'RW_JUDGE_TIMEOUT' | 'RW_INTERNAL',
+  code: SyntheticCode,
   message: string,
   latencyMs: number,
 ): Judgment {
@@ -227,15 +255,17 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (hits === items.length) return complete(items, results);
 
     const controller = new AbortController();
-    // One listener per waiting item (a group may hold a thousand).
-    setMaxListeners(0, controller.signal);
+    // One listener per waiting item (a group may hold a thousand); Node warns past 10.
+    if (items.length >= 10) setMaxListeners(0, controller.signal);
     const outer = request.signal;
     const onOuterAbort = (): void => controller.abort(outer?.reason);
     if (outer?.aborted === true) controller.abort(outer.reason);
     else outer?.addEventListener('abort', onOuterAbort, { once: true });
+    // Just past the deadline, so the engine's own timeout (with its partial transcript) normally answers
+    // first; this catches judgments still waiting for a run slot.
     const timer = setTimeout(
       () => controller.abort(new DeadlineReached()),
-      Math.max(0, deadline - Date.now()),
+      Math.max(0, deadline - Date.now()) + DEADLINE_SLACK_MS,
     );
 
     const waits: Promise<void>[] = [];
@@ -262,33 +292,19 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         flight.then(
           (stored) => settle({ judgmentId: stored.id, judgment: stored.judgment, cached: !own }),
           (err: unknown) => {
-            const elapsed = Date.now() - startedAt;
-            if (controller.signal.reason instanceof DeadlineReached) {
-              settle({
-                judgmentId: null,
-                judgment: syntheticFailure(
-                  item.graph.graph,
-                  'timeout',
-                  'RW_JUDGE_TIMEOUT',
-                  'request deadline reached before the judgment finished',
-                  elapsed,
-                ),
-                cached: false,
-              });
-            } else {
-              if (!controller.signal.aborted) options.onInternalError?.(err);
-              settle({
-                judgmentId: null,
-                judgment: syntheticFailure(
-                  item.graph.graph,
-                  'judge_error',
-                  'RW_INTERNAL',
-                  controller.signal.aborted ? 'aborted by the caller' : 'internal error',
-                  elapsed,
-                ),
-                cached: false,
-              });
-            }
+            const failure = classify(err, controller.signal);
+            if (failure.internal) options.onInternalError?.(err);
+            settle({
+              judgmentId: null,
+              judgment: syntheticFailure(
+                item.graph.graph,
+                failure.status,
+                failure.code,
+                failure.message,
+                Date.now() - startedAt,
+              ),
+              cached: false,
+            });
           },
         ),
       );

@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net';
+
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
@@ -131,7 +133,7 @@ describe('deadline', () => {
     expect(res.json().results.map((r: { status: string }) => r.status)).toEqual(['timeout', 'timeout']);
     // Only the running judgment reached the backend; the queued one never started.
     expect(h.fake.callCount).toBe(2);
-    expect(res.json().results[1].judgment_id).toBeNull();
+    expect(res.json().results[1].calls).toBe(0);
   });
 });
 
@@ -146,5 +148,42 @@ describe('readiness', () => {
     expect(gone.statusCode).toBe(503);
     expect(gone.json().backends[0].reachable).toBe(false);
     expect((await h.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  });
+});
+
+describe('shutdown', () => {
+  it('stops accepting, then fails the judgments still running when the grace period ends', async () => {
+    h = await startHarness({
+      env: { MAX_CONCURRENT_JUDGMENTS: '1', SHUTDOWN_GRACE_MS: '200' },
+      fake: { fallback: { kind: 'hang' } },
+    });
+    const { app, fake } = h;
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/reward`;
+    const send = (candidates: string[]) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(group(candidates)),
+      });
+    const pending = send([candidate(0), candidate(1)]);
+    await waitFor(() => fake.inflight() === 2, 'the first judgment to run');
+    const started = Date.now();
+    const closing = app.close();
+    await expect(send([candidate(2)])).rejects.toThrow();
+
+    const res = await pending;
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('connection')).toBe('close');
+    const body = (await res.json()) as {
+      rewards: unknown[];
+      results: Array<{ status: string; reason?: string; error_code?: string }>;
+    };
+    expect(body.results.map((r) => r.status)).toEqual(['judge_error', 'judge_error']);
+    expect(body.results[0]!.reason).toBe('aborted');
+    expect(body.results[1]!.error_code).toBe('RW_SHUTTING_DOWN');
+    expect(body.rewards).toEqual([null, null]);
+    await closing;
   });
 });
