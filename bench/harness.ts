@@ -6,6 +6,7 @@
  */
 import { closeSync, mkdtempSync, openSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { getPreset } from '../src/judge/presets.js';
@@ -42,12 +43,21 @@ export interface BenchOptions {
   lightGroups: number;
   /** Hard bound on each scenario. */
   maxScenarioSeconds: number;
+  /**
+   * Before each repetition, wait up to this many seconds for the machine to be quiet (other processes
+   * below 0.15 cores over 2 s); 0 = don't wait. The background load is reported either way.
+   */
+  quietWaitSeconds: number;
+  /** No new repetition starts if it would likely end after this many seconds (≥ 1 repetition always runs). */
+  budgetSeconds: number;
   /** Server env JUDGE_MAX_INFLIGHT: backend calls in flight (analysts-2 peaks at 2 per judgment). */
   judgeMaxInflight: number;
   /** Server CACHE_SIZE (replays are clamped to it so that they are all hits). */
   cacheSize: number;
   /** `dist`: node dist/server/main.js (production build); `src`: the TypeScript sources via tsx. */
   server: 'dist' | 'src';
+  /** With `server: 'dist'`: the built entry point to run (default dist/server/main.js; e.g. a prototype's). */
+  serverEntry?: string | undefined;
   graph: string;
   dataset: string;
   /** Extra node flags for the server process (e.g. --cpu-prof). */
@@ -66,6 +76,8 @@ export const DEFAULT_OPTIONS: BenchOptions = {
   warmupJudgments: 2000,
   lightGroups: 30,
   maxScenarioSeconds: 60,
+  budgetSeconds: 3600,
+  quietWaitSeconds: 0,
   judgeMaxInflight: 512,
   cacheSize: 10_000,
   server: 'dist',
@@ -112,6 +124,8 @@ export interface FloorRun {
 }
 
 export interface RepetitionResult {
+  /** Cores used by other processes just before the run. */
+  backgroundCores: number;
   floor: FloorRun;
   floorLight: FloorRun;
   groups: ScenarioResult;
@@ -177,7 +191,7 @@ export async function startServer(options: BenchOptions, fake: Fake, logDir: str
   const logFd = openSync(logPath, 'a');
   const entry =
     options.server === 'dist'
-      ? [...options.serverNodeArgs, join(ROOT, 'dist/server/main.js')]
+      ? [...options.serverNodeArgs, options.serverEntry ?? join(ROOT, 'dist/server/main.js')]
       : [...options.serverNodeArgs, ...TSX, join(ROOT, 'src/server/main.ts')];
   const env: Record<string, string> = {
     PATH: process.env['PATH'] ?? '/usr/bin:/bin',
@@ -428,12 +442,33 @@ export function makeLogDir(): string {
 }
 
 /** One repetition: floor client, then the server scenarios, each on fresh processes. */
+/** Cores used by the whole machine over `ms` (nothing of ours runs meanwhile). */
+async function backgroundCores(ms: number): Promise<number> {
+  const m0 = machineBusyMs();
+  const t0 = performance.now();
+  await delay(ms);
+  return (machineBusyMs() - m0) / (performance.now() - t0);
+}
+
+/** Waits (bounded) until the machine is quiet; returns the last background load measured, in cores. */
+export async function waitQuiet(maxSeconds: number, log: (line: string) => void): Promise<number> {
+  const until = performance.now() + maxSeconds * 1000;
+  let cores = await backgroundCores(2_000);
+  for (let i = 0; i < 10_000 && cores > 0.15 && performance.now() < until; i++) {
+    if (i % 15 === 0) log(`machine busy (${cores.toFixed(2)} cores used by other processes); waiting`);
+    cores = await backgroundCores(2_000);
+  }
+  return cores;
+}
+
 export async function runRepetition(
   options: BenchOptions,
   index: number,
   logDir: string,
 ): Promise<RepetitionResult> {
   const { log } = options;
+  const background = await waitQuiet(options.quietWaitSeconds, log);
+  log(`run ${index + 1}: background load before the run ${background.toFixed(2)} cores`);
   const fake = await startFake(options.latencyMs);
   let server: Server | undefined;
   try {
@@ -467,7 +502,13 @@ export async function runRepetition(
       maxSeconds: max,
     });
 
-    const replayCount = Math.min(options.judgments, options.cacheSize);
+    /** The last completed judgments of a scenario that still fit in the cache: all hits when replayed. */
+    const replayOf = (sc: ScenarioResult, start: number): { start: number; count: number } => {
+      const perBlock = sc.load.mode === 'groups' ? options.groupSize : BLOCK;
+      const doneBlocks = sc.load.mode === 'groups' ? sc.load.requests : Math.floor(sc.load.requests / BLOCK);
+      const blocks = Math.min(doneBlocks, Math.floor(options.cacheSize / perBlock));
+      return { start: start + (doneBlocks - blocks) * BLOCK, count: blocks * perBlock };
+    };
     const groupConcurrency = Math.max(1, Math.floor(options.inflight / options.groupSize));
     const groupsStart = take(options.judgments);
     log(
@@ -481,14 +522,11 @@ export async function runRepetition(
       concurrency: groupConcurrency,
       maxSeconds: max,
     });
-    const replayGroupsStart =
-      groupsStart + (Math.ceil(options.judgments / BLOCK) - Math.ceil(replayCount / BLOCK)) * BLOCK;
     log(`run ${index + 1}: (c) cache hits, groups`);
     const groupsCached = await runScenario(options, server, fake, {
       name: 'groups-cached',
       mode: 'groups',
-      start: replayGroupsStart,
-      count: replayCount,
+      ...replayOf(groups, groupsStart),
       concurrency: groupConcurrency,
       maxSeconds: max,
     });
@@ -507,10 +545,7 @@ export async function runRepetition(
     const rolloutsCached = await runScenario(options, server, fake, {
       name: 'rollouts-cached',
       mode: 'rollouts',
-      start:
-        rolloutsStart +
-        (Math.ceil(options.judgments / BLOCK) * BLOCK - Math.ceil(replayCount / BLOCK) * BLOCK),
-      count: replayCount,
+      ...replayOf(rollouts, rolloutsStart),
       concurrency: options.inflight,
       maxSeconds: max,
     });
@@ -526,6 +561,7 @@ export async function runRepetition(
     });
     const mem = procMemMb(server.proc.pid);
     return {
+      backgroundCores: background,
       floor,
       floorLight,
       groups,
@@ -555,6 +591,7 @@ export interface SuiteResult {
 }
 
 export async function runSuite(options: BenchOptions): Promise<SuiteResult> {
+  if (options.groupSize < 1 || options.groupSize > BLOCK) throw new Error(`group size must be 1..${BLOCK}`);
   const graph = getPreset(options.graph);
   if (graph === undefined) throw new Error(`unknown graph preset ${options.graph}`);
   if (graph.criticalPathCalls === 0) throw new Error('the benchmark needs a graph with LLM calls');
@@ -563,7 +600,17 @@ export async function runSuite(options: BenchOptions): Promise<SuiteResult> {
   const logDir = makeLogDir();
   options.log(`server logs in ${logDir}`);
   const runs: RepetitionResult[] = [];
-  for (let i = 0; i < options.runs; i++) runs.push(await runRepetition(options, i, logDir));
+  let slowestMs = 0;
+  for (let i = 0; i < options.runs; i++) {
+    const elapsedMs = performance.now() - t0;
+    if (i > 0 && elapsedMs + slowestMs > options.budgetSeconds * 1000) {
+      options.log(`time budget of ${options.budgetSeconds} s reached: stopping after ${i} runs`);
+      break;
+    }
+    const r0 = performance.now();
+    runs.push(await runRepetition(options, i, logDir));
+    slowestMs = Math.max(slowestMs, performance.now() - r0);
+  }
   const { log: _log, ...rest } = options;
   return {
     options: rest,
@@ -602,6 +649,7 @@ export async function runSoak(
   const { log } = options;
   const callsPerJudgment = getPreset(options.graph)?.llmCallsPerJudgment ?? 3;
   const logDir = makeLogDir();
+  await waitQuiet(options.quietWaitSeconds, log);
   const fake = await startFake(options.latencyMs);
   let server: Server | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -697,6 +745,7 @@ export async function runProfiled(options: BenchOptions, profileDir: string): Pr
     ...options,
     serverNodeArgs: [...options.serverNodeArgs, '--cpu-prof', '--cpu-prof-dir', profileDir],
   };
+  await waitQuiet(options.quietWaitSeconds, options.log);
   const fake = await startFake(options.latencyMs);
   let server: Server | undefined;
   try {

@@ -188,7 +188,7 @@ export function suiteMarkdown(s: SuiteResult): string {
   const lines = [
     `Graph \`${o.graph}\` (${s.callsPerJudgment} LLM calls per judgment, critical path ${s.criticalPathCalls} calls), ` +
       `fake backend L = ${L} ms, ${o.inflight} judgments in flight, ${o.judgments} judgments per scenario, ` +
-      `${o.runs} runs (fresh fake + server each); values are median (min–max) over runs. ` +
+      `${runs.length} runs (fresh fake + server each); values are median (min–max) over runs. ` +
       `Server: \`${o.server === 'dist' ? 'node dist/server/main.js' : 'tsx src/server/main.ts'}\`, ` +
       `JUDGE_MAX_INFLIGHT=${o.judgeMaxInflight}, CACHE_SIZE=${o.cacheSize}, LOG_LEVEL=info. ${environment()}.`,
     '',
@@ -271,6 +271,10 @@ export function suiteMarkdown(s: SuiteResult): string {
     )} / ${fmtSpread(
       across(runs, (r) => r.floor.fakeCpuMsPerCall),
       3,
+    )} |`,
+    `| other processes on the machine just before each run: cores | ${fmtSpread(
+      across(runs, (r) => r.backgroundCores),
+      2,
     )} |`,
     `| other processes on the machine during (b) / during the floor run: cores | ${fmtSpread(
       across(runs, (r) => r.rollouts.otherCores),

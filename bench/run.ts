@@ -7,8 +7,10 @@
  *   npm run bench -- --soak            # 5 min of /get_reward at 256 in flight, RSS every 30 s → <date>-soak.md
  *   npm run bench -- --profile         # /get_reward under node --cpu-prof, top functions → <date>-profile.md
  *
- * Options: --runs N --judgments N --latency-ms L --inflight N --soak-seconds S --server dist|src --out FILE
- * (--out - prints markdown only to stdout). Everything runs on 127.0.0.1; every child is killed on exit.
+ * Options: --runs N --judgments N --warmup N --light-groups N --latency-ms L --inflight N
+ * --judge-max-inflight N --max-seconds S (per scenario) --soak-seconds S --soak-interval S --server dist|src
+ * --node-args "FLAGS" (extra node flags for the server) --server-entry PATH (another build's main.js) --wait-quiet S (wait up to S s for other processes to
+ * go idle before each run) --out FILE (--out - prints the markdown to stdout). Everything runs on 127.0.0.1; every child is killed on exit.
  */
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,6 +37,9 @@ const { values } = parseArgs({
     'soak-seconds': { type: 'string', default: '300' },
     'soak-interval': { type: 'string', default: '30' },
     'max-seconds': { type: 'string' },
+    'wait-quiet': { type: 'string', default: '0' },
+    'node-args': { type: 'string', default: '' },
+    'server-entry': { type: 'string' },
     server: { type: 'string', default: 'dist' },
     out: { type: 'string' },
   },
@@ -61,6 +66,10 @@ const options: BenchOptions = {
   latencyMs: positiveInt('latency-ms', values['latency-ms'], DEFAULT_OPTIONS.latencyMs),
   inflight,
   judgeMaxInflight: positiveInt('judge-max-inflight', values['judge-max-inflight'], 2 * inflight),
+  quietWaitSeconds: Number(values['wait-quiet']),
+  serverEntry: values['server-entry'],
+  serverNodeArgs: values['node-args'].split(' ').filter((a) => a !== ''),
+  budgetSeconds: quick ? 90 : DEFAULT_OPTIONS.budgetSeconds,
   maxScenarioSeconds: positiveInt(
     'max-seconds',
     values['max-seconds'],
@@ -70,7 +79,7 @@ const options: BenchOptions = {
   log: (line) => console.error(`[bench] ${line}`),
 };
 
-if (server === 'dist' && !existsSync(join(ROOT, 'dist/server/main.js'))) {
+if (server === 'dist' && !existsSync(values['server-entry'] ?? join(ROOT, 'dist/server/main.js'))) {
   throw new Error('dist/server/main.js is missing: run `npm run build` first (npm run bench does)');
 }
 
