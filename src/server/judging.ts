@@ -240,6 +240,16 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         starters.set(key, i);
       }
     }
+    // A request larger than the whole capacity could never be admitted: a retryable 503 would loop forever.
+    const capacity = admission.maxConcurrent + admission.maxQueue;
+    if (starters.size > capacity) {
+      throw new RewardError(
+        'RW_BAD_REQUEST',
+        `request needs ${starters.size} new judgments but this server admits at most ${capacity} at once ` +
+          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUE): split it into smaller requests',
+        { details: { new_judgments: starters.size, capacity } },
+      );
+    }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
     if (starters.size > 0 && !admission.canAdmit(starters.size)) {
       throw new RewardError(

@@ -70,6 +70,20 @@ describe('admission', () => {
     expect(answered.json().rewards).toEqual([null, null]);
   });
 
+  it('answers 400, not a retryable 503, to a request larger than the whole capacity', async () => {
+    h = await startHarness({ env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '1' }, fake: {} });
+    const tooBig = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(1), candidate(2)]),
+    });
+    expect(tooBig.statusCode).toBe(400);
+    expect(tooBig.json().code).toBe('RW_BAD_REQUEST');
+    expect(tooBig.json().details).toEqual({ new_judgments: 3, capacity: 2 });
+    expect(tooBig.headers['retry-after']).toBeUndefined();
+    expect(h.fake.callCount).toBe(0);
+  });
+
   it('admits a request whose judgments are all in flight already, even when the queue is full', async () => {
     h = await startHarness({
       env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '0' },
