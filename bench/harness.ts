@@ -276,7 +276,7 @@ async function runWorker<T>(
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   try {
-    await waitForLine(proc, /^READY$/, 30_000);
+    await waitForLine(proc, /^READY$/, Math.max(30_000, timeoutMs));
     const resultLine = waitForLine(proc, /^RESULT (.*)$/, timeoutMs);
     await hooks.beforeGo?.();
     proc.child.stdin?.write('GO\n');
@@ -380,7 +380,14 @@ export async function runScenario(
 export async function runFloor(
   options: BenchOptions,
   fake: Fake,
-  spec: { start: number; count: number; concurrency: number; groupSize: number; maxSeconds: number },
+  spec: {
+    start: number;
+    count: number;
+    concurrency: number;
+    groupSize: number;
+    maxSeconds: number;
+    warmup: number;
+  },
 ): Promise<FloorRun> {
   let fakeCpu0 = 0;
   let calls0 = 0;
@@ -400,10 +407,12 @@ export async function runFloor(
       String(spec.groupSize),
       '--max-seconds',
       String(spec.maxSeconds),
+      '--warmup',
+      String(spec.warmup),
       '--dataset',
       options.dataset,
     ],
-    (spec.maxSeconds + 60) * 1000,
+    (2 * spec.maxSeconds + 60) * 1000,
     {
       beforeGo: async () => {
         calls0 = (await fake.stats()).calls;
@@ -481,6 +490,7 @@ export async function runRepetition(
       concurrency: options.inflight,
       groupSize: 1,
       maxSeconds: max,
+      warmup: options.warmupJudgments,
     });
     const floorLight = await runFloor(options, fake, {
       start: floorTake(options.lightGroups * options.groupSize),
@@ -488,6 +498,7 @@ export async function runRepetition(
       concurrency: 1,
       groupSize: options.groupSize,
       maxSeconds: max,
+      warmup: options.groupSize,
     });
 
     server = await startServer(options, fake, logDir);
