@@ -640,10 +640,14 @@ export interface SoakSample {
   hwmMb: number;
   judgmentsPerSecond: number;
   serverCores: number;
+  fakeCores: number;
+  /** Every process on the machine (server, fake, load generator and anything else), cores. */
+  machineCores: number;
 }
 
 export interface SoakResult {
   seconds: number;
+  inflight: number;
   intervalSeconds: number;
   samples: SoakSample[];
   scenario: ScenarioResult;
@@ -678,11 +682,13 @@ export async function runSoak(
     });
     const samples: SoakSample[] = [];
     let t0 = 0;
-    let last = { t: 0, calls: 0, cpu: 0 };
+    let last = { t: 0, calls: 0, cpu: 0, fakeCpu: 0, machine: 0 };
     const sample = async (): Promise<void> => {
       const t = performance.now() - t0;
       const { calls } = await fake.stats();
       const cpu = procCpuMs(s.proc.pid);
+      const fakeCpu = procCpuMs(fake.proc.pid);
+      const machine = machineBusyMs();
       const mem = procMemMb(s.proc.pid);
       const dt = (t - last.t) / 1000;
       const row: SoakSample = {
@@ -691,8 +697,10 @@ export async function runSoak(
         hwmMb: mem.hwmMb,
         judgmentsPerSecond: (calls - last.calls) / callsPerJudgment / dt,
         serverCores: (cpu - last.cpu) / 1000 / dt,
+        fakeCores: (fakeCpu - last.fakeCpu) / 1000 / dt,
+        machineCores: (machine - last.machine) / 1000 / dt,
       };
-      last = { t, calls, cpu };
+      last = { t, calls, cpu, fakeCpu, machine };
       samples.push(row);
       log(
         `soak t=${row.t}s rss=${row.rssMb.toFixed(1)} MB peak=${row.hwmMb.toFixed(1)} MB ` +
@@ -709,7 +717,13 @@ export async function runSoak(
       maxSeconds: seconds,
       onStart: () => {
         t0 = performance.now();
-        last = { t: 0, calls: 0, cpu: procCpuMs(s.proc.pid) };
+        last = {
+          t: 0,
+          calls: 0,
+          cpu: procCpuMs(s.proc.pid),
+          fakeCpu: procCpuMs(fake.proc.pid),
+          machine: machineBusyMs(),
+        };
         void fake.stats().then((st) => (last.calls = st.calls));
         timer = setInterval(() => void sample(), intervalSeconds * 1000);
       },
@@ -718,6 +732,7 @@ export async function runSoak(
     const end = samples[samples.length - 1];
     return {
       seconds,
+      inflight: options.inflight,
       intervalSeconds,
       samples,
       scenario,

@@ -44,6 +44,8 @@ export interface ProfileSummary {
   busyMs: number;
   self: Row[];
   inclusive: Row[];
+  /** Inclusive time of this project's own functions (dist/ or src/): the semantic units of the hot path. */
+  ours: Row[];
   categories: Array<{ category: string; ms: number; share: number }>;
 }
 
@@ -142,6 +144,7 @@ export function summarizeProfile(profile: CpuProfile, top = 25): ProfileSummary 
       inclMs,
       (f) => !SPECIAL.has(f.functionName) && f.url !== '' && !f.url.startsWith('node:'),
     ),
+    ours: toRows(inclMs, (f) => categoryOf(f).startsWith('ours:')),
     categories: [...catMs]
       .sort((a, b) => b[1] - a[1])
       .map(([category, ms]) => ({ category, ms, share: ms / busyMs })),
@@ -173,6 +176,10 @@ export function profileMarkdown(s: ProfileSummary, topCategories = 15): string {
     '| top inclusive time (JS frames) | where | ms | share |',
     '|---|---|---:|---:|',
     ...s.inclusive.map((r) => `| \`${r.name}\` | ${r.where} | ${r.ms.toFixed(0)} | ${pct(r.share)} |`),
+    '',
+    '| our functions, inclusive time | where | ms | share |',
+    '|---|---|---:|---:|',
+    ...s.ours.map((r) => `| \`${r.name}\` | ${r.where} | ${r.ms.toFixed(0)} | ${pct(r.share)} |`),
   ];
   return lines.join('\n');
 }

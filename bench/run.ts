@@ -9,7 +9,7 @@
  *
  * Options: --runs N --judgments N --warmup N --light-groups N --latency-ms L --inflight N
  * --judge-max-inflight N --max-seconds S (per scenario) --soak-seconds S --soak-interval S --server dist|src
- * --node-args "FLAGS" (extra node flags for the server) --server-entry PATH (another build's main.js) --wait-quiet S (wait up to S s for other processes to
+ * --node-args="FLAGS" (extra node flags for the server; note the =) --server-entry PATH (another build's main.js) --wait-quiet S (wait up to S s for other processes to
  * go idle before each run) --out FILE (--out - prints the markdown to stdout). Everything runs on 127.0.0.1; every child is killed on exit.
  */
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
