@@ -2,6 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { relative } from 'node:path';
 import { across, ROOT, type RepetitionResult, type SoakResult, type SuiteResult } from './harness.js';
 import { fmt, fmtSpread, spread, type Spread } from './stats.js';
 
@@ -98,6 +99,16 @@ export function targets(s: SuiteResult): Target[] {
   ];
 }
 
+function serverCommand(o: SuiteResult['options']): string {
+  const entry =
+    o.server === 'src'
+      ? '--import tsx src/server/main.ts'
+      : o.serverEntry === undefined
+        ? 'dist/server/main.js'
+        : relative(ROOT, o.serverEntry);
+  return ['node', ...o.serverNodeArgs, entry].join(' ');
+}
+
 export function suiteMarkdown(s: SuiteResult): string {
   const { runs, options: o } = s;
   const L = o.latencyMs;
@@ -189,7 +200,7 @@ export function suiteMarkdown(s: SuiteResult): string {
     `Graph \`${o.graph}\` (${s.callsPerJudgment} LLM calls per judgment, critical path ${s.criticalPathCalls} calls), ` +
       `fake backend L = ${L} ms, ${o.inflight} judgments in flight, ${o.judgments} judgments per scenario, ` +
       `${runs.length} runs (fresh fake + server each); values are median (min–max) over runs. ` +
-      `Server: \`${o.server === 'dist' ? 'node dist/server/main.js' : 'tsx src/server/main.ts'}\`, ` +
+      `Server: \`${serverCommand(o)}\`, ` +
       `JUDGE_MAX_INFLIGHT=${o.judgeMaxInflight}, CACHE_SIZE=${o.cacheSize}, LOG_LEVEL=info. ${environment()}.`,
     '',
     '| scenario | judgments/s | backend calls/s | latency p50 / p99, ms | server CPU ms / backend call | server cores | ratio to limit | ratio to floor |',
