@@ -23,6 +23,18 @@ const MAX_REASKS = 1;
 /** How much of an invalid reply is echoed back in the re-ask. */
 const REASK_ECHO_CHARS = 2_000;
 
+/** Nonces come from a pooled random buffer: one randomBytes call per 512 judgments instead of one each. */
+let noncePool = Buffer.alloc(0);
+let noncePos = 0;
+function nextNonce(): string {
+  if (noncePos + 8 > noncePool.length) {
+    noncePool = randomBytes(4096);
+    noncePos = 0;
+  }
+  noncePos += 8;
+  return noncePool.toString('hex', noncePos - 8, noncePos);
+}
+
 export interface RunOptions {
   router: Router;
   /** Absolute deadline, epoch ms. Unfinished judgments end with status `timeout`. */
@@ -91,7 +103,7 @@ export async function runJudgment(
     graph,
     input,
     options,
-    nonce: options.nonce ?? randomBytes(8).toString('hex'),
+    nonce: options.nonce ?? nextNonce(),
     signal: controller.signal,
     transcript: [],
     usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
@@ -100,7 +112,14 @@ export async function runJudgment(
     rest: Pick<Judgment, 'status' | 'verdict' | 'reward' | 'score' | 'rounds' | 'stopReason'> &
       Partial<Pick<Judgment, 'error' | 'reason'>>,
   ): Judgment => ({
-    ...rest,
+    status: rest.status,
+    verdict: rest.verdict,
+    reward: rest.reward,
+    score: rest.score,
+    reason: rest.reason,
+    error: rest.error,
+    rounds: rest.rounds,
+    stopReason: rest.stopReason,
     graph: { name: graph.name, hash: graph.hash },
     promptVersion: PROMPT_VERSION,
     transcript: exec.transcript,
@@ -265,24 +284,43 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     node: { id: node.id, focus: node.focus },
     visible: visibleTo(exec, r, round),
   };
-  const base = { round, stage: r.stage, nodeId: node.id, role: role.name };
+  // One fixed literal shape for every transcript message (object spread gives each its own hidden class).
+  const toMessage = (
+    m: Omit<TranscriptMessage, 'round' | 'stage' | 'nodeId' | 'role'>,
+  ): TranscriptMessage => ({
+    round,
+    stage: r.stage,
+    nodeId: node.id,
+    role: role.name,
+    model: m.model,
+    stance: m.stance,
+    confidence: m.confidence,
+    output: m.output,
+    promptTokens: m.promptTokens,
+    completionTokens: m.completionTokens,
+    latencyMs: m.latencyMs,
+    attempts: m.attempts,
+    reasks: m.reasks,
+    error: m.error,
+  });
 
   if (role.kind === 'local') {
     if (role.compute === undefined)
       throw new RewardError('RW_INTERNAL', `role '${role.name}' has no compute`);
     const output: unknown = role.compute(ctx);
-    exec.transcript.push({
-      ...base,
-      model: 'local',
-      stance: role.stance(output),
-      confidence: role.confidence(output),
-      output,
-      promptTokens: 0,
-      completionTokens: 0,
-      latencyMs: 0,
-      attempts: 0,
-      reasks: 0,
-    });
+    exec.transcript.push(
+      toMessage({
+        model: 'local',
+        stance: role.stance(output),
+        confidence: role.confidence(output),
+        output,
+        promptTokens: 0,
+        completionTokens: 0,
+        latencyMs: 0,
+        attempts: 0,
+        reasks: 0,
+      }),
+    );
     return;
   }
 
@@ -298,18 +336,19 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
   let promptTokens = 0;
   let completionTokens = 0;
   const fail = (code: ErrorCode, message: string): void => {
-    exec.transcript.push({
-      ...base,
-      model: route.model,
-      stance: null,
-      confidence: null,
-      promptTokens,
-      completionTokens,
-      latencyMs: performance.now() - started,
-      attempts,
-      reasks,
-      error: { code, message },
-    });
+    exec.transcript.push(
+      toMessage({
+        model: route.model,
+        stance: null,
+        confidence: null,
+        promptTokens,
+        completionTokens,
+        latencyMs: performance.now() - started,
+        attempts,
+        reasks,
+        error: { code, message },
+      }),
+    );
   };
 
   for (let ask = 0; ; ask++) {
@@ -364,18 +403,19 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
       completionTokens: reply.completionTokens,
     });
     if (parsed.ok) {
-      exec.transcript.push({
-        ...base,
-        model: route.model,
-        stance: role.stance(parsed.value),
-        confidence: role.confidence(parsed.value),
-        output: parsed.value,
-        promptTokens,
-        completionTokens,
-        latencyMs: performance.now() - started,
-        attempts,
-        reasks,
-      });
+      exec.transcript.push(
+        toMessage({
+          model: route.model,
+          stance: role.stance(parsed.value),
+          confidence: role.confidence(parsed.value),
+          output: parsed.value,
+          promptTokens,
+          completionTokens,
+          latencyMs: performance.now() - started,
+          attempts,
+          reasks,
+        }),
+      );
       return;
     }
     if (ask >= MAX_REASKS) {

@@ -39,7 +39,7 @@ export interface TranscriptMessage {
   /** HTTP attempts (retries) plus re-asks for invalid output. */
   attempts: number;
   reasks: number;
-  error?: { code: ErrorCode; message: string };
+  error?: { code: ErrorCode; message: string } | undefined;
 }
 
 export interface Judgment {
@@ -49,8 +49,8 @@ export interface Judgment {
   /** Committee's estimated probability of `match` in [0,1]; null on failure. */
   score: number | null;
   /** Why an input was rejected, or why the judgment failed. */
-  reason?: string;
-  error?: { code: ErrorCode; message: string };
+  reason?: string | undefined;
+  error?: { code: ErrorCode; message: string } | undefined;
   graph: { name: string; hash: string };
   promptVersion: string;
   rounds: number;

@@ -17,11 +17,9 @@ export type FenceLabel = 'QUESTION' | 'GROUND_TRUTH' | 'CANDIDATE' | 'DEBATE';
  * fence delimiter — whatever nonce it guesses — can appear inside fenced data. The result is still valid JSON.
  */
 export function escapeForFence(value: unknown): string {
-  return JSON.stringify(value)
-    .split('<<<')
-    .join('\\u003c\\u003c\\u003c')
-    .split('>>>')
-    .join('\\u003e\\u003e\\u003e');
+  const json = JSON.stringify(value);
+  if (!json.includes('<<<') && !json.includes('>>>')) return json;
+  return json.split('<<<').join('\\u003c\\u003c\\u003c').split('>>>').join('\\u003e\\u003e\\u003e');
 }
 
 function checkNonce(nonce: string): string {
