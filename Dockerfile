@@ -23,4 +23,4 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # SIGTERM reaches node directly (exec form): in-flight judgments finish within SHUTDOWN_GRACE_MS.
 STOPSIGNAL SIGTERM
-CMD ["node", "dist/server/main.js"]
+CMD ["node", "--max-semi-space-size=32", "dist/server/main.js"]

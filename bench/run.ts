@@ -38,7 +38,7 @@ const { values } = parseArgs({
     'soak-interval': { type: 'string', default: '30' },
     'max-seconds': { type: 'string' },
     'wait-quiet': { type: 'string', default: '0' },
-    'node-args': { type: 'string', default: '' },
+    'node-args': { type: 'string', default: '--max-semi-space-size=32' }, // as `npm start` runs it
     'server-entry': { type: 'string' },
     server: { type: 'string', default: 'dist' },
     out: { type: 'string' },
