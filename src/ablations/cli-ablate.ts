@@ -11,6 +11,7 @@ import { loadDataset } from './dataset.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation, DEFAULT_DEADLINE_MS } from './runner.js';
 import { DEFAULT_RESAMPLES } from './stats.js';
+import { intOption } from './cli-args.js';
 
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
 
@@ -26,14 +27,6 @@ const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
   --skip-invalid       skip (and list) invalid dataset lines instead of stopping
   --retry-failed       re-run items whose stored result is a failure
 Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
-
-function positiveInt(name: string, value: string | undefined, fallback: number, min = 1): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min)
-    throw new Error(`--${name} must be an integer ≥ ${min}, got "${value}"`);
-  return n;
-}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -63,11 +56,11 @@ async function main(): Promise<number> {
     console.error(USAGE);
     return 2;
   }
-  const limit = values.limit === undefined ? undefined : positiveInt('limit', values.limit, 0);
-  const concurrency = positiveInt('concurrency', values.concurrency, 8);
-  const seed = positiveInt('seed', values.seed, 1, 0);
-  const resamples = positiveInt('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
-  const deadlineMs = positiveInt('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS);
+  const limit = values.limit === undefined ? undefined : intOption('limit', values.limit, 0);
+  const concurrency = intOption('concurrency', values.concurrency, 8);
+  const seed = intOption('seed', values.seed, 1, 0);
+  const resamples = intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
+  const deadlineMs = intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS);
 
   const config = loadConfig();
   const dataset = await loadDataset(values.dataset, { skipInvalid: values['skip-invalid'] });

@@ -13,6 +13,7 @@ import { loadDataset } from './dataset.js';
 import { DEFAULT_GATES, loadGates, renderProbeReport, runProbes, type ProbeName } from './probes.js';
 import { DEFAULT_DEADLINE_MS, resolveGraphs } from './runner.js';
 import { DEFAULT_RESAMPLES } from './stats.js';
+import { intOption } from './cli-args.js';
 
 const USAGE = `usage: npm run probe -- --dataset FILE.jsonl --graph NAME --out DIR [options]
 
@@ -26,14 +27,6 @@ const USAGE = `usage: npm run probe -- --dataset FILE.jsonl --graph NAME --out D
   --deadline-ms MS     per-judgment deadline (default ${DEFAULT_DEADLINE_MS})
   --skip-invalid       skip (and list) invalid dataset lines
 Exit code: 0 all gates passed, 1 a gate was exceeded (or an error), 2 usage.`;
-
-function int(name: string, value: string | undefined, fallback: number, min = 1): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min)
-    throw new Error(`--${name} must be an integer ≥ ${min}, got "${value}"`);
-  return n;
-}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -67,7 +60,7 @@ async function main(): Promise<number> {
   for (const bad of dataset.invalid) {
     console.error(`skipped ${values.dataset}:${bad.line}: field "${bad.field}": ${bad.message}`);
   }
-  const limit = values.limit === undefined ? undefined : int('limit', values.limit, 0);
+  const limit = values.limit === undefined ? undefined : intOption('limit', values.limit, 0);
   const items = limit === undefined ? dataset.items : dataset.items.slice(0, limit);
   const { entries } = await resolveGraphs([values.graph], { baseline: false, reference: null });
   const graph = entries[0]?.graph;
@@ -87,10 +80,10 @@ async function main(): Promise<number> {
       graph,
       router,
       gates,
-      concurrency: int('concurrency', values.concurrency, 8),
-      deadlineMs: int('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS),
-      seed: int('seed', values.seed, 1, 0),
-      resamples: int('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES),
+      concurrency: intOption('concurrency', values.concurrency, 8),
+      deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS),
+      seed: intOption('seed', values.seed, 1, 0),
+      resamples: intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES),
       limits: config.candidateLimits,
       signal: controller.signal,
       progress: process.stderr,
