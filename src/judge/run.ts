@@ -158,7 +158,8 @@ export async function runJudgment(
       status: 'ok',
       verdict: decided.verdict,
       reward: decided.verdict === 'match' ? 1 : 0,
-      score: decided.score,
+      // Rounded to 1e-6 so `1 - 0.9921` is reported as 0.0079, not 0.007900000000000018.
+      score: Math.round(decided.score * 1e6) / 1e6,
       rounds: roundsUsed,
       stopReason,
     });
