@@ -122,8 +122,9 @@ export async function runJudgment(
     stopReason: rest.stopReason,
     graph: { name: graph.name, hash: graph.hash },
     promptVersion: PROMPT_VERSION,
-    transcript: exec.transcript,
-    usage: exec.usage,
+    // Snapshots: a judgment, once returned (and maybe cached), never changes.
+    transcript: exec.transcript.slice(),
+    usage: { ...exec.usage },
     latencyMs: performance.now() - started,
   });
 
@@ -193,6 +194,8 @@ export async function runJudgment(
     });
   } finally {
     clearTimeout(timer);
+    // A failed node must not leave its siblings' calls (and retries) running after the judgment ended.
+    if (!controller.signal.aborted) controller.abort(new RewardError('RW_JUDGE_FAILED', 'judgment ended'));
     options.signal?.removeEventListener('abort', onAbort);
   }
 }

@@ -12,15 +12,21 @@ const NUL = '\u0000';
 /** Any text field: NUL bytes are refused (they break prompts, logs and C-string tooling downstream). */
 export const Text = z.string().refine((s) => !s.includes(NUL), { error: 'must not contain NUL bytes' });
 
+/** A ground truth: judging a candidate against nothing would be a silent, meaningless reward. */
+export const GroundTruth = Text.refine((s) => s.trim() !== '', { error: 'must not be empty' });
+
 /** A preset name, or an inline graph spec (validated by compileGraph → 400 RW_INVALID_GRAPH). */
 export const GraphField = z.union([z.string().min(1).max(64), z.record(z.string(), z.unknown())], {
   error: 'graph must be a preset name or a graph spec object',
 });
 
 /** A label: the ground-truth string, or `{ground_truth, question?}`. */
-export const Label = z.union([Text, z.strictObject({ ground_truth: Text, question: Text.optional() })], {
-  error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
-});
+export const Label = z.union(
+  [GroundTruth, z.strictObject({ ground_truth: GroundTruth, question: Text.optional() })],
+  {
+    error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
+  },
+);
 export type Label = z.infer<typeof Label>;
 
 /** A chat message as trainers send it (OpenAI style; content a string or a list of text parts). */
@@ -38,7 +44,7 @@ export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).op
 export function createSchemas(maxCandidates: number) {
   const Group = z.strictObject({
     question: Text.default(''),
-    ground_truth: Text,
+    ground_truth: GroundTruth,
     candidates: z.array(Text).min(1).max(maxCandidates),
     graph: GraphField.optional(),
     include_transcripts: z.boolean().optional(),
@@ -69,7 +75,7 @@ export function createSchemas(maxCandidates: number) {
 
   const Judge = z.strictObject({
     question: Text.default(''),
-    ground_truth: Text,
+    ground_truth: GroundTruth,
     candidate: Text,
     graph: GraphField.optional(),
     request_id: z.string().max(200).optional(),
@@ -123,7 +129,7 @@ export function createSchemas(maxCandidates: number) {
         }),
       ),
     }),
-    ground_truth: Text,
+    ground_truth: GroundTruth,
     question: Text.optional(),
     instance_config: z.record(z.string(), z.unknown()).optional(),
   });

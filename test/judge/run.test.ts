@@ -230,6 +230,21 @@ describe('runJudgment on the fake backend', () => {
     await expect.poll(() => fake.inflight()).toBe(0);
   });
 
+  it('a failed node cancels its siblings: no call outlives the judgment', async () => {
+    const { fake, router } = await setup({
+      script: [{ kind: 'status', status: 400 }],
+      fallback: { kind: 'hang' },
+    });
+    const j = await runJudgment(getPreset('analysts-2')!, input, { router, deadline: soon(10_000) });
+    expect(j.status).toBe('judge_error');
+    expect(j.latencyMs).toBeLessThan(5_000);
+    // The hung sibling Analyst is cancelled, and the returned transcript no longer changes.
+    await expect.poll(() => fake.inflight()).toBe(0);
+    const frozen = j.transcript.length;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(j.transcript.length).toBe(frozen);
+  });
+
   it('degenerate candidates are rejected with a reason and no call', async () => {
     const { fake, router } = await setup({ fallback: match });
     for (const candidate of ['', '   ', ':', 'Thought process:', 'x'.repeat(9_000)]) {

@@ -55,6 +55,22 @@ const cases: BadCase[] = [
     field: 'candidates[1]',
   },
   {
+    name: 'a blank ground_truth',
+    url: '/v1/reward',
+    payload: { ...valid, ground_truth: '  ' },
+    status: 400,
+    code: 'RW_BAD_REQUEST',
+    field: 'ground_truth',
+  },
+  {
+    name: 'an empty OpenRLHF label',
+    url: '/get_reward',
+    payload: { query: [candidate(0)], prompts: [''], labels: [''] },
+    status: 400,
+    code: 'RW_BAD_REQUEST',
+    field: 'labels[0]',
+  },
+  {
     name: 'a missing ground_truth',
     url: '/v1/reward',
     payload: { question: QUESTION, candidates: [candidate(0)] },
