@@ -270,18 +270,8 @@ export function createOpenAIBackend(settings: BackendSettings, options: OpenAIBa
   const post = async (
     body: string,
     signal: AbortSignal,
-    timeoutMs: number,
   ): Promise<{ status: number; text: string; retryAfterMs: number | undefined }> => {
-    // undici's own per-request timers: no AbortController, timer or listener of ours per attempt.
-    const res = await pool.request({
-      method: 'POST',
-      path: chatPath,
-      headers,
-      body,
-      signal,
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-    });
+    const res = await pool.request({ method: 'POST', path: chatPath, headers, body, signal });
     const text = await res.body.text();
     const retryAfterMs = isRetryableStatus(res.statusCode) ? retryAfterFrom(res.headers) : undefined;
     return { status: res.statusCode, text, retryAfterMs };
@@ -294,13 +284,21 @@ export function createOpenAIBackend(settings: BackendSettings, options: OpenAIBa
   ): Promise<Completion> => {
     const timeoutMs = Math.min(settings.timeout_ms, deadline - Date.now());
     if (timeoutMs <= 0) throw new AttemptError('timeout', 'no time left before the deadline');
+    const controller = new AbortController();
+    let timedOut = false;
+    const onAbort = (): void => controller.abort(outer.reason);
+    outer.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, timeoutMs);
     try {
       let sentMode = mode;
-      let reply = await post(JSON.stringify(toChatParams(request, sentMode)), outer, timeoutMs);
+      let reply = await post(JSON.stringify(toChatParams(request, sentMode)), controller.signal);
       if (sentMode === 'json_schema' && rejectsJsonSchema(reply.status, reply.text)) {
         mode = 'json_object';
         sentMode = mode;
-        reply = await post(JSON.stringify(toChatParams(request, sentMode)), outer, timeoutMs);
+        reply = await post(JSON.stringify(toChatParams(request, sentMode)), controller.signal);
       }
       if (reply.status < 200 || reply.status >= 300) {
         throw new AttemptError('status', `HTTP ${reply.status}: ${errorSnippet(reply.text)}`, {
@@ -311,10 +309,13 @@ export function createOpenAIBackend(settings: BackendSettings, options: OpenAIBa
       return readCompletion(reply.text, request.model);
     } catch (error) {
       if (error instanceof AttemptError) throw error;
-      if (UNDICI_TIMEOUTS.has(connectionCode(error))) {
+      if (timedOut || UNDICI_TIMEOUTS.has(connectionCode(error))) {
         throw new AttemptError('timeout', `no answer within ${timeoutMs} ms`, { cause: error });
       }
       throw new AttemptError('connection', `connection failed (${connectionCode(error)})`, { cause: error });
+    } finally {
+      clearTimeout(timer);
+      outer.removeEventListener('abort', onAbort);
     }
   };
 
