@@ -442,8 +442,7 @@ export function analyze(options: AnalyzeOptions): AblationResults {
     const gaps: Tally[] = Array.from({ length: clusters.count }, () => ({ hits: 0, trials: 0 }));
     const scored: { score: number; label: 0 | 1 }[] = [];
     const byKind: GraphResult['byKind'] = {};
-    let stanceNodes = 0;
-    for (const r of [...entry.graph.debate, ...entry.graph.final]) if (r.hasStance) stanceNodes++;
+    const stanceNodes = entry.graph.voters.length;
     records.forEach((record, i) => {
       const item = items[i];
       const cluster = clusters.of[i] ?? -1;

@@ -87,6 +87,12 @@ export interface CompiledGraph {
   /** Nodes in execution order per stage, with `sees` resolved to ids. */
   debate: ResolvedNode[];
   final: ResolvedNode[];
+  /** Every node by id (debate then final order in `debate`/`final`). */
+  byId: ReadonlyMap<string, ResolvedNode>;
+  /** Stance-bearing node ids: the voters of a vote rule that names none. */
+  voters: readonly string[];
+  /** Track-record weight per node id (`weight`, default 1) for `confidence_weighted`. */
+  weights: ReadonlyMap<string, number>;
 }
 
 export interface ResolvedNode {
@@ -167,7 +173,9 @@ export function compileGraph(input: unknown, name?: string): CompiledGraph {
 
   const debate = topoOrder([...resolved.values()].filter((r) => r.stage === 'debate'));
   const final = topoOrder([...resolved.values()].filter((r) => r.stage === 'final'));
-  checkDecision(spec, resolved);
+  const ordered = [...debate, ...final];
+  const voters = ordered.filter((r) => r.hasStance).map((r) => r.node.id);
+  checkDecision(spec, resolved, voters);
   checkParallelMembers([...resolved.values()]);
 
   const chain = (nodes: ResolvedNode[]): number => {
@@ -191,6 +199,9 @@ export function compileGraph(input: unknown, name?: string): CompiledGraph {
     criticalPathCalls: chain(debate) * spec.rounds + chain(final),
     debate,
     final,
+    byId: resolved,
+    voters,
+    weights: new Map(ordered.map((r) => [r.node.id, r.node.weight ?? 1])),
   };
 }
 
@@ -213,7 +224,7 @@ function topoOrder(nodes: ResolvedNode[]): ResolvedNode[] {
   return order;
 }
 
-function checkDecision(spec: GraphSpec, resolved: Map<string, ResolvedNode>): void {
+function checkDecision(spec: GraphSpec, resolved: Map<string, ResolvedNode>, voters: string[]): void {
   const decision = spec.decision;
   switch (decision.rule) {
     case 'evaluator': {
@@ -229,7 +240,7 @@ function checkDecision(spec: GraphSpec, resolved: Map<string, ResolvedNode>): vo
     case 'majority':
     case 'unanimous':
     case 'confidence_weighted': {
-      const ids = decision.nodes ?? [...resolved.values()].filter((r) => r.hasStance).map((r) => r.node.id);
+      const ids = decision.nodes ?? voters;
       if (ids.length === 0) throw invalid(`decision: no node with a stance to vote (${decision.rule})`);
       for (const id of ids) {
         const target = resolved.get(id);

@@ -148,10 +148,7 @@ export async function runJudgment(
 
     const last = new Map<string, TranscriptMessage>();
     for (const m of exec.transcript) last.set(m.nodeId, m);
-    const voters = [...graph.debate, ...graph.final].filter((r) => r.hasStance).map((r) => r.node.id);
-    const weights = new Map<string, number>();
-    for (const r of [...graph.debate, ...graph.final]) weights.set(r.node.id, r.node.weight ?? 1);
-    const decided = decide(graph.spec.decision, last, voters, weights);
+    const decided = decide(graph.spec.decision, last, graph.voters, graph.weights);
     if (decided === null) {
       throw new RewardError('RW_JUDGE_UNPARSABLE', 'the deciding node produced no stance');
     }
@@ -252,7 +249,7 @@ function visibleTo(exec: Execution, r: ResolvedNode, round: number): VisibleMess
 }
 
 function summaryOf(exec: Execution, m: TranscriptMessage): string {
-  const r = [...exec.graph.debate, ...exec.graph.final].find((x) => x.node.id === m.nodeId);
+  const r = exec.graph.byId.get(m.nodeId);
   return r === undefined ? '' : r.role.summarize(m.output);
 }
 
