@@ -25,13 +25,11 @@ import {
   type Sleep,
 } from './retry.js';
 import type { BackendSettings } from './routing.js';
-import type { Backend, JudgeObserver, LlmReply, LlmRequest } from './types.js';
+import type { Backend, LlmReply, LlmRequest } from './types.js';
 
 export interface OpenAIBackendOptions {
   /** Name in logs and error messages (the routing file's backend key). Default `openai-compatible`. */
   name?: string | undefined;
-  /** Told once per `complete` call, with its final outcome. */
-  observer?: JudgeObserver | undefined;
   /** Backoff shape; `maxRetries` always comes from the settings. */
   backoff?: Partial<Pick<RetryPolicy, 'baseDelayMs' | 'maxDelayMs'>> | undefined;
   /** Injected for tests. */
@@ -395,26 +393,9 @@ export function createOpenAIBackend(settings: BackendSettings, options: OpenAIBa
         latencyMs: performance.now() - started,
         attempts,
       };
-      options.observer?.onCall?.({
-        role: request.role,
-        model: request.model,
-        outcome: 'ok',
-        latencyMs: reply.latencyMs,
-        promptTokens: reply.promptTokens,
-        completionTokens: reply.completionTokens,
-      });
       return reply;
     } catch (error) {
-      const failure = toRewardError(error, signal);
-      options.observer?.onCall?.({
-        role: request.role,
-        model: request.model,
-        outcome: failure.code,
-        latencyMs: performance.now() - started,
-        promptTokens: 0,
-        completionTokens: 0,
-      });
-      throw failure;
+      throw toRewardError(error, signal);
     }
   };
 

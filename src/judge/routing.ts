@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { createOpenAIBackend } from './client.js';
-import type { Backend, JudgeObserver, Route, Router } from './types.js';
+import type { Backend, Route, Router } from './types.js';
 
 export const BackendSettings = z.strictObject({
   base_url: z.url(),
@@ -87,7 +87,6 @@ export interface RouterOptions {
   file?: RoutingFile | undefined;
   /** Builds the offline backend (injected; created at most once). */
   offline: () => Backend;
-  observer?: JudgeObserver | undefined;
   /** Builds an OpenAI-compatible backend; default `createOpenAIBackend`. */
   createBackend?: ((settings: BackendSettings, name: string) => Backend) | undefined;
 }
@@ -108,8 +107,7 @@ export function createRouter(options: RouterOptions): Router {
   const file = options.file;
   const create =
     options.createBackend ??
-    ((settings: BackendSettings, name: string) =>
-      createOpenAIBackend(settings, { name, observer: options.observer }));
+    ((settings: BackendSettings, name: string) => createOpenAIBackend(settings, { name }));
   const targets = new Map<string, Target>();
   const fileBackends = new Map(Object.entries(file?.backends ?? {}));
 

@@ -4,7 +4,7 @@ import { createOfflineBackend } from '../../src/judge/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
 import { createRouter, type BackendSettingsInput, BackendSettings } from '../../src/judge/routing.js';
 import { judgmentKey, parseReply, runJudgment } from '../../src/judge/run.js';
-import type { JudgmentInput, Router } from '../../src/judge/types.js';
+import type { JudgeObserver, JudgmentInput, Router } from '../../src/judge/types.js';
 import { analyst } from '../../src/roles/index.js';
 import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeReply } from '../fakes/openai.js';
 
@@ -243,6 +243,25 @@ describe('runJudgment on the fake backend', () => {
     const frozen = j.transcript.length;
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(j.transcript.length).toBe(frozen);
+  });
+
+  it('tells the observer once per backend reply, the re-asked invalid one and failures included', async () => {
+    const { router } = await setup({
+      script: [{ kind: 'text', text: 'not json' }, match, { kind: 'status', status: 404 }],
+    });
+    const events: Parameters<NonNullable<JudgeObserver['onCall']>>[0][] = [];
+    const observer: JudgeObserver = { onCall: (e) => events.push(e) };
+    const graph = getPreset('single-judge')!;
+    expect((await runJudgment(graph, input, { router, deadline: soon(), observer })).status).toBe('ok');
+    expect((await runJudgment(graph, input, { router, deadline: soon(), observer })).status).toBe(
+      'judge_error',
+    );
+    expect(events.map((e) => [e.role, e.model, e.outcome])).toEqual([
+      ['judge', 'fake-model', 'RW_JUDGE_UNPARSABLE'],
+      ['judge', 'fake-model', 'ok'],
+      ['judge', 'fake-model', 'RW_JUDGE_UNAVAILABLE'],
+    ]);
+    expect(events[1]!.promptTokens).toBeGreaterThan(0);
   });
 
   it('degenerate candidates are rejected with a reason and no call', async () => {
