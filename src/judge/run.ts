@@ -441,18 +441,32 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
  */
 export function judgmentKey(graph: CompiledGraph, input: JudgmentInput, router: Router): string {
   const h = createHash('sha256');
-  h.update(graph.hash);
-  h.update(PROMPT_VERSION);
-  for (const r of graph.debate.concat(graph.final)) {
-    if (r.role.kind !== 'llm') continue;
-    const route = router.route(r.node);
-    h.update(
-      `|${r.node.id}=${route.backend.name}/${route.model}/${route.temperature ?? ''}/${route.topP ?? ''}/${route.maxTokens ?? ''}`,
-    );
-  }
+  h.update(routePrefix(graph, router));
   for (const text of [input.question, input.candidate, input.groundTruth]) {
     h.update(`|${text.length}:`);
     h.update(text);
   }
   return h.digest('hex');
+}
+
+/** Routes are fixed for a router's life, so the key's graph-and-routes part is built once per pair. */
+const prefixes = new WeakMap<Router, WeakMap<CompiledGraph, string>>();
+
+function routePrefix(graph: CompiledGraph, router: Router): string {
+  let byGraph = prefixes.get(router);
+  if (byGraph === undefined) {
+    byGraph = new WeakMap();
+    prefixes.set(router, byGraph);
+  }
+  let prefix = byGraph.get(graph);
+  if (prefix === undefined) {
+    prefix = graph.hash + PROMPT_VERSION;
+    for (const r of graph.debate.concat(graph.final)) {
+      if (r.role.kind !== 'llm') continue;
+      const route = router.route(r.node);
+      prefix += `|${r.node.id}=${route.backend.name}/${route.model}/${route.temperature ?? ''}/${route.topP ?? ''}/${route.maxTokens ?? ''}`;
+    }
+    byGraph.set(graph, prefix);
+  }
+  return prefix;
 }

@@ -308,6 +308,26 @@ describe('runJudgment on the fake backend', () => {
   });
 });
 
+describe('judgmentKey', () => {
+  const routerFor = (model: string): Router =>
+    createRouter({
+      default: BackendSettings.parse({ base_url: 'http://127.0.0.1:9/v1', model }),
+      offline: createOfflineBackend,
+    });
+
+  it("depends on the graph and on every node's model, for the life of each router", () => {
+    const a = routerFor('judge-a');
+    const b = routerFor('judge-b');
+    const graph = getPreset('analysts-2')!;
+    const key = judgmentKey(graph, input, a);
+    expect(judgmentKey(graph, input, a)).toBe(key);
+    expect(judgmentKey(graph, input, routerFor('judge-a'))).toBe(key);
+    expect(judgmentKey(graph, input, b)).not.toBe(key);
+    expect(judgmentKey(getPreset('vote-3')!, input, a)).not.toBe(key);
+    expect(judgmentKey(graph, { ...input, groundTruth: input.groundTruth + '.' }, a)).not.toBe(key);
+  });
+});
+
 describe('offline backend determinism', () => {
   const offline = createRouter({ default: 'offline', offline: createOfflineBackend });
 
