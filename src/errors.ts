@@ -37,3 +37,8 @@ export class RewardError extends Error {
     this.details = options?.details;
   }
 }
+
+/** An abort reason or thrown value as an Error (rejections must carry one). */
+export function toError(reason: unknown): Error {
+  return reason instanceof Error ? reason : new Error(String(reason));
+}

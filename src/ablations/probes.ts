@@ -9,6 +9,7 @@ import type { Judgment, Router } from '../judge/types.js';
 import { clusterIndex } from './analysis.js';
 import type { DatasetItem } from './dataset.js';
 import { createProgress, type ProgressStream } from './progress.js';
+import { isFailure } from './records.js';
 import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from './runner.js';
 import { DEFAULT_RESAMPLES, proportionWithCi, type Proportion, type Tally } from './stats.js';
 
@@ -275,9 +276,6 @@ export interface ProbeCase {
   index: number;
   candidate: string;
 }
-
-const isFailure = (j: Judgment) =>
-  j.status === 'judge_error' || j.status === 'timeout' || j.status === 'overloaded';
 
 /** Builds every probe case (originals first) from the items. */
 export function buildCases(items: readonly DatasetItem[]): ProbeCase[] {

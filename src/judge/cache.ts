@@ -6,10 +6,7 @@
  * AbortController aborts, cancelling the LLM calls. A flight shared with another caller keeps running.
  * Values rejected by `isCacheable` (failures) are never stored, so the next caller computes afresh.
  */
-
-function toError(reason: unknown): Error {
-  return reason instanceof Error ? reason : new Error(String(reason));
-}
+import { toError } from '../errors.js';
 
 function start<V>(compute: (signal: AbortSignal) => Promise<V>, signal: AbortSignal): Promise<V> {
   try {

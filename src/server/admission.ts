@@ -3,6 +3,7 @@
  * slot. A request is admitted whole or not at all (`canAdmit(n)` before starting any of its judgments), so
  * a refused request never leaves half its work queued.
  */
+import { toError } from '../errors.js';
 
 type Release = () => void;
 
@@ -114,8 +115,4 @@ export class Admission {
   #changed(): void {
     this.#onChange?.(this.#running, this.#waiters.size);
   }
-}
-
-function toError(reason: unknown): Error {
-  return reason instanceof Error ? reason : new Error(String(reason));
 }

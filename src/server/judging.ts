@@ -289,15 +289,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const settle = (judged: JudgedItem): void => {
         results[i] = judged;
       };
-      if (flight === undefined) {
-        // Unreachable: flights are only removed asynchronously. Fail the item rather than the request.
-        settle({
-          judgmentId: null,
-          judgment: syntheticFailure(item.graph.graph, 'judge_error', 'RW_INTERNAL', 'internal error', 0),
-          cached: false,
-        });
-        continue;
-      }
+      // No flight to join (e.g. the request was already aborted and let go of it): `complete` answers the
+      // empty slot as a failure, never a reward.
+      if (flight === undefined) continue;
       waits.push(
         flight.then(
           (stored) => settle({ judgmentId: stored.id, judgment: stored.judgment, cached: !own }),

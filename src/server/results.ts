@@ -95,12 +95,6 @@ export function usageOf(items: readonly JudgedItem[]): UsageJson {
   return usage;
 }
 
-export function addUsage(into: UsageJson, more: UsageJson): void {
-  into.calls += more.calls;
-  into.prompt_tokens += more.prompt_tokens;
-  into.completion_tokens += more.completion_tokens;
-}
-
 export function groupResponse(
   items: readonly JudgedItem[],
   graph: CompiledGraph,

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 
 import { requestScope, resolveGraph, type ServerContext } from '../context.js';
 import type { JudgeItem } from '../judging.js';
-import { addUsage, groupResponse, toResult, usageOf, type UsageJson } from '../results.js';
+import { groupResponse, toResult, usageOf } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
@@ -43,12 +43,10 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     }
     const scope = requestScope(ctx, reply);
     const judged = await service.judge({ items, ...scope, requestId: body.request_id });
-    const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0 };
     let offset = 0;
     const out = groups.map(({ group, choice }) => {
       const slice = judged.slice(offset, offset + group.candidates.length);
       offset += group.candidates.length;
-      addUsage(usage, usageOf(slice));
       return groupResponse(
         slice,
         choice.graph,
@@ -60,7 +58,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     return {
       groups: out,
       backend: router.name,
-      usage,
+      usage: usageOf(judged),
       ...(body.request_id === undefined ? {} : { request_id: body.request_id }),
     };
   });
