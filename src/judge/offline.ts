@@ -6,6 +6,7 @@ import {
   marginConfidence,
   matchProbability,
   methodSimilarity,
+  round4,
   SIMILARITY_THRESHOLDS,
   stem,
   termSet,
@@ -15,6 +16,7 @@ import {
   type TermWeighting,
 } from '../roles/text.js';
 import type { Focus, RoleContext, Verdict, VisibleMessage } from '../roles/types.js';
+import { matchProbability as stanceMatchProbability } from './decision.js';
 import type { Backend, CallOptions, LlmReply, LlmRequest } from './types.js';
 
 /**
@@ -46,10 +48,6 @@ function seedUnit(seed: number): number {
   x = Math.imul(x ^ (x >>> 15), 0x846ca68b) >>> 0;
   x = (x ^ (x >>> 16)) >>> 0;
   return (x / 0x1_0000_0000) * 2 - 1;
-}
-
-function round4(x: number): number {
-  return Math.round(x * 10_000) / 10_000;
 }
 
 interface Assessment {
@@ -112,9 +110,7 @@ function coreSentence(groundTruth: string): string {
 }
 
 function stanceProbability(m: VisibleMessage): number | null {
-  if (m.stance === null) return null;
-  const confidence = m.confidence ?? 0.75;
-  return m.stance === 'match' ? confidence : 1 - confidence;
+  return m.stance === null ? null : stanceMatchProbability(m.stance, m.confidence ?? 0.75);
 }
 
 /** The role's answer as a plain object in schema field order (reasoning first). */

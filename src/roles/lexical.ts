@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Stance, strictJsonSchema } from './common.js';
 import { fenceSections } from './fence.js';
-import { marginConfidence, methodSimilarity, SIMILARITY_THRESHOLDS } from './text.js';
+import { marginConfidence, methodSimilarity, round4, SIMILARITY_THRESHOLDS } from './text.js';
 import type { Role } from './types.js';
 
 /** The lexical floor: no LLM, a corpus-free TF-IDF-style cosine against a fixed threshold. */
@@ -22,9 +22,6 @@ export const LEXICAL_SYSTEM = [
 ].join('\n');
 
 /** Rounded to 4 decimals so the verdict is computed from exactly the number that is reported. */
-function round4(x: number): number {
-  return Math.round(x * 10_000) / 10_000;
-}
 
 export const lexical = {
   name: 'lexical',

@@ -99,9 +99,9 @@ export function tokenize(text: string): Token[] {
   return tokens;
 }
 
-/** True if the text has at least one content word. */
-export function hasContentWords(text: string): boolean {
-  return tokenize(text).length > 0;
+/** Rounded to 4 decimals: similarities and confidences stay readable in transcripts. */
+export function round4(x: number): number {
+  return Math.round(x * 10_000) / 10_000;
 }
 
 /**
