@@ -5,13 +5,10 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
-import { createOfflineBackend } from '../judge/offline.js';
-import { createRouter } from '../judge/routing.js';
-import { loadDataset } from './dataset.js';
+import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation, DEFAULT_DEADLINE_MS } from './runner.js';
 import { DEFAULT_RESAMPLES } from './stats.js';
-import { intOption } from './cli-args.js';
 
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
 
@@ -63,10 +60,7 @@ async function main(): Promise<number> {
   const deadlineMs = intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS);
 
   const config = loadConfig();
-  const dataset = await loadDataset(values.dataset, { skipInvalid: values['skip-invalid'] });
-  for (const bad of dataset.invalid) {
-    console.error(`skipped ${values.dataset}:${bad.line}: field "${bad.field}": ${bad.message}`);
-  }
+  const dataset = await loadDatasetListingSkips(values.dataset, values['skip-invalid']);
   const names = values.graphs
     .split(',')
     .map((s) => s.trim())
@@ -75,10 +69,7 @@ async function main(): Promise<number> {
     baseline: !values['no-baseline'],
     reference: values.reference === 'none' ? null : values.reference,
   });
-  const router = createRouter({ ...config.judge, offline: createOfflineBackend });
-  if (router.name === 'offline') {
-    console.error('backend: offline (deterministic term-overlap heuristic, NOT an LLM judge)');
-  }
+  const router = openRouter(config);
   console.error(
     `graphs: ${entries.map((e) => `${e.label}${e.auto ? '*' : ''}`).join(', ')} · items: ${
       limit === undefined ? dataset.items.length : Math.min(limit, dataset.items.length)
@@ -126,16 +117,8 @@ async function main(): Promise<number> {
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    for (const backend of router.backends()) await backend.close?.();
+    await closeRouter(router);
   }
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err instanceof Error ? err.message : String(err));
-    process.exitCode = 1;
-  },
-);
+runMain(main);

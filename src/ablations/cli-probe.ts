@@ -7,13 +7,10 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
-import { createOfflineBackend } from '../judge/offline.js';
-import { createRouter } from '../judge/routing.js';
-import { loadDataset } from './dataset.js';
+import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
 import { DEFAULT_GATES, loadGates, renderProbeReport, runProbes, type ProbeName } from './probes.js';
 import { DEFAULT_DEADLINE_MS, resolveGraphs } from './runner.js';
 import { DEFAULT_RESAMPLES } from './stats.js';
-import { intOption } from './cli-args.js';
 
 const USAGE = `usage: npm run probe -- --dataset FILE.jsonl --graph NAME --out DIR [options]
 
@@ -56,19 +53,13 @@ async function main(): Promise<number> {
   let gates: Record<ProbeName, number | null> = { ...DEFAULT_GATES };
   if (values.gates !== undefined) gates = loadGates(JSON.parse(await readFile(values.gates, 'utf8')));
   const config = loadConfig();
-  const dataset = await loadDataset(values.dataset, { skipInvalid: values['skip-invalid'] });
-  for (const bad of dataset.invalid) {
-    console.error(`skipped ${values.dataset}:${bad.line}: field "${bad.field}": ${bad.message}`);
-  }
+  const dataset = await loadDatasetListingSkips(values.dataset, values['skip-invalid']);
   const limit = values.limit === undefined ? undefined : intOption('limit', values.limit, 0);
   const items = limit === undefined ? dataset.items : dataset.items.slice(0, limit);
   const { entries } = await resolveGraphs([values.graph], { baseline: false, reference: null });
   const graph = entries[0]?.graph;
   if (graph === undefined) throw new Error(`no graph "${values.graph}"`);
-  const router = createRouter({ ...config.judge, offline: createOfflineBackend });
-  if (router.name === 'offline') {
-    console.error('backend: offline (deterministic term-overlap heuristic, NOT an LLM judge)');
-  }
+  const router = openRouter(config);
   await mkdir(values.out, { recursive: true });
   const caseLines: string[] = [];
   const controller = new AbortController();
@@ -115,16 +106,8 @@ async function main(): Promise<number> {
     return results.passed ? 0 : 1;
   } finally {
     process.off('SIGINT', onSignal);
-    for (const backend of router.backends()) await backend.close?.();
+    await closeRouter(router);
   }
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err instanceof Error ? err.message : String(err));
-    process.exitCode = 1;
-  },
-);
+runMain(main);
