@@ -15,8 +15,7 @@ import { getRole } from '../src/roles/index.js';
 import type { Role, RoleContext, VisibleMessage } from '../src/roles/types.js';
 import { readyThenGo, send } from './child.js';
 import { DEFAULT_DATASET, loadCorpus, tripleAt, type Triple } from './data.js';
-import { percentile } from './stats.js';
-import type { LatencySummary } from './load.js';
+import { latencySummary, type LatencySummary } from './stats.js';
 
 export interface FloorResult {
   judgments: number;
@@ -31,13 +30,6 @@ export interface FloorResult {
   cpuMs: number;
   timedOut: boolean;
 }
-
-const summarize = (xs: number[]): LatencySummary => ({
-  p50: percentile(xs, 50),
-  p90: percentile(xs, 90),
-  p99: percentile(xs, 99),
-  max: xs.length === 0 ? NaN : xs.reduce((a, b) => Math.max(a, b), 0),
-});
 
 function mustRole(name: string): Role {
   const role = getRole(name);
@@ -91,8 +83,8 @@ async function main(): Promise<void> {
     calls: 0,
     failedCalls: 0,
     wallMs: 0,
-    latency: summarize([]),
-    groupLatency: summarize([]),
+    latency: latencySummary([]),
+    groupLatency: latencySummary([]),
     cpuMs: 0,
     timedOut: false,
   };
@@ -202,8 +194,8 @@ async function main(): Promise<void> {
   result.wallMs = await drive(start, count, true);
   const cpu = process.cpuUsage(cpu0);
   result.cpuMs = (cpu.user + cpu.system) / 1000;
-  result.latency = summarize(latencies);
-  result.groupLatency = summarize(groupLatencies);
+  result.latency = latencySummary(latencies);
+  result.groupLatency = latencySummary(groupLatencies);
   await pool.close();
   send('RESULT', result);
 }

@@ -10,14 +10,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { readyThenGo, send } from './child.js';
 import { BLOCK, DEFAULT_DATASET, groupBody, loadCorpus, rolloutBody } from './data.js';
-import { percentile } from './stats.js';
-
-export interface LatencySummary {
-  p50: number;
-  p90: number;
-  p99: number;
-  max: number;
-}
+import { latencySummary, type LatencySummary } from './stats.js';
 
 export interface LoadResult {
   mode: 'groups' | 'rollouts';
@@ -41,13 +34,6 @@ export interface LoadResult {
   cpuMs: number;
   timedOut: boolean;
 }
-
-const summarize = (xs: number[]): LatencySummary => ({
-  p50: percentile(xs, 50),
-  p90: percentile(xs, 90),
-  p99: percentile(xs, 99),
-  max: xs.length === 0 ? NaN : xs.reduce((a, b) => Math.max(a, b), 0),
-});
 
 const MAX_SAMPLES = 2_000_000;
 
@@ -104,7 +90,7 @@ async function main(): Promise<void> {
     statuses: {},
     itemStatuses: {},
     wallMs: 0,
-    latency: summarize([]),
+    latency: latencySummary([]),
     cpuMs: 0,
     timedOut: false,
   };
@@ -181,8 +167,8 @@ async function main(): Promise<void> {
   const cpu = process.cpuUsage(cpu0);
   result.requests = done;
   result.cpuMs = (cpu.user + cpu.system) / 1000;
-  result.latency = summarize(latencies);
-  if (mode === 'groups') result.itemLatency = summarize(itemLatencies);
+  result.latency = latencySummary(latencies);
+  if (mode === 'groups') result.itemLatency = latencySummary(itemLatencies);
   await pool.close();
   send('RESULT', result);
 }

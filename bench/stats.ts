@@ -3,9 +3,35 @@
 /** Nearest-rank percentile (p in [0, 100]) of unsorted values; NaN when empty. */
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
+  return nearestRank(
+    [...values].sort((a, b) => a - b),
+    p,
+  );
+}
+
+function nearestRank(sorted: readonly number[], p: number): number {
   const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
   return sorted[rank - 1]!;
+}
+
+/** Latency percentiles and max, ms. */
+export interface LatencySummary {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+/** p50/p90/p99 (nearest rank) and max of unsorted latencies, sorting once; NaN fields when empty. */
+export function latencySummary(values: readonly number[]): LatencySummary {
+  if (values.length === 0) return { p50: NaN, p90: NaN, p99: NaN, max: NaN };
+  const sorted = [...values].sort((a, b) => a - b);
+  return {
+    p50: nearestRank(sorted, 50),
+    p90: nearestRank(sorted, 90),
+    p99: nearestRank(sorted, 99),
+    max: Math.max(0, sorted[sorted.length - 1]!),
+  };
 }
 
 export interface Spread {
