@@ -447,6 +447,31 @@ function cursor(): (count: number) => number {
   };
 }
 
+/** Warms the server up (JIT, keep-alive pools, cache) with rollouts that no measured scenario reuses. */
+async function warmUp(
+  options: BenchOptions,
+  server: Server,
+  fake: Fake,
+  take: (count: number) => number,
+  maxSeconds: number,
+): Promise<void> {
+  await runScenario(options, server, fake, {
+    name: 'warm-up',
+    mode: 'rollouts',
+    start: take(options.warmupJudgments),
+    count: options.warmupJudgments,
+    concurrency: options.inflight,
+    maxSeconds,
+  });
+}
+
+/** Stops the server (if still running) and then the fake backend. */
+async function stopAll(server: Server | undefined, fake: Fake): Promise<void> {
+  if (server !== undefined) await stopProcess(server.proc, 10_000);
+  fake.proc.child.stdin?.end();
+  await stopProcess(fake.proc, 5_000);
+}
+
 export function makeLogDir(): string {
   return mkdtempSync(join(tmpdir(), 'reward-bench-'));
 }
@@ -505,14 +530,7 @@ export async function runRepetition(
     server = await startServer(options, fake, logDir);
     const take = cursor();
     log(`run ${index + 1}: server pid ${server.proc.pid} at ${server.url}; warm-up`);
-    await runScenario(options, server, fake, {
-      name: 'warm-up',
-      mode: 'rollouts',
-      start: take(options.warmupJudgments),
-      count: options.warmupJudgments,
-      concurrency: options.inflight,
-      maxSeconds: max,
-    });
+    await warmUp(options, server, fake, take, max);
 
     /** The last completed judgments of a scenario that still fit in the cache: all hits when replayed. */
     const replayOf = (sc: ScenarioResult, start: number): { start: number; count: number } => {
@@ -585,9 +603,7 @@ export async function runRepetition(
       rssEndMb: mem.rssMb,
     };
   } finally {
-    if (server !== undefined) await stopProcess(server.proc, 10_000);
-    fake.proc.child.stdin?.end();
-    await stopProcess(fake.proc, 5_000);
+    await stopAll(server, fake);
   }
 }
 
@@ -673,14 +689,7 @@ export async function runSoak(
     server = await startServer(options, fake, logDir);
     const s = server;
     const take = cursor();
-    await runScenario(options, s, fake, {
-      name: 'warm-up',
-      mode: 'rollouts',
-      start: take(options.warmupJudgments),
-      count: options.warmupJudgments,
-      concurrency: options.inflight,
-      maxSeconds: options.maxScenarioSeconds,
-    });
+    await warmUp(options, s, fake, take, options.maxScenarioSeconds);
     const samples: SoakSample[] = [];
     let t0 = 0;
     let last = { t: 0, calls: 0, cpu: 0, fakeCpu: 0, machine: 0 };
@@ -741,9 +750,7 @@ export async function runSoak(
     };
   } finally {
     clearInterval(timer);
-    if (server !== undefined) await stopProcess(server.proc, 10_000);
-    fake.proc.child.stdin?.end();
-    await stopProcess(fake.proc, 5_000);
+    await stopAll(server, fake);
   }
 }
 
@@ -778,14 +785,7 @@ export async function runProfiled(options: BenchOptions, profileDir: string): Pr
   try {
     server = await startServer(profiled, fake, profileDir);
     const take = cursor();
-    await runScenario(profiled, server, fake, {
-      name: 'warm-up',
-      mode: 'rollouts',
-      start: take(options.warmupJudgments),
-      count: options.warmupJudgments,
-      concurrency: options.inflight,
-      maxSeconds: options.maxScenarioSeconds,
-    });
+    await warmUp(profiled, server, fake, take, options.maxScenarioSeconds);
     options.log(`profiling /get_reward, ${options.judgments} judgments at ${options.inflight} in flight`);
     const scenario = await runScenario(profiled, server, fake, {
       name: 'rollouts (profiled)',
@@ -803,8 +803,6 @@ export async function runProfiled(options: BenchOptions, profileDir: string): Pr
       throw new Error(`no .cpuprofile in ${profileDir} (server exit: ${String(exit)})`);
     return { scenario, profilePath };
   } finally {
-    if (server !== undefined) await stopProcess(server.proc, 10_000);
-    fake.proc.child.stdin?.end();
-    await stopProcess(fake.proc, 5_000);
+    await stopAll(server, fake);
   }
 }
