@@ -46,6 +46,8 @@ export interface JudgeRequest {
 
 export interface JudgeService {
   judge(request: JudgeRequest): Promise<JudgedItem[]>;
+  /** `judge` for a single item. */
+  judgeOne(item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem>;
   /** Aborts every judgment in flight (shutdown after the grace period). */
   abortAll(): void;
   readonly cache: JudgmentCache<StoredJudgment>;
@@ -322,8 +324,15 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     return complete(items, results);
   };
 
+  const judgeOne = async (item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem> => {
+    const [judged] = await judge({ ...scope, items: [item] });
+    if (judged === undefined) throw new Error('judge service returned no item');
+    return judged;
+  };
+
   return {
     judge,
+    judgeOne,
     cache,
     abortAll: () => cache.abortAll(new DOMException('server shutting down', 'AbortError')),
   };

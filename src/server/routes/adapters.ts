@@ -48,8 +48,10 @@ function partsText(content: Message['content']): string {
     .join('\n');
 }
 
-/** The last user message of a chat, else every message's text. */
-export function questionFromMessages(messages: readonly Message[]): string {
+/** A prompt as a trainer sends it: a string (special tokens stripped), or a chat's last user message, else
+ * every message's text. */
+export function questionFromMessages(messages: string | readonly Message[]): string {
+  if (typeof messages === 'string') return stripChatTokens(messages);
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i];
     if (m?.role === 'user') return stripChatTokens(partsText(m.content));
@@ -64,6 +66,21 @@ function labelParts(label: Label): { groundTruth: string; question: string | und
 }
 
 const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null;
+
+/** What `/slime` and `/verify` report about the judgment behind their reward. */
+function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) {
+  const j = judged.judgment;
+  return {
+    score: j.score,
+    status: j.status,
+    verdict: j.verdict,
+    cached: judged.cached,
+    judgment_id: judged.judgmentId,
+    ...(j.reason === undefined ? {} : { reason: j.reason }),
+    graph: { name: choice.graph.name, hash: choice.graph.hash },
+    backend,
+  };
+}
 
 function failureError(items: readonly JudgedItem[]): RewardError {
   const failed: Array<{ index: number; status: string; error: string | undefined }> = [];
@@ -124,36 +141,23 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     const choice = graphFor(request.query);
     const body = parseOr400(schemas.Slime, request.body);
     const { groundTruth, question } = labelParts(body.label);
-    const prompt = body.prompt;
-    const [judged] = await service.judge({
-      items: [
-        {
-          graph: choice,
-          input: {
-            question:
-              question ??
-              (typeof prompt === 'string' ? stripChatTokens(prompt) : questionFromMessages(prompt)),
-            candidate: stripChatTokens(body.response),
-            groundTruth,
-          },
+    const judged = await service.judgeOne(
+      {
+        graph: choice,
+        input: {
+          question: question ?? questionFromMessages(body.prompt),
+          candidate: stripChatTokens(body.response),
+          groundTruth,
         },
-      ],
-      ...requestScope(ctx, reply),
-    });
-    if (judged === undefined) throw new Error('judge service returned no item');
+      },
+      requestScope(ctx, reply),
+    );
     if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
     const j = judged.judgment;
     return {
       reward: j.reward ?? failureReward ?? 0,
-      score: j.score,
-      status: j.status,
-      verdict: j.verdict,
-      cached: judged.cached,
-      judgment_id: judged.judgmentId,
-      ...(j.reason === undefined ? {} : { reason: j.reason }),
+      ...judgeSummary(judged, choice, ctx.router.name),
       ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
-      graph: { name: choice.graph.name, hash: choice.graph.hash },
-      backend: ctx.router.name,
     };
   });
 
@@ -173,30 +177,20 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     const input = body.responses_create_params.input;
     const question =
       body.question ??
-      (typeof input === 'string'
-        ? stripChatTokens(input)
-        : questionFromMessages(input.map((m) => ({ role: m.role ?? 'user', content: m.content }))));
-    const [judged] = await service.judge({
-      items: [
-        {
-          graph: choice,
-          input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
-        },
-      ],
-      ...requestScope(ctx, reply),
-    });
-    if (judged === undefined) throw new Error('judge service returned no item');
+      questionFromMessages(
+        typeof input === 'string'
+          ? input
+          : input.map((m) => ({ role: m.role ?? 'user', content: m.content })),
+      );
+    const judged = await service.judgeOne(
+      {
+        graph: choice,
+        input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
+      },
+      requestScope(ctx, reply),
+    );
     const j = judged.judgment;
-    const judge = {
-      status: j.status,
-      verdict: j.verdict,
-      score: j.score,
-      cached: judged.cached,
-      judgment_id: judged.judgmentId,
-      graph: { name: choice.graph.name, hash: choice.graph.hash },
-      backend: ctx.router.name,
-      ...(j.reason === undefined ? {} : { reason: j.reason }),
-    };
+    const judge = judgeSummary(judged, choice, ctx.router.name);
     if (j.reward !== null) return { ...body, reward: j.reward, judge };
     // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
     // failures file via _ng_failure_class) instead of training on a made-up 0.

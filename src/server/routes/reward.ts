@@ -67,17 +67,13 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     const body = parseOr400(schemas.Judge, request.body);
     const choice = resolveGraph(ctx, body.graph);
     const scope = requestScope(ctx, reply);
-    const [judged] = await service.judge({
-      items: [
-        {
-          graph: choice,
-          input: { question: body.question, groundTruth: body.ground_truth, candidate: body.candidate },
-        },
-      ],
-      ...scope,
-      requestId: body.request_id,
-    });
-    if (judged === undefined) throw new Error('judge service returned no item');
+    const judged = await service.judgeOne(
+      {
+        graph: choice,
+        input: { question: body.question, groundTruth: body.ground_truth, candidate: body.candidate },
+      },
+      { ...scope, requestId: body.request_id },
+    );
     return {
       ...toResult(judged, true),
       graph: { name: choice.graph.name, hash: choice.graph.hash },
