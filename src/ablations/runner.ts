@@ -207,7 +207,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   const loaded = await loadRecords(itemsPath);
   const stored = loaded.records;
 
-  const tasks: { entry: GraphEntry; item: DatasetItem; key: string }[] = [];
+  const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
   const keys = new Map<string, string[]>();
   for (const entry of options.entries) keys.set(entry.label, []);
   let reused = 0;
@@ -219,7 +219,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
       keys.get(entry.label)?.push(key);
       const previous = stored.get(recordId(key, item.id));
       if (previous !== undefined && !(options.retryFailed === true && isFailure(previous))) reused++;
-      else tasks.push({ entry, item, key });
+      else tasks.push({ entry, item, input, key });
     }
   }
 
@@ -238,8 +238,8 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     await runPool(
       tasks,
       options.concurrency ?? 8,
-      async ({ entry, item, key }) => {
-        const judgment = await judgeOnce(entry.graph, toInput(item), options.router, {
+      async ({ entry, item, input, key }) => {
+        const judgment = await judgeOnce(entry.graph, input, options.router, {
           deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
           signal: options.signal,
           limits: options.limits,
@@ -258,11 +258,10 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   } finally {
     await sink.close();
   }
+  progress?.done();
   if (options.signal?.aborted === true) {
-    progress?.done();
     return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [itemsPath] };
   }
-  progress?.done();
 
   const outcomes = new Map<string, ItemRecord[]>();
   for (const entry of options.entries) {
