@@ -3,7 +3,9 @@ import { basename, join } from 'node:path';
 import { RewardError } from '../errors.js';
 import { compileGraph, type CompiledGraph } from '../judge/graph.js';
 import { getPreset, voteGraph } from '../judge/presets.js';
-import { judgmentKey, runJudgment } from '../judge/run.js';
+import { failedJudgment } from '../judge/judgment.js';
+import { judgmentKey } from '../judge/key.js';
+import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgmentInput, Router } from '../judge/types.js';
 import { PROMPT_VERSION } from '../roles/index.js';
 import { analyze, timingSummary, type AblationResults, type GraphEntry } from './analysis.js';
@@ -132,21 +134,13 @@ export async function judgeOnce(
       limits: options.limits,
     });
   } catch (err) {
-    return {
+    return failedJudgment(graph, {
       status: 'judge_error',
-      verdict: null,
-      reward: null,
-      score: null,
+      code: 'RW_INTERNAL',
+      message: err instanceof Error ? err.message : String(err),
       reason: 'engine error',
-      error: { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) },
-      graph: { name: graph.name, hash: graph.hash },
-      promptVersion: PROMPT_VERSION,
-      rounds: 0,
       stopReason: 'engine_error',
-      transcript: [],
-      usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
-      latencyMs: 0,
-    };
+    });
   }
 }
 

@@ -1,13 +1,17 @@
-import { createHash, randomBytes } from 'node:crypto';
+/**
+ * Orchestration: runs one judgment through a compiled graph (stages, rounds, early stop, the deadline and
+ * the caller's abort), one node at a time through its route's backend.
+ */
 import { performance } from 'node:perf_hooks';
-import type { z } from 'zod';
 
 import { RewardError, type ErrorCode } from '../errors.js';
-import { PROMPT_VERSION } from '../roles/index.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
+import { failedJudgment, okJudgment, rejectedJudgment, type JudgmentRun } from './judgment.js';
+import { nextNonce } from './nonce.js';
+import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type {
   ChatMessage,
   Judgment,
@@ -17,23 +21,6 @@ import type {
   TranscriptMessage,
   Usage,
 } from './types.js';
-
-/** Invalid structured output is re-asked once, then the node (and the judgment) fails. */
-const MAX_REASKS = 1;
-/** How much of an invalid reply is echoed back in the re-ask. */
-const REASK_ECHO_CHARS = 2_000;
-
-/** Nonces come from a pooled random buffer: one randomBytes call per 512 judgments instead of one each. */
-let noncePool = Buffer.alloc(0);
-let noncePos = 0;
-function nextNonce(): string {
-  if (noncePos + 8 > noncePool.length) {
-    noncePool = randomBytes(4096);
-    noncePos = 0;
-  }
-  noncePos += 8;
-  return noncePool.toString('hex', noncePos - 8, noncePos);
-}
 
 export interface RunOptions {
   router: Router;
@@ -68,22 +55,7 @@ export async function runJudgment(
 ): Promise<Judgment> {
   const started = performance.now();
   const check = checkCandidate(input.candidate, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
-  if (!check.ok) {
-    return {
-      status: 'rejected_input',
-      verdict: 'no_match',
-      reward: 0,
-      score: 0,
-      reason: check.reason,
-      graph: { name: graph.name, hash: graph.hash },
-      promptVersion: PROMPT_VERSION,
-      rounds: 0,
-      stopReason: 'rejected_input',
-      transcript: [],
-      usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
-      latencyMs: performance.now() - started,
-    };
-  }
+  if (!check.ok) return rejectedJudgment(graph, check.reason, performance.now() - started);
 
   const controller = new AbortController();
   let timedOut = false;
@@ -108,21 +80,9 @@ export async function runJudgment(
     transcript: [],
     usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
   };
-  const finish = (
-    rest: Pick<Judgment, 'status' | 'verdict' | 'reward' | 'score' | 'rounds' | 'stopReason'> &
-      Partial<Pick<Judgment, 'error' | 'reason'>>,
-  ): Judgment => ({
-    status: rest.status,
-    verdict: rest.verdict,
-    reward: rest.reward,
-    score: rest.score,
-    reason: rest.reason,
-    error: rest.error,
-    rounds: rest.rounds,
-    stopReason: rest.stopReason,
-    graph: { name: graph.name, hash: graph.hash },
-    promptVersion: PROMPT_VERSION,
-    // Snapshots: a judgment, once returned (and maybe cached), never changes.
+  // Snapshots: a judgment, once returned (and maybe cached), never changes.
+  const spent = (rounds: number): JudgmentRun => ({
+    rounds,
     transcript: exec.transcript.slice(),
     usage: { ...exec.usage },
     latencyMs: performance.now() - started,
@@ -152,43 +112,46 @@ export async function runJudgment(
     if (decided === null) {
       throw new RewardError('RW_JUDGE_UNPARSABLE', 'the deciding node produced no stance');
     }
-    return finish({
-      status: 'ok',
-      verdict: decided.verdict,
-      reward: decided.verdict === 'match' ? 1 : 0,
-      // Rounded to 1e-6 so `1 - 0.9921` is reported as 0.0079, not 0.007900000000000018.
-      score: Math.round(decided.score * 1e6) / 1e6,
-      rounds: roundsUsed,
-      stopReason,
-    });
+    return okJudgment(
+      graph,
+      { verdict: decided.verdict, score: decided.score, stopReason },
+      spent(roundsUsed),
+    );
   } catch (err) {
     const failure = toFailure(err);
     if (timedOut || (failure.code === 'RW_JUDGE_TIMEOUT' && Date.now() >= options.deadline)) {
-      return finish({
-        status: 'timeout',
-        verdict: null,
-        reward: null,
-        score: null,
-        rounds: roundsUsed,
-        stopReason: 'deadline',
-        error: {
+      return failedJudgment(
+        graph,
+        {
+          status: 'timeout',
           code: 'RW_JUDGE_TIMEOUT',
           message: 'request deadline reached before the committee finished',
+          reason: 'deadline',
+          stopReason: 'deadline',
         },
-        reason: 'deadline',
-      });
+        spent(roundsUsed),
+      );
     }
     const aborted = options.signal?.aborted === true;
-    return finish({
-      status: 'judge_error',
-      verdict: null,
-      reward: null,
-      score: null,
-      rounds: roundsUsed,
-      stopReason: aborted ? 'aborted' : 'node_failed',
-      error: aborted ? { code: failure.code, message: 'aborted by the caller' } : failure,
-      reason: aborted ? 'aborted' : failure.message,
-    });
+    return failedJudgment(
+      graph,
+      aborted
+        ? {
+            status: 'judge_error',
+            code: failure.code,
+            message: 'aborted by the caller',
+            reason: 'aborted',
+            stopReason: 'aborted',
+          }
+        : {
+            status: 'judge_error',
+            code: failure.code,
+            message: failure.message,
+            reason: failure.message,
+            stopReason: 'node_failed',
+          },
+      spent(roundsUsed),
+    );
   } finally {
     clearTimeout(timer);
     // A failed node must not leave its siblings' calls (and retries) running after the judgment ended.
@@ -251,25 +214,6 @@ function visibleTo(exec: Execution, r: ResolvedNode, round: number): VisibleMess
 function summaryOf(exec: Execution, m: TranscriptMessage): string {
   const r = exec.graph.byId.get(m.nodeId);
   return r === undefined ? '' : r.role.summarize(m.output);
-}
-
-type Parsed = { ok: true; value: unknown } | { ok: false; error: string };
-
-/** Strict JSON of the role's schema; a single ```json fenced block is tolerated (some servers add it). */
-export function parseReply(text: string, schema: z.ZodType): Parsed {
-  let body = text.trim();
-  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/.exec(body);
-  if (fenced?.[1] !== undefined) body = fenced[1];
-  let json: unknown;
-  try {
-    json = JSON.parse(body);
-  } catch {
-    return { ok: false, error: 'reply is not valid JSON' };
-  }
-  const result = schema.safeParse(json);
-  if (result.success) return { ok: true, value: result.data };
-  const issues = result.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
-  return { ok: false, error: `reply does not match the schema: ${issues.join('; ')}` };
 }
 
 async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise<void> {
@@ -425,48 +369,6 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
       throw new RewardError('RW_JUDGE_UNPARSABLE', message);
     }
     reasks += 1;
-    messages.push(
-      { role: 'assistant', content: reply.text.slice(0, REASK_ECHO_CHARS) },
-      {
-        role: 'user',
-        content: `Your reply was rejected: ${parsed.error}. Answer again with only the JSON object required by the schema.`,
-      },
-    );
+    messages.push(...reaskMessages(reply.text, parsed.error));
   }
-}
-
-/**
- * Identity of a judgment for coalescing and caching: graph hash, every node's route (backend, model,
- * sampling), prompt version and the three texts. Length-prefixed so no two inputs collide by concatenation.
- */
-export function judgmentKey(graph: CompiledGraph, input: JudgmentInput, router: Router): string {
-  const h = createHash('sha256');
-  h.update(routePrefix(graph, router));
-  for (const text of [input.question, input.candidate, input.groundTruth]) {
-    h.update(`|${text.length}:`);
-    h.update(text);
-  }
-  return h.digest('hex');
-}
-
-/** Routes are fixed for a router's life, so the key's graph-and-routes part is built once per pair. */
-const prefixes = new WeakMap<Router, WeakMap<CompiledGraph, string>>();
-
-function routePrefix(graph: CompiledGraph, router: Router): string {
-  let byGraph = prefixes.get(router);
-  if (byGraph === undefined) {
-    byGraph = new WeakMap();
-    prefixes.set(router, byGraph);
-  }
-  let prefix = byGraph.get(graph);
-  if (prefix === undefined) {
-    prefix = graph.hash + PROMPT_VERSION;
-    for (const r of graph.debate.concat(graph.final)) {
-      if (r.role.kind !== 'llm') continue;
-      const route = router.route(r.node);
-      prefix += `|${r.node.id}=${route.backend.name}/${route.model}/${route.temperature ?? ''}/${route.topP ?? ''}/${route.maxTokens ?? ''}`;
-    }
-    byGraph.set(graph, prefix);
-  }
-  return prefix;
 }

@@ -131,14 +131,17 @@ export interface Router {
   backends(): Backend[];
 }
 
+/** One LLM call as the engine reports it (a re-ask is its own call). */
+export interface CallEvent {
+  role: string;
+  model: string;
+  outcome: 'ok' | ErrorCode;
+  latencyMs: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
 /** Observer hooks so serving can count calls without the engine knowing about metrics. */
 export interface JudgeObserver {
-  onCall?(event: {
-    role: string;
-    model: string;
-    outcome: 'ok' | ErrorCode;
-    latencyMs: number;
-    promptTokens: number;
-    completionTokens: number;
-  }): void;
+  onCall?(event: CallEvent): void;
 }

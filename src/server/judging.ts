@@ -9,9 +9,10 @@ import { setMaxListeners } from 'node:events';
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
 import type { CompiledGraph } from '../judge/graph.js';
-import { judgmentKey, runJudgment } from '../judge/run.js';
+import { failedJudgment } from '../judge/judgment.js';
+import { judgmentKey } from '../judge/key.js';
+import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
-import { PROMPT_VERSION } from '../roles/index.js';
 import type { Admission } from './admission.js';
 import type { Metrics } from './metrics.js';
 import type { TranscriptSink } from './transcripts.js';
@@ -115,21 +116,17 @@ function syntheticFailure(
   message: string,
   latencyMs: number,
 ): Judgment {
-  return {
-    status,
-    verdict: null,
-    reward: null,
-    score: null,
-    reason: status === 'timeout' ? 'deadline' : 'internal error',
-    error: { code, message },
-    graph: { name: graph.name, hash: graph.hash },
-    promptVersion: PROMPT_VERSION,
-    rounds: 0,
-    stopReason: status === 'timeout' ? 'deadline' : 'node_failed',
-    transcript: [],
-    usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
-    latencyMs,
-  };
+  return failedJudgment(
+    graph,
+    {
+      status,
+      code,
+      message,
+      reason: status === 'timeout' ? 'deadline' : 'internal error',
+      stopReason: status === 'timeout' ? 'deadline' : 'node_failed',
+    },
+    { latencyMs },
+  );
 }
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');

@@ -5,8 +5,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-import type { ErrorCode } from '../errors.js';
-import type { Judgment } from '../judge/types.js';
+import type { CallEvent, Judgment } from '../judge/types.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
 /** Distinct model / role label values kept before the rest are reported as `other`. */
@@ -40,15 +39,6 @@ class RecentWindow {
     this.#next = (this.#next + 1) % this.#values.length;
     return this.#sum / this.#count;
   }
-}
-
-export interface CallEvent {
-  role: string;
-  model: string;
-  outcome: 'ok' | ErrorCode;
-  latencyMs: number;
-  promptTokens: number;
-  completionTokens: number;
 }
 
 export interface Metrics {
