@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { readCompletion, toChatParams } from '../src/judge/backends/openai-wire.js';
 import { getRole } from '../src/roles/index.js';
 import type { Role, RoleContext, VisibleMessage } from '../src/roles/types.js';
 import { readyThenGo, send } from './child.js';
@@ -91,26 +92,29 @@ async function main(): Promise<void> {
   const latencies: number[] = [];
   const groupLatencies: number[] = [];
 
-  /** One call, the body shaped like src/judge/client.ts `toChatParams` (json_schema mode). */
+  /** One call: the server's own wire mapping (json_schema mode), without its transport. */
   const call = async (
     role: Role,
     ctx: RoleContext,
     sampling: { temperature: number; seed?: number },
   ): Promise<unknown> => {
     const prompt = role.render(ctx);
-    const body = JSON.stringify({
-      model,
-      messages: [
-        { role: 'system', content: prompt.system },
-        { role: 'user', content: prompt.user },
-      ],
-      response_format: {
-        type: 'json_schema',
-        json_schema: { name: role.name, strict: true, schema: role.jsonSchema },
-      },
-      ...(sampling.seed === undefined ? {} : { seed: sampling.seed }),
-      temperature: sampling.temperature,
-    });
+    const body = JSON.stringify(
+      toChatParams(
+        {
+          model,
+          messages: [
+            { role: 'system', content: prompt.system },
+            { role: 'user', content: prompt.user },
+          ],
+          schemaName: role.name,
+          jsonSchema: role.jsonSchema,
+          seed: sampling.seed,
+          temperature: sampling.temperature,
+        },
+        'json_schema',
+      ),
+    );
     result.calls += 1;
     const res = await pool.request({ method: 'POST', path, headers, body });
     const text = await res.body.text();
@@ -119,8 +123,13 @@ async function main(): Promise<void> {
       result.firstError ??= `HTTP ${res.statusCode}: ${text.slice(0, 300)}`;
       return {};
     }
-    const json = JSON.parse(text) as { choices: Array<{ message: { content: string } }> };
-    return JSON.parse(json.choices[0]?.message.content ?? '{}');
+    const read = readCompletion(text, model);
+    if (!read.ok) {
+      result.failedCalls += 1;
+      result.firstError ??= read.message;
+      return {};
+    }
+    return JSON.parse(read.completion.text);
   };
 
   const judgment = async (t: Triple): Promise<void> => {

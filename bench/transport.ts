@@ -4,7 +4,7 @@
  *   npx tsx bench/transport.ts [--calls 2000] [--warmup 1000] [--concurrency 64] [--latency-ms 0] [--rounds 3]
  *
  * Variants: (a) openai SDK on Node's global fetch, (b) SDK on undici's fetch with an undici Agent dispatcher,
- * (c) raw undici Pool.request, (d) this project's `createOpenAIBackend` (limiter + retry + transport).
+ * (c) raw undici Pool.request, (d) this project's `createOpenAICompatibleBackend` (limiter + retry + transport).
  * Each variant runs in its own child process (fresh JIT and heap); CPU is `process.cpuUsage()` user+system
  * of that process over the measured calls, divided by the number of calls.
  */
@@ -19,8 +19,9 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
 } from 'openai/resources/chat/completions';
 import { Agent, fetch as undiciFetch, Pool } from 'undici';
-import { createOpenAIBackend } from '../src/judge/client.js';
-import { BackendSettings } from '../src/judge/routing.js';
+import { createOpenAICompatibleBackend } from '../src/judge/backends/openai.js';
+import { toChatParams } from '../src/judge/backends/openai-wire.js';
+import { BackendSettings } from '../src/settings/routing-file.js';
 import type { LlmRequest } from '../src/judge/types.js';
 
 const VARIANTS = ['sdk-global-fetch', 'sdk-undici-agent', 'raw-undici-pool', 'backend'] as const;
@@ -58,19 +59,9 @@ const SCHEMA = {
 const SYSTEM = `You are the Analyst of a review committee. ${'Compare the core method only. '.repeat(40)}`;
 const USER = `<<candidate nonce=abc>>${JSON.stringify('An idea about sparse attention routing. '.repeat(50))}<</candidate>>`;
 
-function chatParams(i: number): ChatCompletionCreateParamsNonStreaming {
-  return {
-    model: MODEL,
-    messages: [
-      { role: 'system', content: SYSTEM },
-      { role: 'user', content: USER },
-    ],
-    response_format: { type: 'json_schema', json_schema: { name: 'analyst', strict: true, schema: SCHEMA } },
-    temperature: 0.7,
-    seed: i,
-    max_tokens: 1024,
-  };
-}
+/** The request body the backend variant sends, built by the server's own wire mapping. */
+const chatParams = (i: number): ChatCompletionCreateParamsNonStreaming =>
+  toChatParams(llmRequest(i), 'json_schema');
 
 function llmRequest(i: number): LlmRequest {
   return {
@@ -150,7 +141,7 @@ function makeCaller(
       };
     }
     case 'backend': {
-      const backend = createOpenAIBackend(
+      const backend = createOpenAICompatibleBackend(
         BackendSettings.parse({ base_url: base, model: MODEL, max_inflight: concurrency }),
       );
       const signal = new AbortController().signal;

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 
-import { BackendSettings, loadRoutingFile, type RoutingFile } from './judge/routing.js';
+import { BackendSettings, loadRoutingFile, type RoutingFile } from './settings/routing-file.js';
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
 

@@ -1,6 +1,6 @@
 /** What the `ablate` and `probe` CLIs share: option parsing, dataset and backend set-up, the exit path. */
 import type { Config } from '../config.js';
-import { createOfflineBackend } from '../judge/offline.js';
+import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
 import { loadDataset, type Dataset } from './dataset.js';

@@ -3,83 +3,14 @@
  * the environment (or is `offline`); an optional routing file (REWARD_CONFIG) adds named backends and
  * per-role / per-node overrides, so a committee can mix model families.
  */
-import { z } from 'zod';
-import { createOpenAIBackend } from './client.js';
+import {
+  DEFAULT_BACKEND,
+  OFFLINE_BACKEND,
+  type BackendSettings,
+  type RoutingFile,
+} from '../settings/routing-file.js';
+import { createOpenAICompatibleBackend } from './backends/openai.js';
 import type { Backend, Route, Router } from './types.js';
-
-export const BackendSettings = z.strictObject({
-  base_url: z.url(),
-  api_key: z.string().default('EMPTY'),
-  model: z.string().min(1),
-  /** Per HTTP attempt, ms (clipped to the judgment's deadline). */
-  timeout_ms: z.number().int().positive().default(30_000),
-  max_retries: z.number().int().min(0).max(10).default(3),
-  max_inflight: z.number().int().positive().default(256),
-  rpm: z.number().int().positive().optional(),
-  tpm: z.number().int().positive().optional(),
-  response_format: z.enum(['json_schema', 'json_object']).default('json_schema'),
-});
-export type BackendSettings = z.infer<typeof BackendSettings>;
-export type BackendSettingsInput = z.input<typeof BackendSettings>;
-
-const RouteOverride = z.strictObject({
-  /** A key of `backends`, or `default` / `offline`. */
-  backend: z.string().min(1).optional(),
-  model: z.string().min(1).optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  top_p: z.number().gt(0).max(1).optional(),
-  max_tokens: z.number().int().min(16).max(32_768).optional(),
-});
-export type RouteOverride = z.infer<typeof RouteOverride>;
-
-/** Backend names that a routing file may reference but not define. */
-const DEFAULT_BACKEND = 'default';
-const OFFLINE_BACKEND = 'offline';
-const RESERVED = new Set([DEFAULT_BACKEND, OFFLINE_BACKEND]);
-
-export const RoutingFile = z
-  .strictObject({
-    backends: z.record(z.string().min(1), BackendSettings).default({}),
-    /** Backend for nodes without a `backend` override (default: the environment's backend). */
-    default: z.string().min(1).optional(),
-    roles: z.record(z.string().min(1), RouteOverride).default({}),
-    nodes: z.record(z.string().min(1), RouteOverride).default({}),
-  })
-  .superRefine((file, ctx) => {
-    const defined = new Set(Object.keys(file.backends));
-    for (const name of defined) {
-      if (RESERVED.has(name)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['backends', name],
-          message: `"${name}" is reserved; pick another name`,
-        });
-      }
-    }
-    const known = (name: string): boolean => defined.has(name) || RESERVED.has(name);
-    if (file.default !== undefined && !known(file.default)) {
-      ctx.addIssue({ code: 'custom', path: ['default'], message: `unknown backend "${file.default}"` });
-    }
-    for (const section of ['roles', 'nodes'] as const) {
-      for (const [key, override] of Object.entries(file[section])) {
-        if (override.backend !== undefined && !known(override.backend)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: [section, key, 'backend'],
-            message: `unknown backend "${override.backend}" (defined: ${[...defined, ...RESERVED].join(', ')})`,
-          });
-        }
-      }
-    }
-  });
-export type RoutingFile = z.infer<typeof RoutingFile>;
-
-/** Validates a parsed routing file; throws an Error whose message names each offending field. */
-export function loadRoutingFile(json: unknown): RoutingFile {
-  const result = RoutingFile.safeParse(json);
-  if (!result.success) throw new Error(`invalid routing config:\n${z.prettifyError(result.error)}`);
-  return result.data;
-}
 
 export interface RouterOptions {
   /** The environment's backend, or `offline` when no JUDGE_BASE_URL is set. */
@@ -87,7 +18,7 @@ export interface RouterOptions {
   file?: RoutingFile | undefined;
   /** Builds the offline backend (injected; created at most once). */
   offline: () => Backend;
-  /** Builds an OpenAI-compatible backend; default `createOpenAIBackend`. */
+  /** Builds an OpenAI-compatible backend; default `createOpenAICompatibleBackend`. */
   createBackend?: ((settings: BackendSettings, name: string) => Backend) | undefined;
 }
 
@@ -107,7 +38,7 @@ export function createRouter(options: RouterOptions): Router {
   const file = options.file;
   const create =
     options.createBackend ??
-    ((settings: BackendSettings, name: string) => createOpenAIBackend(settings, { name }));
+    ((settings: BackendSettings, name: string) => createOpenAICompatibleBackend(settings, { name }));
   const targets = new Map<string, Target>();
   const fileBackends = new Map(Object.entries(file?.backends ?? {}));
 

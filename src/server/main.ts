@@ -4,7 +4,7 @@
  * flush transcripts, close backends, exit 0).
  */
 import { loadConfig } from '../config.js';
-import { createOfflineBackend } from '../judge/offline.js';
+import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createRouter } from '../judge/routing.js';
 import { buildApp } from './app.js';
 import { createMetrics } from './metrics.js';

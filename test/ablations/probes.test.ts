@@ -17,7 +17,7 @@ import {
   truncateText,
   type ProbeResults,
 } from '../../src/ablations/probes.js';
-import { createOfflineBackend } from '../../src/judge/offline.js';
+import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Judgment } from '../../src/judge/types.js';

@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDataset, parseDataset, type Dataset } from '../../src/ablations/dataset.js';
 import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
-import { createOfflineBackend } from '../../src/judge/offline.js';
-import { BackendSettings, createRouter } from '../../src/judge/routing.js';
+import { createOfflineBackend } from '../../src/judge/backends/offline.js';
+import { createRouter } from '../../src/judge/routing.js';
+import { BackendSettings } from '../../src/settings/routing-file.js';
 import type { Router } from '../../src/judge/types.js';
 import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
 

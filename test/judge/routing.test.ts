@@ -1,11 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
+import { createRouter, type RouterOptions } from '../../src/judge/routing.js';
 import {
   BackendSettings,
-  createRouter,
   loadRoutingFile,
   type BackendSettingsInput,
-  type RouterOptions,
-} from '../../src/judge/routing.js';
+} from '../../src/settings/routing-file.js';
 import type { Backend } from '../../src/judge/types.js';
 
 const stub = (name: string): Backend => ({

@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { createOfflineBackend } from '../../src/judge/offline.js';
+import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
-import { createRouter, type BackendSettingsInput, BackendSettings } from '../../src/judge/routing.js';
+import { createRouter } from '../../src/judge/routing.js';
+import { BackendSettings, type BackendSettingsInput } from '../../src/settings/routing-file.js';
 import { judgmentKey } from '../../src/judge/key.js';
 import { parseReply } from '../../src/judge/reply.js';
 import { runJudgment } from '../../src/judge/run.js';

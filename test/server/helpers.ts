@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 
 import { loadConfig, type Config } from '../../src/config.js';
-import { createOfflineBackend } from '../../src/judge/offline.js';
+import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
 import { buildApp } from '../../src/server/app.js';

@@ -1,5 +1,6 @@
 /**
- * The OpenAI-compatible chat-completions backend: the only code that calls an LLM over HTTP.
+ * The OpenAI-compatible chat-completions backend's transport: the only code that calls an LLM over HTTP
+ * (undici pool, per-attempt timer, retries, rate limits, error mapping). The wire format is openai-wire.ts.
  *
  * Transport: undici `Pool.request` (keep-alive pool sized to `max_inflight`) with the openai SDK's wire
  * types. Measured with bench/transport.ts (2 vCPU, Node 20, 64 concurrent calls against the fake), the SDK
@@ -7,14 +8,12 @@
  * for raw undici; this server makes thousands of judge calls per second, so the hot path stays on undici.
  * Retries, rate limits and the deadline are ours (`retry.ts`, `limiter.ts`); the SDK's are not used.
  */
-import type {
-  ChatCompletionCreateParamsNonStreaming,
-  ChatCompletionMessageParam,
-} from 'openai/resources/chat/completions';
 import { setMaxListeners } from 'node:events';
 import { Pool } from 'undici';
-import { RewardError, type ErrorCode } from '../errors.js';
-import { createLimiter, estimateTokens } from './limiter.js';
+
+import { RewardError, type ErrorCode } from '../../errors.js';
+import type { BackendSettings } from '../../settings/routing-file.js';
+import { createLimiter, estimateTokens } from '../limiter.js';
 import {
   DEFAULT_RETRY_POLICY,
   parseRetryAfterMs,
@@ -23,11 +22,17 @@ import {
   type RetryDecision,
   type RetryPolicy,
   type Sleep,
-} from './retry.js';
-import type { BackendSettings } from './routing.js';
-import type { Backend, LlmReply, LlmRequest } from './types.js';
+} from '../retry.js';
+import type { Backend, LlmReply, LlmRequest } from '../types.js';
+import {
+  errorSnippet,
+  readCompletion,
+  rejectsJsonSchema,
+  toChatParams,
+  type Completion,
+} from './openai-wire.js';
 
-export interface OpenAIBackendOptions {
+export interface OpenAICompatibleBackendOptions {
   /** Name in logs and error messages (the routing file's backend key). Default `openai-compatible`. */
   name?: string | undefined;
   /** Backoff shape; `maxRetries` always comes from the settings. */
@@ -38,7 +43,6 @@ export interface OpenAIBackendOptions {
 }
 
 const PING_TIMEOUT_MS = 5_000;
-const ERROR_SNIPPET_CHARS = 300;
 const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 type FailureKind = 'timeout' | 'connection' | 'status' | 'unparsable';
@@ -60,11 +64,6 @@ class AttemptError extends Error {
     this.retryAfterMs = extra.retryAfterMs;
   }
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-const count = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -96,116 +95,6 @@ function classify(error: unknown): RetryDecision {
   }
 }
 
-/** The message of an OpenAI-style error body, else the raw text, shortened. */
-function errorSnippet(text: string): string {
-  let message = text;
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (isRecord(parsed) && isRecord(parsed['error']) && typeof parsed['error']['message'] === 'string') {
-      message = parsed['error']['message'];
-    } else if (isRecord(parsed) && typeof parsed['message'] === 'string') {
-      message = parsed['message'];
-    }
-  } catch {
-    // not JSON: keep the text
-  }
-  const oneLine = message.replace(/\s+/g, ' ').trim();
-  return oneLine.length > ERROR_SNIPPET_CHARS ? `${oneLine.slice(0, ERROR_SNIPPET_CHARS)}…` : oneLine;
-}
-
-/** A 400/422 that blames structured output: the backend does not support json_schema. */
-const rejectsJsonSchema = (status: number, text: string): boolean =>
-  (status === 400 || status === 422) && /response_format|json_schema/i.test(text);
-
-const schemaInstructions = new WeakMap<Record<string, unknown>, string>();
-
-/** In json_object mode the model does not see the schema unless the prompt carries it. */
-function withSchemaInstruction(request: LlmRequest): ChatCompletionMessageParam[] {
-  let instruction = schemaInstructions.get(request.jsonSchema);
-  if (instruction === undefined) {
-    instruction = `\n\nAnswer with one JSON object that conforms to this JSON Schema:\n${JSON.stringify(request.jsonSchema)}`;
-    schemaInstructions.set(request.jsonSchema, instruction);
-  }
-  const messages: ChatCompletionMessageParam[] = request.messages.map((m) => ({
-    role: m.role,
-    content: m.content,
-  }));
-  const system = messages.find((m) => m.role === 'system');
-  if (system !== undefined && typeof system.content === 'string') {
-    system.content += instruction;
-  } else {
-    messages.unshift({ role: 'system', content: instruction.trimStart() });
-  }
-  return messages;
-}
-
-export function toChatParams(
-  request: LlmRequest,
-  mode: BackendSettings['response_format'],
-): ChatCompletionCreateParamsNonStreaming {
-  const params: ChatCompletionCreateParamsNonStreaming =
-    mode === 'json_schema'
-      ? {
-          model: request.model,
-          messages: request.messages,
-          response_format: {
-            type: 'json_schema',
-            json_schema: { name: request.schemaName, strict: true, schema: request.jsonSchema },
-          },
-        }
-      : {
-          model: request.model,
-          messages: withSchemaInstruction(request),
-          response_format: { type: 'json_object' },
-        };
-  if (request.seed !== undefined) params.seed = request.seed;
-  if (request.temperature !== undefined) params.temperature = request.temperature;
-  if (request.topP !== undefined) params.top_p = request.topP;
-  if (request.maxTokens !== undefined) params.max_tokens = request.maxTokens;
-  return params;
-}
-
-interface Completion {
-  text: string;
-  model: string;
-  promptTokens: number;
-  completionTokens: number;
-}
-
-/** Narrows a chat.completion body; missing or empty content is unparsable. */
-function readCompletion(body: string, requestedModel: string): Completion {
-  let json: unknown;
-  try {
-    json = JSON.parse(body);
-  } catch (cause) {
-    throw new AttemptError('unparsable', 'judge backend answered 200 with a body that is not JSON', {
-      cause,
-    });
-  }
-  if (!isRecord(json))
-    throw new AttemptError('unparsable', 'judge backend answered 200 with a non-object body');
-  const choices = json['choices'];
-  const first: unknown = Array.isArray(choices) ? choices[0] : undefined;
-  const message = isRecord(first) ? first['message'] : undefined;
-  const content = isRecord(message) ? message['content'] : undefined;
-  if (typeof content !== 'string' || content.trim() === '') {
-    const finish =
-      isRecord(first) && typeof first['finish_reason'] === 'string' ? first['finish_reason'] : 'none';
-    const refusal =
-      isRecord(message) && typeof message['refusal'] === 'string'
-        ? `; refusal: ${errorSnippet(message['refusal'])}`
-        : '';
-    throw new AttemptError('unparsable', `judge reply has no content (finish_reason ${finish}${refusal})`);
-  }
-  const usage = isRecord(json['usage']) ? json['usage'] : {};
-  return {
-    text: content,
-    model: typeof json['model'] === 'string' ? json['model'] : requestedModel,
-    promptTokens: count(usage['prompt_tokens']),
-    completionTokens: count(usage['completion_tokens']),
-  };
-}
-
 function connectionCode(error: unknown): string {
   let current: unknown = error;
   for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
@@ -232,7 +121,10 @@ const UNDICI_TIMEOUTS = new Set([
  * content). A backend that rejects `json_schema` (400/422 naming response_format) is switched to
  * `json_object` for the rest of its life, with the schema appended to the system prompt.
  */
-export function createOpenAIBackend(settings: BackendSettings, options: OpenAIBackendOptions = {}): Backend {
+export function createOpenAICompatibleBackend(
+  settings: BackendSettings,
+  options: OpenAICompatibleBackendOptions = {},
+): Backend {
   const name = options.name ?? 'openai-compatible';
   const base = new URL(settings.base_url);
   const basePath = base.pathname.replace(/\/+$/, '');
@@ -304,7 +196,9 @@ export function createOpenAIBackend(settings: BackendSettings, options: OpenAIBa
           retryAfterMs: reply.retryAfterMs,
         });
       }
-      return readCompletion(reply.text, request.model);
+      const read = readCompletion(reply.text, request.model);
+      if (!read.ok) throw new AttemptError('unparsable', read.message, { cause: read.cause });
+      return read.completion;
     } catch (error) {
       if (error instanceof AttemptError) throw error;
       if (timedOut || UNDICI_TIMEOUTS.has(connectionCode(error))) {

@@ -2,19 +2,19 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-import { RewardError } from '../../src/errors.js';
+import { RewardError } from '../../../src/errors.js';
 import {
   CRITIC_STRICTNESS,
   createOfflineBackend,
   OFFLINE_MODEL,
   SEED_JITTER,
-} from '../../src/judge/offline.js';
-import type { LlmRequest } from '../../src/judge/types.js';
-import { getRole, ROLES } from '../../src/roles/index.js';
-import { methodSimilarity, SIMILARITY_THRESHOLDS } from '../../src/roles/text.js';
-import type { Focus, RoleContext, VisibleMessage } from '../../src/roles/types.js';
+} from '../../../src/judge/backends/offline.js';
+import type { LlmRequest } from '../../../src/judge/types.js';
+import { getRole, ROLES } from '../../../src/roles/index.js';
+import { methodSimilarity, SIMILARITY_THRESHOLDS } from '../../../src/roles/text.js';
+import type { Focus, RoleContext, VisibleMessage } from '../../../src/roles/types.js';
 
-const DATASET = fileURLToPath(new URL('../../../shared/datasets/openreview-pairs.jsonl', import.meta.url));
+const DATASET = fileURLToPath(new URL('../../../../shared/datasets/openreview-pairs.jsonl', import.meta.url));
 const HAVE_DATASET = existsSync(DATASET);
 
 interface Pair {

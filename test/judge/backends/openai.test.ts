@@ -1,9 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { RewardError } from '../../src/errors.js';
-import { createOpenAIBackend, type OpenAIBackendOptions } from '../../src/judge/client.js';
-import { BackendSettings, type BackendSettingsInput } from '../../src/judge/routing.js';
-import type { Backend, LlmRequest } from '../../src/judge/types.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeReply } from '../fakes/openai.js';
+import { RewardError } from '../../../src/errors.js';
+import {
+  createOpenAICompatibleBackend,
+  type OpenAICompatibleBackendOptions,
+} from '../../../src/judge/backends/openai.js';
+import { BackendSettings, type BackendSettingsInput } from '../../../src/settings/routing-file.js';
+import type { Backend, LlmRequest } from '../../../src/judge/types.js';
+import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeReply } from '../../fakes/openai.js';
 
 const SCHEMA = {
   type: 'object',
@@ -62,11 +65,11 @@ function instantSleep() {
 async function setup(
   fakeOptions: Parameters<typeof startFakeOpenAI>[0],
   settings: Partial<BackendSettingsInput> = {},
-  options: OpenAIBackendOptions = {},
+  options: OpenAICompatibleBackendOptions = {},
 ) {
   fake = await startFakeOpenAI(fakeOptions);
   const timing = instantSleep();
-  backend = createOpenAIBackend(
+  backend = createOpenAICompatibleBackend(
     BackendSettings.parse({ base_url: fake.baseURL, model: 'judge-7b', api_key: 'sk-test', ...settings }),
     { random: () => 0.5, sleep: timing.sleep, ...options },
   );
@@ -89,7 +92,7 @@ async function failure(promise: Promise<unknown>): Promise<RewardError> {
   return error as RewardError;
 }
 
-describe('createOpenAIBackend: requests', () => {
+describe('createOpenAICompatibleBackend: requests', () => {
   it('parses a valid reply with usage and model', async () => {
     const { backend: b, fake: f } = await setup({ script: [MATCH] });
     const reply = await call(b);
@@ -160,7 +163,7 @@ describe('createOpenAIBackend: requests', () => {
   });
 });
 
-describe('createOpenAIBackend: retries and failures', () => {
+describe('createOpenAICompatibleBackend: retries and failures', () => {
   it('retries a 500 and succeeds on the second attempt', async () => {
     const { backend: b, fake: f, sleeps } = await setup({ script: [{ kind: 'status', status: 500 }, MATCH] });
     const reply = await call(b);
@@ -273,7 +276,7 @@ describe('createOpenAIBackend: retries and failures', () => {
   });
 });
 
-describe('createOpenAIBackend: cancellation and limits', () => {
+describe('createOpenAICompatibleBackend: cancellation and limits', () => {
   it('cancels an in-flight call promptly on abort, closing the socket', async () => {
     const { backend: b, fake: f } = await setup({ script: [{ kind: 'hang' }] });
     const controller = new AbortController();
@@ -343,7 +346,7 @@ describe('createOpenAIBackend: cancellation and limits', () => {
   });
 });
 
-describe('createOpenAIBackend: ping', () => {
+describe('createOpenAICompatibleBackend: ping', () => {
   it('is true for a reachable backend and false for a closed port', async () => {
     const { backend: b, fake: f } = await setup({});
     expect(await b.ping?.(new AbortController().signal)).toBe(true);

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 
-import { RewardError } from '../errors.js';
-import { getRole } from '../roles/index.js';
+import { RewardError } from '../../errors.js';
+import { getRole } from '../../roles/index.js';
 import {
   marginConfidence,
   matchProbability,
@@ -14,10 +14,10 @@ import {
   cosine,
   topTerms,
   type TermWeighting,
-} from '../roles/text.js';
-import type { Focus, RoleContext, Verdict, VisibleMessage } from '../roles/types.js';
-import { matchProbability as stanceMatchProbability } from './decision.js';
-import type { Backend, CallOptions, LlmReply, LlmRequest } from './types.js';
+} from '../../roles/text.js';
+import type { Focus, RoleContext, Verdict, VisibleMessage } from '../../roles/types.js';
+import { matchProbability as stanceMatchProbability } from '../decision.js';
+import type { Backend, CallOptions, LlmReply, LlmRequest } from '../types.js';
 
 /**
  * The embedded `offline` backend: a deterministic, in-process heuristic that answers every role's schema

@@ -1,0 +1,19 @@
+/**
+ * Defaults that both the environment schema (src/config.ts) and the engine use. Defined once here so a
+ * changed default changes everywhere; a leaf module (imports nothing).
+ */
+
+/** Judge backend, per backend (the environment's and each routing-file backend). */
+export const BACKEND_DEFAULTS = Object.freeze({
+  /** Per HTTP attempt, ms (clipped to the judgment's deadline). */
+  timeoutMs: 30_000,
+  /** Retries after the first attempt. */
+  maxRetries: 3,
+  /** Concurrent HTTP requests (the connection pool's size). */
+  maxInflight: 256,
+  responseFormat: 'json_schema',
+  apiKey: 'EMPTY',
+} as const);
+
+/** Trimmed-candidate length limits, in characters (Unicode code points). */
+export const CANDIDATE_LIMIT_DEFAULTS = Object.freeze({ minChars: 20, maxChars: 8000 } as const);

@@ -1,0 +1,86 @@
+/**
+ * The routing file (REWARD_CONFIG) and backend settings schemas: named backends and per-role / per-node
+ * overrides. A leaf (zod and the shared defaults only), so config.ts can validate it without pulling in the
+ * engine or its HTTP client.
+ */
+import { z } from 'zod';
+
+import { BACKEND_DEFAULTS } from './defaults.js';
+
+/** `json_schema` (strict structured output) or `json_object` (the schema goes into the prompt). */
+export const ResponseFormat = z.enum(['json_schema', 'json_object']);
+export type ResponseFormat = z.infer<typeof ResponseFormat>;
+
+export const BackendSettings = z.strictObject({
+  base_url: z.url(),
+  api_key: z.string().default(BACKEND_DEFAULTS.apiKey),
+  model: z.string().min(1),
+  /** Per HTTP attempt, ms (clipped to the judgment's deadline). */
+  timeout_ms: z.number().int().positive().default(BACKEND_DEFAULTS.timeoutMs),
+  max_retries: z.number().int().min(0).max(10).default(BACKEND_DEFAULTS.maxRetries),
+  max_inflight: z.number().int().positive().default(BACKEND_DEFAULTS.maxInflight),
+  rpm: z.number().int().positive().optional(),
+  tpm: z.number().int().positive().optional(),
+  response_format: ResponseFormat.default(BACKEND_DEFAULTS.responseFormat),
+});
+export type BackendSettings = z.infer<typeof BackendSettings>;
+export type BackendSettingsInput = z.input<typeof BackendSettings>;
+
+const RouteOverride = z.strictObject({
+  /** A key of `backends`, or `default` / `offline`. */
+  backend: z.string().min(1).optional(),
+  model: z.string().min(1).optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  max_tokens: z.number().int().min(16).max(32_768).optional(),
+});
+export type RouteOverride = z.infer<typeof RouteOverride>;
+
+/** Backend names that a routing file may reference but not define. */
+export const DEFAULT_BACKEND = 'default';
+export const OFFLINE_BACKEND = 'offline';
+const RESERVED = new Set([DEFAULT_BACKEND, OFFLINE_BACKEND]);
+
+export const RoutingFile = z
+  .strictObject({
+    backends: z.record(z.string().min(1), BackendSettings).default({}),
+    /** Backend for nodes without a `backend` override (default: the environment's backend). */
+    default: z.string().min(1).optional(),
+    roles: z.record(z.string().min(1), RouteOverride).default({}),
+    nodes: z.record(z.string().min(1), RouteOverride).default({}),
+  })
+  .superRefine((file, ctx) => {
+    const defined = new Set(Object.keys(file.backends));
+    for (const name of defined) {
+      if (RESERVED.has(name)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['backends', name],
+          message: `"${name}" is reserved; pick another name`,
+        });
+      }
+    }
+    const known = (name: string): boolean => defined.has(name) || RESERVED.has(name);
+    if (file.default !== undefined && !known(file.default)) {
+      ctx.addIssue({ code: 'custom', path: ['default'], message: `unknown backend "${file.default}"` });
+    }
+    for (const section of ['roles', 'nodes'] as const) {
+      for (const [key, override] of Object.entries(file[section])) {
+        if (override.backend !== undefined && !known(override.backend)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [section, key, 'backend'],
+            message: `unknown backend "${override.backend}" (defined: ${[...defined, ...RESERVED].join(', ')})`,
+          });
+        }
+      }
+    }
+  });
+export type RoutingFile = z.infer<typeof RoutingFile>;
+
+/** Validates a parsed routing file; throws an Error whose message names each offending field. */
+export function loadRoutingFile(json: unknown): RoutingFile {
+  const result = RoutingFile.safeParse(json);
+  if (!result.success) throw new Error(`invalid routing config:\n${z.prettifyError(result.error)}`);
+  return result.data;
+}
