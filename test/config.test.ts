@@ -5,6 +5,10 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../src/config.js';
+import { DEFAULT_CANDIDATE_LIMITS } from '../src/judge/degenerate.js';
+import { DEFAULT_RETRY_POLICY } from '../src/judge/retry.js';
+import { BACKEND_DEFAULTS } from '../src/settings/defaults.js';
+import { BackendSettings } from '../src/settings/routing-file.js';
 
 let dir: string | undefined;
 afterEach(() => {
@@ -113,6 +117,13 @@ describe('loadConfig', () => {
     writeFileSync(bad, JSON.stringify({ roles: { evaluator: { backend: 'nowhere' } } }));
     expect(() => loadConfig({ REWARD_CONFIG: bad })).toThrow(/nowhere/);
     expect(() => loadConfig({ REWARD_CONFIG: missing })).toThrow(/REWARD_CONFIG/);
+  });
+
+  it('gives the environment backend the same defaults as a routing-file backend and the engine', () => {
+    const env = loadConfig({ JUDGE_BASE_URL: 'http://127.0.0.1:1/v1', JUDGE_MODEL: 'm' }).judge.default;
+    expect(env).toEqual(BackendSettings.parse({ base_url: 'http://127.0.0.1:1/v1', model: 'm' }));
+    expect(DEFAULT_RETRY_POLICY.maxRetries).toBe(BACKEND_DEFAULTS.maxRetries);
+    expect(loadConfig({}).candidateLimits).toEqual(DEFAULT_CANDIDATE_LIMITS);
   });
 
   it('returns a deeply frozen value', () => {

@@ -1,4 +1,5 @@
 import { STOPWORDS } from '../roles/text.js';
+import { CANDIDATE_LIMIT_DEFAULTS } from '../settings/defaults.js';
 
 /**
  * Degenerate candidates are decided without any LLM call (reward 0, status `rejected_input`): they are
@@ -12,10 +13,7 @@ export interface CandidateLimits {
   maxChars: number;
 }
 
-export const DEFAULT_CANDIDATE_LIMITS: Readonly<CandidateLimits> = Object.freeze({
-  minChars: 20,
-  maxChars: 8000,
-});
+export const DEFAULT_CANDIDATE_LIMITS: Readonly<CandidateLimits> = CANDIDATE_LIMIT_DEFAULTS;
 
 /**
  * Stable rejection reasons (used in responses and as a bounded metrics label):

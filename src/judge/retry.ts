@@ -1,6 +1,7 @@
 /**
  * Bounded retries with exponential backoff and full jitter, honouring `Retry-After`, never past a deadline.
  */
+import { BACKEND_DEFAULTS } from '../settings/defaults.js';
 
 export interface RetryPolicy {
   /** Retries after the first attempt: at most `maxRetries + 1` attempts. */
@@ -11,7 +12,7 @@ export interface RetryPolicy {
 }
 
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = {
-  maxRetries: 3,
+  maxRetries: BACKEND_DEFAULTS.maxRetries,
   baseDelayMs: 250,
   maxDelayMs: 8_000,
 };
