@@ -13,7 +13,7 @@ import type { Router } from '../judge/types.js';
 import { Admission } from './admission.js';
 import { presetChoice, type ServerContext } from './context.js';
 import { toHttpFailure } from './http-errors.js';
-import { createJudgeService } from './judging.js';
+import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
 import { registerGraphRoutes } from './routes/graphs.js';

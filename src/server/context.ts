@@ -7,7 +7,7 @@ import { compileGraph } from '../judge/graph.js';
 import { getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { Admission } from './admission.js';
-import type { GraphChoice, JudgeService } from './judging.js';
+import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
 import type { Schemas } from './schemas.js';
 

@@ -1,6 +1,6 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../judge/graph.js';
-import type { JudgedItem } from './judging.js';
+import type { JudgedItem } from './judge-service.js';
 
 export interface ItemResult {
   reward: 0 | 1 | null;

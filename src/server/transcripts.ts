@@ -2,9 +2,13 @@
  * Append-only JSONL sink for judgment transcripts (TRANSCRIPTS_PATH). Writes are group-committed: lines
  * queued while a write is in progress go out together in the next one, and each `write` resolves once its
  * line has reached the file, so a response can wait for its transcript without serialising on the disk.
+ * `toTranscriptRecord` is the line's format.
  */
+import { createHash } from 'node:crypto';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
+
+import type { Judgment, JudgmentInput } from '../judge/types.js';
 
 export interface TranscriptSink {
   /** Appends one JSON line; resolves once written (or once the failure was reported to `onError`). */
@@ -78,5 +82,49 @@ export async function createFileTranscriptSink(
       while (draining !== undefined) await draining;
       await handle.close();
     },
+  };
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/** One JSONL line of TRANSCRIPTS_PATH: ids, graph, hashed and raw inputs, the outcome and the debate. */
+export function toTranscriptRecord(
+  judgmentId: string,
+  j: Judgment,
+  input: JudgmentInput,
+  graphLabel: string,
+  backend: string,
+  requestId: string | undefined,
+): Record<string, unknown> {
+  return {
+    judgment_id: judgmentId,
+    time: new Date().toISOString(),
+    request_id: requestId,
+    graph: { name: j.graph.name, hash: j.graph.hash, label: graphLabel },
+    prompt_version: j.promptVersion,
+    backend,
+    input: {
+      question_sha256: sha256(input.question),
+      candidate_sha256: sha256(input.candidate),
+      ground_truth_sha256: sha256(input.groundTruth),
+      question: input.question,
+      candidate: input.candidate,
+      ground_truth: input.groundTruth,
+    },
+    status: j.status,
+    verdict: j.verdict,
+    reward: j.reward,
+    score: j.score,
+    reason: j.reason,
+    error: j.error,
+    rounds: j.rounds,
+    stop_reason: j.stopReason,
+    latency_ms: Math.round(j.latencyMs),
+    usage: {
+      calls: j.usage.calls,
+      prompt_tokens: j.usage.promptTokens,
+      completion_tokens: j.usage.completionTokens,
+    },
+    transcript: j.transcript,
   };
 }

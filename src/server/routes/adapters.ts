@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../errors.js';
 import { presetChoice, requestScope, type ServerContext } from '../context.js';
-import type { GraphChoice, JudgedItem } from '../judging.js';
+import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { AdapterQuery, parseOr400, type Label, type Message } from '../schemas.js';
 
 /** Role headers of common chat templates: the role word after the opening token goes too. */

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 
 import { requestScope, resolveGraph, type ServerContext } from '../context.js';
-import type { JudgeItem } from '../judging.js';
+import type { JudgeItem } from '../judge-service.js';
 import { groupResponse, toResult, usageOf } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 

@@ -1,9 +1,9 @@
 /**
- * The serving side of judgments: coalescing (LRU + single-flight), admission (bounded queue, whole
+ * The serving-side judging service: coalescing (LRU + single-flight), admission (bounded queue, whole
  * request or nothing), the per-request deadline, metrics and transcripts. Routes hand it items and get one
  * `JudgedItem` per item back, in order; it never rejects for a judge failure, only for overload.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 
 import { RewardError } from '../errors.js';
@@ -15,7 +15,7 @@ import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
 import type { Admission } from './admission.js';
 import type { Metrics } from './metrics.js';
-import type { TranscriptSink } from './transcripts.js';
+import { toTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
 /** A graph as a request chose it: the compiled graph and its metrics label (preset name or `custom`). */
 export interface GraphChoice {
@@ -129,49 +129,6 @@ function syntheticFailure(
   );
 }
 
-const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
-
-function transcriptRecord(
-  stored: StoredJudgment,
-  item: JudgeItem,
-  backend: string,
-  requestId: string | undefined,
-): Record<string, unknown> {
-  const j = stored.judgment;
-  const { input } = item;
-  return {
-    judgment_id: stored.id,
-    time: new Date().toISOString(),
-    request_id: requestId,
-    graph: { name: j.graph.name, hash: j.graph.hash, label: item.graph.label },
-    prompt_version: j.promptVersion,
-    backend,
-    input: {
-      question_sha256: sha256(input.question),
-      candidate_sha256: sha256(input.candidate),
-      ground_truth_sha256: sha256(input.groundTruth),
-      question: input.question,
-      candidate: input.candidate,
-      ground_truth: input.groundTruth,
-    },
-    status: j.status,
-    verdict: j.verdict,
-    reward: j.reward,
-    score: j.score,
-    reason: j.reason,
-    error: j.error,
-    rounds: j.rounds,
-    stop_reason: j.stopReason,
-    latency_ms: Math.round(j.latencyMs),
-    usage: {
-      calls: j.usage.calls,
-      prompt_tokens: j.usage.promptTokens,
-      completion_tokens: j.usage.completionTokens,
-    },
-    transcript: j.transcript,
-  };
-}
-
 /** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
 function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undefined>): JudgedItem[] {
   return items.map(
@@ -216,7 +173,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     metrics.observeJudgment(item.graph.label, judgment);
     const stored: StoredJudgment = { id: randomUUID(), judgment };
     if (transcripts !== undefined)
-      await transcripts.write(transcriptRecord(stored, item, router.name, requestId));
+      await transcripts.write(
+        toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
+      );
     return stored;
   };
 
