@@ -1,4 +1,4 @@
-import { STOPWORDS } from '../roles/text.js';
+import { STOPWORDS } from '../text/similarity.js';
 import { CANDIDATE_LIMIT_DEFAULTS } from '../settings/defaults.js';
 
 /**

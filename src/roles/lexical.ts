@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Stance, strictJsonSchema } from './common.js';
 import { fenceSections } from './fence.js';
-import { marginConfidence, methodSimilarity, round4, SIMILARITY_THRESHOLDS } from './text.js';
+import { marginConfidence, methodSimilarity, round4, SIMILARITY_THRESHOLDS } from '../text/similarity.js';
 import type { Role } from './types.js';
 
 /** The lexical floor: no LLM, a corpus-free TF-IDF-style cosine against a fixed threshold. */

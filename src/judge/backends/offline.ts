@@ -14,7 +14,7 @@ import {
   cosine,
   topTerms,
   type TermWeighting,
-} from '../../roles/text.js';
+} from '../../text/similarity.js';
 import type { Focus, RoleContext, Verdict, VisibleMessage } from '../../roles/types.js';
 import { matchProbability as stanceMatchProbability } from '../decision.js';
 import type { Backend, CallOptions, LlmReply, LlmRequest } from '../types.js';
@@ -23,7 +23,7 @@ import type { Backend, CallOptions, LlmReply, LlmRequest } from '../types.js';
  * The embedded `offline` backend: a deterministic, in-process heuristic that answers every role's schema
  * from term overlap. It exists so the whole flow runs with no LLM; it is not a real judge.
  *
- * Decision rule (measured on ../shared/datasets dev, see test/judge/offline.test.ts): similarity = cosine
+ * Decision rule (measured on ../shared/datasets dev, see test/judge/backends/offline.test.ts): similarity = cosine
  * of sublinear-tf vectors of stemmed content words (stopwords and generic academic words removed) between
  * candidate and ground truth; a stance is `match` iff similarity ≥ threshold, threshold 0.32 for the
  * default `methodology` weighting (0.25 `statistics`, 0.27 `novelty` for reviewers of that focus).

@@ -11,7 +11,7 @@ import {
 } from '../../../src/judge/backends/offline.js';
 import type { LlmRequest } from '../../../src/judge/types.js';
 import { getRole, ROLES } from '../../../src/roles/index.js';
-import { methodSimilarity, SIMILARITY_THRESHOLDS } from '../../../src/roles/text.js';
+import { methodSimilarity, SIMILARITY_THRESHOLDS } from '../../../src/text/similarity.js';
 import type { Focus, RoleContext, VisibleMessage } from '../../../src/roles/types.js';
 
 const DATASET = fileURLToPath(new URL('../../../../shared/datasets/openreview-pairs.jsonl', import.meta.url));

@@ -9,7 +9,7 @@ import {
   termVector,
   tokenize,
   topTerms,
-} from '../../src/roles/text.js';
+} from '../../src/text/similarity.js';
 
 describe('text utilities', () => {
   it('tokenizes content words, dropping stopwords, generic academic words and numbers', () => {

@@ -1,9 +1,10 @@
 /**
- * Pure text utilities for the lexical role and the offline backend: tokenisation, light stemming,
- * stopwords and a corpus-free TF-IDF-like cosine. No I/O.
+ * The text-similarity library (not a role) behind the lexical role, the offline backend and the
+ * degenerate-candidate check: tokenisation, light stemming, stopwords and a corpus-free TF-IDF-like
+ * cosine. Pure, no I/O, imports nothing.
  *
  * Measured on ../shared/datasets (dev): the `methodology` variant reaches AUC 0.93 on OpenReview
- * positive vs hard negative (1.00 vs easy negative); see test/judge/offline.test.ts.
+ * positive vs hard negative (1.00 vs easy negative); see test/judge/backends/offline.test.ts.
  */
 
 // English function words plus generic academic verbs/nouns that say nothing about a method: with no
