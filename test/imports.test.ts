@@ -1,0 +1,227 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { describe, expect, it } from 'vitest';
+
+const SRC = fileURLToPath(new URL('../src/', import.meta.url));
+
+/**
+ * The layering of src/, as data. A file's layer is its first folder under src/ (`config` and `errors` for
+ * the two top-level files). `uses` lists the other layers it may import (its own is always allowed);
+ * `packages` the npm packages and `node:` built-ins. Imports flow server → judge → roles → text and
+ * ablations → judge; config, errors, settings and text are leaves.
+ */
+const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly string[] }> = new Map([
+  ['errors', { uses: [], packages: [] }],
+  ['text', { uses: [], packages: [] }],
+  ['settings', { uses: [], packages: ['zod'] }],
+  ['config', { uses: ['settings'], packages: ['zod', 'node:fs'] }],
+  // Roles are pure: prompt + schema. node:crypto hashes the prompt version.
+  ['roles', { uses: ['text'], packages: ['zod', 'node:crypto'] }],
+  [
+    'judge',
+    {
+      uses: ['roles', 'text', 'settings', 'errors'],
+      packages: ['zod', 'undici', 'openai', 'node:crypto', 'node:events', 'node:perf_hooks'],
+    },
+  ],
+  [
+    'server',
+    {
+      uses: ['judge', 'roles', 'settings', 'errors', 'config'],
+      packages: [
+        'fastify',
+        'prom-client',
+        'zod',
+        'node:crypto',
+        'node:events',
+        'node:fs/promises',
+        'node:path',
+      ],
+    },
+  ],
+  [
+    'ablations',
+    {
+      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config'],
+      packages: ['zod', 'node:crypto', 'node:fs', 'node:fs/promises', 'node:path', 'node:util'],
+    },
+  ],
+]);
+
+type Graph = ReadonlyMap<string, { relative: string[]; packages: string[] }>;
+
+const IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)'([^']+)'/g;
+
+/** Every import of every .ts file under `root`, paths relative to `root` (`judge/run.ts`). */
+function importGraph(root: string): Graph {
+  const graph = new Map<string, { relative: string[]; packages: string[] }>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.ts')) {
+        const edges = { relative: [] as string[], packages: [] as string[] };
+        for (const m of readFileSync(path, 'utf8').matchAll(IMPORT)) {
+          const spec = m[1]!;
+          if (spec.startsWith('.'))
+            edges.relative.push(relative(root, join(dirname(path), spec.replace(/\.js$/, '.ts'))));
+          else edges.packages.push(spec);
+        }
+        graph.set(relative(root, path), edges);
+      }
+    }
+  };
+  walk(root);
+  return graph;
+}
+
+const layerOf = (file: string): string =>
+  file.includes('/') ? file.slice(0, file.indexOf('/')) : file.replace(/\.ts$/, '');
+/** `openai/resources/chat/completions` → `openai`, `@scope/pkg/x` → `@scope/pkg`; `node:` specifiers as is. */
+const packageOf = (spec: string): string =>
+  spec.startsWith('node:')
+    ? spec
+    : spec
+        .split('/')
+        .slice(0, spec.startsWith('@') ? 2 : 1)
+        .join('/');
+
+/** Each import that breaks LAYERS, as `from -> to`. */
+function layerViolations(graph: Graph): string[] {
+  const out: string[] = [];
+  for (const [file, edges] of graph) {
+    const layer = LAYERS.get(layerOf(file));
+    if (layer === undefined) {
+      out.push(`${file}: layer '${layerOf(file)}' is not in LAYERS`);
+      continue;
+    }
+    for (const to of edges.relative) {
+      const target = layerOf(to);
+      if (target !== layerOf(file) && !layer.uses.includes(target)) out.push(`${file} -> ${to}`);
+      if (!graph.has(to)) out.push(`${file} -> ${to} (no such file)`);
+    }
+    for (const spec of edges.packages)
+      if (!layer.packages.includes(packageOf(spec))) out.push(`${file} -> ${spec}`);
+  }
+  return out;
+}
+
+/** Every import cycle (one per strongly connected component of more than one file, or a self-import). */
+function importCycles(graph: Graph): string[][] {
+  // Tarjan's algorithm, iterative-free recursion is fine at this size (~100 files).
+  let index = 0;
+  const indices = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const visit = (v: string): void => {
+    indices.set(v, index);
+    low.set(v, index);
+    index += 1;
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v)?.relative ?? []) {
+      if (!graph.has(w)) continue;
+      if (!indices.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, indices.get(w)!));
+    }
+    if (low.get(v) === indices.get(v)) {
+      const component: string[] = [];
+      for (let w = stack.pop(); w !== undefined; w = w === v ? undefined : stack.pop()) {
+        onStack.delete(w);
+        component.push(w);
+      }
+      if (component.length > 1 || graph.get(v)?.relative.includes(v) === true) cycles.push(component.sort());
+    }
+  };
+  for (const v of graph.keys()) if (!indices.has(v)) visit(v);
+  return cycles;
+}
+
+/** Every src file reachable from `entry` through relative imports (static, dynamic and type-only). */
+function reachable(graph: Graph, entry: string): Set<string> {
+  const seen = new Set<string>();
+  const stack = [entry];
+  while (stack.length > 0) {
+    const file = stack.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    stack.push(...(graph.get(file)?.relative ?? []));
+  }
+  return seen;
+}
+
+const fake = (edges: Record<string, string[]>): Graph =>
+  new Map(
+    Object.entries(edges).map(([file, to]) => [
+      file,
+      { relative: to.filter((t) => t.endsWith('.ts')), packages: to.filter((t) => !t.endsWith('.ts')) },
+    ]),
+  );
+
+describe('the checker itself', () => {
+  it('reports a back-edge, a forbidden package, an unknown layer and a dangling import', () => {
+    const graph = fake({
+      'roles/a.ts': ['judge/run.ts', 'undici'],
+      'judge/run.ts': ['roles/a.ts', 'server/app.ts'],
+      'server/app.ts': [],
+      'widgets/w.ts': [],
+      'text/t.ts': ['text/missing.ts'],
+    });
+    expect(layerViolations(graph)).toEqual([
+      'roles/a.ts -> judge/run.ts',
+      'roles/a.ts -> undici',
+      'judge/run.ts -> server/app.ts',
+      "widgets/w.ts: layer 'widgets' is not in LAYERS",
+      'text/t.ts -> text/missing.ts (no such file)',
+    ]);
+  });
+
+  it('finds a cycle inside one layer and leaves acyclic graphs alone', () => {
+    expect(
+      importCycles(
+        fake({ 'judge/a.ts': ['judge/b.ts'], 'judge/b.ts': ['judge/c.ts'], 'judge/c.ts': ['judge/a.ts'] }),
+      ),
+    ).toEqual([['judge/a.ts', 'judge/b.ts', 'judge/c.ts']]);
+    expect(
+      importCycles(
+        fake({ 'judge/a.ts': ['judge/b.ts', 'judge/c.ts'], 'judge/b.ts': ['judge/c.ts'], 'judge/c.ts': [] }),
+      ),
+    ).toEqual([]);
+  });
+});
+
+describe('src/ layering', () => {
+  const graph = importGraph(SRC);
+
+  it('reads the whole tree', () => {
+    for (const file of [
+      'config.ts',
+      'judge/run.ts',
+      'judge/backends/openai.ts',
+      'server/app.ts',
+      'roles/index.ts',
+    ])
+      expect(graph.has(file)).toBe(true);
+  });
+
+  it('has no import that crosses a layer the wrong way or pulls in a foreign package', () => {
+    expect(layerViolations(graph)).toEqual([]);
+  });
+
+  it('has no import cycle anywhere', () => {
+    expect(importCycles(graph)).toEqual([]);
+  });
+
+  it('never reaches src/ablations (statistics, reports) from the server entry point', () => {
+    const files = [...reachable(graph, 'server/main.ts')];
+    expect(files).toContain('server/app.ts');
+    expect(files).toContain('judge/run.ts');
+    expect(files.filter((f) => f.startsWith('ablations/'))).toEqual([]);
+  });
+});
