@@ -1,5 +1,7 @@
 /**
- * The one table of error codes and their HTTP status. README lists the same table; a test keeps them in sync.
+ * The one table of error codes and their HTTP status; one meaning per code. README lists the same table;
+ * a test keeps them in sync. The 4xx codes below 500 other than 400/401/404 mirror the HTTP statuses that
+ * Fastify and Node's HTTP parser produce themselves, so those statuses are kept, not rewritten to 400.
  */
 const STATUS = {
   RW_BAD_REQUEST: 400,
@@ -7,12 +9,22 @@ const STATUS = {
   RW_UNAUTHORIZED: 401,
   RW_NOT_FOUND: 404,
   RW_UNKNOWN_GRAPH: 404,
+  RW_METHOD_NOT_ALLOWED: 405,
+  RW_NOT_ACCEPTABLE: 406,
+  RW_REQUEST_TIMEOUT: 408,
+  RW_LENGTH_REQUIRED: 411,
   RW_PAYLOAD_TOO_LARGE: 413,
+  RW_URI_TOO_LONG: 414,
   RW_UNSUPPORTED_MEDIA_TYPE: 415,
+  RW_HEADERS_TOO_LARGE: 431,
+  /** The caller went away (client disconnect); nginx's 499. Seen in results and metrics, never sent. */
+  RW_CLIENT_ABORTED: 499,
   RW_INTERNAL: 500,
   RW_JUDGE_UNPARSABLE: 502,
   RW_JUDGE_FAILED: 503,
   RW_JUDGE_UNAVAILABLE: 503,
+  /** A judge call cut because its judgment had already ended (a sibling node failed). Metrics only. */
+  RW_CALL_CANCELLED: 503,
   RW_OVERLOADED: 503,
   RW_SHUTTING_DOWN: 503,
   RW_JUDGE_TIMEOUT: 504,

@@ -138,7 +138,11 @@ export async function runJudgment(
       aborted
         ? {
             status: 'judge_error',
-            code: failure.code,
+            // The caller's own reason (e.g. shutdown) when it gave one, else the caller left.
+            code:
+              options.signal?.reason instanceof RewardError
+                ? options.signal.reason.code
+                : 'RW_CLIENT_ABORTED',
             message: 'aborted by the caller',
             reason: 'aborted',
             stopReason: 'aborted',
@@ -155,7 +159,7 @@ export async function runJudgment(
   } finally {
     clearTimeout(timer);
     // A failed node must not leave its siblings' calls (and retries) running after the judgment ended.
-    if (!controller.signal.aborted) controller.abort(new RewardError('RW_JUDGE_FAILED', 'judgment ended'));
+    if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', 'judgment ended'));
     options.signal?.removeEventListener('abort', onAbort);
   }
 }

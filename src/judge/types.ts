@@ -102,7 +102,8 @@ export interface CallOptions {
 
 /**
  * An LLM backend. `complete` resolves with the raw reply or rejects with a RewardError
- * (RW_JUDGE_TIMEOUT, RW_JUDGE_UNAVAILABLE, RW_JUDGE_UNPARSABLE) once retries are exhausted.
+ * (RW_JUDGE_TIMEOUT, RW_JUDGE_UNAVAILABLE, RW_JUDGE_UNPARSABLE; RW_CLIENT_ABORTED or the abort reason's own
+ * code when the call's signal aborts) once retries are exhausted.
  */
 export interface Backend {
   readonly name: string;

@@ -5,14 +5,20 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 
 import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { Admission } from './admission.js';
 import { presetChoice, type ServerContext } from './context.js';
-import { toHttpFailure } from './http-errors.js';
+import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
@@ -51,6 +57,15 @@ function retryAfter(details: unknown): number | undefined {
   return typeof value === 'number' ? value : undefined;
 }
 
+/** The one way a failure is answered: `{ code, message, details? }`, its status, and Retry-After. */
+function sendFailure(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  const failure = toHttpFailure(err);
+  if (failure.internal) request.log.error({ err }, 'internal error');
+  const seconds = retryAfter(failure.body.details);
+  if (seconds !== undefined) reply.header('retry-after', String(seconds));
+  void reply.code(failure.statusCode).send(failure.body);
+}
+
 export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
@@ -66,6 +81,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
     return503OnClosing: false,
+    // Errors Fastify answers before routing (bad URL, over-long parameter: 414) go out in our shape too.
+    frameworkErrors: (err, request, reply) => sendFailure(err, request, reply),
+    // Requests Node's HTTP parser rejects (431 oversized headers, 408 request timeout, 400 malformed).
+    clientErrorHandler: (err, socket) => {
+      const response = clientErrorResponse(err);
+      if (response === undefined || socket.destroyed) return;
+      if (socket.writable) socket.end(response);
+      else socket.destroy(err);
+    },
   });
 
   const admission = new Admission({
@@ -126,13 +150,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     throw new RewardError('RW_NOT_FOUND', `no route ${request.method} ${request.url.slice(0, 200)}`);
   });
 
-  app.setErrorHandler((err, request, reply) => {
-    const failure = toHttpFailure(err);
-    if (failure.internal) request.log.error({ err }, 'internal error');
-    const seconds = retryAfter(failure.body.details);
-    if (seconds !== undefined) reply.header('retry-after', String(seconds));
-    reply.code(failure.statusCode).send(failure.body);
-  });
+  app.setErrorHandler(sendFailure);
 
   let graceTimer: NodeJS.Timeout | undefined;
   app.addHook('preClose', (done) => {

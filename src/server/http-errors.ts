@@ -18,12 +18,19 @@ export interface HttpFailure {
   internal: boolean;
 }
 
-const CODE_BY_STATUS = new Map<number, ErrorCode>([
+/** Fastify's and Node's own 4xx statuses, each kept with its own code (a 4xx not listed becomes 400). */
+export const CODE_BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCode>([
   [400, 'RW_BAD_REQUEST'],
   [401, 'RW_UNAUTHORIZED'],
   [404, 'RW_NOT_FOUND'],
+  [405, 'RW_METHOD_NOT_ALLOWED'],
+  [406, 'RW_NOT_ACCEPTABLE'],
+  [408, 'RW_REQUEST_TIMEOUT'],
+  [411, 'RW_LENGTH_REQUIRED'],
   [413, 'RW_PAYLOAD_TOO_LARGE'],
+  [414, 'RW_URI_TOO_LONG'],
   [415, 'RW_UNSUPPORTED_MEDIA_TYPE'],
+  [431, 'RW_HEADERS_TOO_LARGE'],
 ]);
 
 function field(err: object, name: string): unknown {
@@ -55,4 +62,29 @@ export function toHttpFailure(err: unknown): HttpFailure {
     }
   }
   return { statusCode: 500, body: { code: 'RW_INTERNAL', message: 'internal error' }, internal: true };
+}
+
+/**
+ * The raw HTTP answer to a request Node's parser rejected before Fastify saw it (Fastify's
+ * `clientErrorHandler`): 408 on a request timeout, 431 on oversized headers, else 400, in our body shape.
+ * Undefined when the socket is gone (reset) and nothing should be written.
+ */
+export function clientErrorResponse(err: unknown): string | undefined {
+  const code = err !== null && typeof err === 'object' ? field(err, 'code') : undefined;
+  if (code === 'ECONNRESET') return undefined;
+  const [status, reason, failure]: [number, string, FailureBody] =
+    code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', { code: 'RW_REQUEST_TIMEOUT', message: 'request not received in time' }]
+      : code === 'HPE_HEADER_OVERFLOW'
+        ? [
+            431,
+            'Request Header Fields Too Large',
+            { code: 'RW_HEADERS_TOO_LARGE', message: 'request headers exceed the maximum size' },
+          ]
+        : [400, 'Bad Request', { code: 'RW_BAD_REQUEST', message: 'malformed HTTP request' }];
+  const body = JSON.stringify(failure);
+  return (
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
 }

@@ -83,7 +83,7 @@ function isCacheable(stored: StoredJudgment): boolean {
   return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
 }
 
-type SyntheticCode = 'RW_JUDGE_TIMEOUT' | 'RW_SHUTTING_DOWN' | 'RW_INTERNAL';
+type SyntheticCode = 'RW_JUDGE_TIMEOUT' | 'RW_CLIENT_ABORTED' | 'RW_SHUTTING_DOWN' | 'RW_INTERNAL';
 
 /** Why a request got no judgment for an item. Only the last case is a bug worth logging. */
 function classify(
@@ -99,9 +99,14 @@ function classify(
     };
   }
   if (request.aborted) {
-    return { status: 'judge_error', code: 'RW_INTERNAL', message: 'aborted by the caller', internal: false };
+    return {
+      status: 'judge_error',
+      code: 'RW_CLIENT_ABORTED',
+      message: 'aborted by the caller',
+      internal: false,
+    };
   }
-  if (err instanceof Error && err.name === 'AbortError') {
+  if (err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN') {
     // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
     return { status: 'judge_error', code: 'RW_SHUTTING_DOWN', message: err.message, internal: false };
   }
@@ -290,6 +295,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     judge,
     judgeOne,
     cache,
-    abortAll: () => cache.abortAll(new DOMException('server shutting down', 'AbortError')),
+    // A RewardError, so the judgments it cuts report RW_SHUTTING_DOWN rather than a caller's abort.
+    abortAll: () => cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
   };
 }

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { RewardError } from '../../src/errors.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
@@ -230,7 +231,22 @@ describe('runJudgment on the fake backend', () => {
     const j = await pending;
     expect(j.status).toBe('judge_error');
     expect(j.stopReason).toBe('aborted');
+    expect(j.error?.code).toBe('RW_CLIENT_ABORTED');
     await expect.poll(() => fake.inflight()).toBe(0);
+  });
+
+  it('reports the reason code when the caller aborts with a RewardError (shutdown)', async () => {
+    const { fake, router } = await setup({ fallback: { kind: 'hang' } }, { timeout_ms: 60_000 });
+    const controller = new AbortController();
+    const pending = runJudgment(getPreset('single-judge')!, input, {
+      router,
+      deadline: soon(10_000),
+      signal: controller.signal,
+    });
+    await expect.poll(() => fake.inflight()).toBe(1);
+    controller.abort(new RewardError('RW_SHUTTING_DOWN', 'server shutting down'));
+    const j = await pending;
+    expect([j.status, j.stopReason, j.error?.code]).toEqual(['judge_error', 'aborted', 'RW_SHUTTING_DOWN']);
   });
 
   it('a failed node cancels its siblings: no call outlives the judgment', async () => {
@@ -238,8 +254,17 @@ describe('runJudgment on the fake backend', () => {
       script: [{ kind: 'status', status: 400 }],
       fallback: { kind: 'hang' },
     });
-    const j = await runJudgment(getPreset('analysts-2')!, input, { router, deadline: soon(10_000) });
+    const outcomes: string[] = [];
+    const observer: JudgeObserver = { onCall: (e) => outcomes.push(e.outcome) };
+    const j = await runJudgment(getPreset('analysts-2')!, input, {
+      router,
+      deadline: soon(10_000),
+      observer,
+    });
     expect(j.status).toBe('judge_error');
+    expect(j.error?.code).toBe('RW_JUDGE_UNAVAILABLE');
+    // The cut sibling call is counted as cancelled: not a backend failure, not a timeout.
+    await expect.poll(() => outcomes.slice().sort()).toEqual(['RW_CALL_CANCELLED', 'RW_JUDGE_UNAVAILABLE']);
     expect(j.latencyMs).toBeLessThan(5_000);
     // The hung sibling Analyst is cancelled, and the returned transcript no longer changes.
     await expect.poll(() => fake.inflight()).toBe(0);

@@ -177,6 +177,12 @@ describe('client disconnect', () => {
     expect(fake.calls.map((c) => c.outcome)).toEqual(['client_closed', 'client_closed']);
     // The evaluator never ran.
     expect(fake.callCount).toBe(2);
+    // The cut calls count as the client's abort, not as judge timeouts.
+    await waitFor(
+      async () => (await counterValue(h!.metrics.llmCalls, { outcome: 'RW_CLIENT_ABORTED' })) === 2,
+      'the aborted calls to be counted',
+    );
+    expect(await counterValue(h.metrics.llmCalls, { outcome: 'RW_JUDGE_TIMEOUT' })).toBe(0);
   });
 
   it('keeps a judgment running when another request shares it', async () => {

@@ -196,6 +196,8 @@ describe('shutdown', () => {
     };
     expect(body.results.map((r) => r.status)).toEqual(['judge_error', 'judge_error']);
     expect(body.results[0]!.reason).toBe('aborted');
+    // The running judgment and the queued one were both cut by the shutdown, not by their client.
+    expect(body.results[0]!.error_code).toBe('RW_SHUTTING_DOWN');
     expect(body.results[1]!.error_code).toBe('RW_SHUTTING_DOWN');
     expect(body.rewards).toEqual([null, null]);
     await closing;

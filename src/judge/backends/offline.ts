@@ -182,7 +182,8 @@ function answer(request: LlmRequest): Record<string, unknown> {
         const output: unknown = role.compute(ctx);
         if (typeof output === 'object' && output !== null) return { ...output };
       }
-      throw new RewardError('RW_JUDGE_FAILED', `offline backend has no answer for role '${request.role}'`);
+      // Every registered LLM role has a case above: reaching this is a bug, not a judge failure.
+      throw new RewardError('RW_INTERNAL', `offline backend has no answer for role '${request.role}'`);
     }
   }
 }
@@ -207,10 +208,7 @@ export function createOfflineBackend(): Backend {
       const value = answer(request);
       const role = getRole(request.role);
       if (role === undefined || !role.output.safeParse(value).success) {
-        throw new RewardError(
-          'RW_JUDGE_FAILED',
-          `offline backend produced no valid '${request.role}' answer`,
-        );
+        throw new RewardError('RW_INTERNAL', `offline backend produced no valid '${request.role}' answer`);
       }
       const text = JSON.stringify(value);
       const promptChars = request.messages.reduce((n, m) => n + m.content.length, 0);

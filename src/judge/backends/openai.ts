@@ -115,8 +115,8 @@ const UNDICI_TIMEOUTS = new Set([
  * An OpenAI-compatible backend. `complete` waits for a slot and rate-limit capacity, sends one
  * chat-completions request per attempt (per-attempt timeout = min(timeout_ms, deadline − now)), retries
  * 408/429/5xx/connection errors/timeouts with full-jitter backoff honouring Retry-After, and never
- * attempts or sleeps past `deadline`. Rejects with a RewardError: RW_JUDGE_TIMEOUT (timeouts, the deadline,
- * or an abort — unless the abort reason is itself a RewardError, which is rethrown), RW_JUDGE_UNAVAILABLE
+ * attempts or sleeps past `deadline`. Rejects with a RewardError: RW_JUDGE_TIMEOUT (timeouts, the deadline),
+ * RW_CLIENT_ABORTED (the caller's abort — unless the abort reason is itself a RewardError, which is rethrown), RW_JUDGE_UNAVAILABLE
  * (statuses, connection errors; the status is in the message and `details`), RW_JUDGE_UNPARSABLE (no
  * content). A backend that rejects `json_schema` (400/422 naming response_format) is switched to
  * `json_object` for the rest of its life, with the schema appended to the system prompt.
@@ -222,7 +222,7 @@ export function createOpenAICompatibleBackend(
       const why: unknown = signal.reason;
       if (why instanceof RewardError) return why;
       return new RewardError(
-        'RW_JUDGE_TIMEOUT',
+        'RW_CLIENT_ABORTED',
         `judge call to ${name} aborted after ${attempts} attempt(s)`,
         {
           cause: why,

@@ -201,9 +201,9 @@ describe('offline backend', () => {
     ).rejects.toBe(reason);
   });
 
-  it('rejects an unknown role with RW_JUDGE_FAILED', async () => {
+  it('rejects an unknown role with RW_INTERNAL (every registered role has an answer)', async () => {
     const req = { ...request('analyst', ctx(MATCHING)), role: 'oracle' };
-    await expect(backend.complete(req, options())).rejects.toMatchObject({ code: 'RW_JUDGE_FAILED' });
+    await expect(backend.complete(req, options())).rejects.toMatchObject({ code: 'RW_INTERNAL' });
   });
 });
 

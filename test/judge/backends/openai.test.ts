@@ -286,7 +286,8 @@ describe('createOpenAICompatibleBackend: cancellation and limits', () => {
     controller.abort();
     const error = await pending;
     expect(performance.now() - t0).toBeLessThan(200);
-    expect(error.code).toBe('RW_JUDGE_TIMEOUT');
+    // The caller's abort is its own code, not a judge timeout.
+    expect(error.code).toBe('RW_CLIENT_ABORTED');
     expect(error.message).toContain('aborted');
     await f.waitForIdle();
     expect(f.calls[0]?.outcome).toBe('client_closed');
@@ -304,7 +305,7 @@ describe('createOpenAICompatibleBackend: cancellation and limits', () => {
 
   it('makes no call on an already-aborted signal', async () => {
     const { backend: b, fake: f } = await setup({ script: [MATCH] });
-    expect((await failure(call(b, {}, AbortSignal.abort()))).code).toBe('RW_JUDGE_TIMEOUT');
+    expect((await failure(call(b, {}, AbortSignal.abort()))).code).toBe('RW_CLIENT_ABORTED');
     expect(f.callCount).toBe(0);
   });
 
