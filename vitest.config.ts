@@ -1,10 +1,28 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Suites that start other processes: the built server (`dist/`, built once if stale), the ablate and probe
+ * CLIs, and the bench harness smoke run. `vitest run` runs them with the rest (`npm test`);
+ * `npm run test:unit` (`--project unit`) leaves them out for a fast loop.
+ */
+const PROCESS_SUITES = [
+  'test/server/main.test.ts',
+  'test/ablations/cli-ablate.test.ts',
+  'test/ablations/cli-probe.test.ts',
+  'test/bench/harness.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     exclude: ['test/live/**', 'node_modules/**'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
+    projects: [
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/live/**', ...PROCESS_SUITES] },
+      },
+      { extends: true, test: { name: 'process', include: PROCESS_SUITES } },
+    ],
   },
 });

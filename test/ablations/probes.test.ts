@@ -1,8 +1,4 @@
-import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { loadDataset, type DatasetItem } from '../../src/ablations/dataset.js';
 import {
   buildCases,
@@ -25,7 +21,6 @@ import type { Judgment } from '../../src/judge/types.js';
 let items: DatasetItem[];
 let results: ProbeResults;
 const judged: { probe: string; judgment: Judgment }[] = [];
-const dirs: string[] = [];
 
 beforeAll(async () => {
   items = (await loadDataset('datasets/sample.jsonl')).items;
@@ -37,10 +32,6 @@ beforeAll(async () => {
     seed: 1,
     onCase: (c, judgment) => judged.push({ probe: c.probe, judgment }),
   });
-});
-
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
 const probe = (name: string) => results.probes.find((p) => p.name === name)!;
@@ -120,46 +111,5 @@ describe('gates', () => {
     expect(g['master-key-nulls']).toBe(0.01);
     expect(() => loadGates({ 'keyword-stufing': 0.1 })).toThrow(/keyword-stufing/);
     expect(() => loadGates({ truncated: 2 })).toThrow();
-  });
-
-  async function cli(gates: Record<string, number | null>): Promise<{ code: number | null; out: string }> {
-    const dir = await mkdtemp(join(tmpdir(), 'probe-'));
-    dirs.push(dir);
-    const gatesPath = join(dir, 'gates.json');
-    await writeFile(gatesPath, JSON.stringify(gates));
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env))
-      if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG') env[k] = v;
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        'src/ablations/cli-probe.ts',
-        '--dataset',
-        'datasets/sample.jsonl',
-        '--graph',
-        'lexical',
-        '--out',
-        dir,
-        '--gates',
-        gatesPath,
-      ],
-      { env, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-    expect(await readFile(join(dir, 'probes.json'), 'utf8')).toContain('"keyword-stuffing"');
-    return { code, out };
-  }
-
-  it('the CLI exits 1 when a gate is exceeded and 0 when every gate holds', async () => {
-    const none = Object.fromEntries(PROBE_NAMES.map((n) => [n, null]));
-    const failing = await cli({ ...none, 'keyword-stuffing': 0.01 });
-    expect(failing.code).toBe(1);
-    expect(failing.out).toMatch(/\| keyword-stuffing \|[^\n]*\*\*FAIL\*\*/);
-    const passing = await cli({ ...none, 'master-key-nulls': 0 });
-    expect(passing.code).toBe(0);
   });
 });

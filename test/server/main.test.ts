@@ -1,24 +1,23 @@
 /**
- * The built server as the Docker image runs it: `npm run build` once, then `node dist/server/main.js` as a
- * real process on a free loopback port.
+ * The built server as the Docker image runs it: `dist/` (built here only if stale, see test/support/dist.ts),
+ * then `node dist/server/main.js` as a real process on a free loopback port.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { DIST_ENTRY as MAIN, ensureDist } from '../support/dist.js';
 import { candidate, GROUND_TRUTH, QUESTION, waitFor } from './helpers.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Json = any;
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const MAIN = join(ROOT, 'dist', 'server', 'main.js');
 
 interface Server {
   child: ChildProcess;
@@ -39,9 +38,8 @@ afterEach(async () => {
   dir = undefined;
 });
 
-beforeAll(async () => {
-  await promisify(execFile)('npm', ['run', 'build'], { cwd: ROOT });
-  expect(existsSync(MAIN)).toBe(true);
+beforeAll(() => {
+  ensureDist();
 }, 180_000);
 
 /** Starts dist/server/main.js on a free port and resolves once it logs its URL. */
