@@ -7,6 +7,16 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 import type { CallEvent, Judgment } from '../judge/types.js';
 
+/**
+ * prom-client's default gauges whose `_total` suffix breaks the Prometheus rule that only counters end in
+ * `_total` (`promtool check metrics`). Each is the sum over `type` of the labelled gauge of the same name
+ * without the suffix (`sum(nodejs_active_handles)`), so leaving them out loses nothing.
+ */
+const MISNAMED_DEFAULT_GAUGES = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
 /** Distinct model / role label values kept before the rest are reported as `other`. */
 const MAX_LABEL_VALUES = 32;
@@ -67,10 +77,11 @@ export interface MetricsOptions {
   recentWindow?: number | undefined;
 }
 
-/** Builds a fresh Registry with every metric plus prom-client's default process metrics. */
+/** Builds a fresh Registry with every metric plus prom-client's default process metrics (less three). */
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(name);
   const registers = [registry];
   const windowSize = options.recentWindow ?? 512;
 
