@@ -4,8 +4,8 @@
  *
  * One zod schema per setting group, each with its variables' defaults and a transform to the group's part
  * of `Config`; `Config` is their combined output. A leaf: it imports only the leaf settings modules (the
- * shared defaults and the routing-file schema), never the engine or the server. README `configuration`
- * lists the same variables.
+ * shared defaults and the routing-file schema), never the engine or the server. docs/configuration.md
+ * lists the same variables (tested).
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
@@ -172,6 +172,18 @@ export type Config = z.output<typeof ServerEnv> &
   z.output<typeof RequestEnv> &
   z.output<typeof CapacityEnv> &
   z.output<typeof RecordsEnv>;
+
+/**
+ * Every variable the server reads, by name, with its schema (and so its default). docs/configuration.md
+ * lists the same variables with these defaults; a test keeps them in sync.
+ */
+export const ENV_VARIABLES = Object.freeze({
+  ...ServerEnv.in.shape,
+  ...JudgeEnv.in.shape,
+  ...RequestEnv.in.shape,
+  ...CapacityEnv.in.shape,
+  ...RecordsEnv.in.shape,
+});
 
 type EnvSource = Readonly<Record<string, string | undefined>>;
 

@@ -1,6 +1,6 @@
 /**
- * The one table of error codes and their HTTP status; one meaning per code. README lists the same table;
- * a test keeps them in sync. The 4xx codes below 500 other than 400/401/404 mirror the HTTP statuses that
+ * The one table of error codes and their HTTP status; one meaning per code. docs/api.md lists the same
+ * table; a test keeps them in sync. The 4xx codes below 500 other than 400/401/404 mirror the HTTP statuses that
  * Fastify and Node's HTTP parser produce themselves, so those statuses are kept, not rewritten to 400.
  */
 const STATUS = {
