@@ -2,6 +2,8 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROLES } from '../../src/roles/index.js';
 import {
+  createBlockCache,
+  promptText,
   requestRole,
   startFakeOpenAI,
   universalReply,
@@ -30,7 +32,12 @@ interface ChatJson {
   object: string;
   model: string;
   choices: [{ message: { content: string }; finish_reason: string }];
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  usage: {
+    prompt_tokens: number;
+    completion_tokens: number;
+    total_tokens: number;
+    prompt_tokens_details?: { cached_tokens: number };
+  };
   error: { message: string };
 }
 
@@ -208,5 +215,68 @@ describe('universalReply', () => {
       gt_components: [],
       candidate_components: [],
     });
+  });
+});
+
+describe('block cache (vLLM-like prefix caching)', () => {
+  it('reuses only whole leading blocks whose entire prefix was seen', () => {
+    const cache = createBlockCache({ blockChars: 4 });
+    expect(cache.lookup('aaaabbbbcc')).toBe(0);
+    // Same first two blocks; the partial third block is never cached.
+    expect(cache.lookup('aaaabbbbdd')).toBe(8);
+    // A different first block invalidates every later block, even identical ones.
+    expect(cache.lookup('xaaabbbbcc')).toBe(0);
+    expect(cache.lookup('aaaaZbbbcc')).toBe(4);
+    // A full hit still computes one character (vLLM recomputes the last token).
+    expect(cache.lookup('aaaabbbb')).toBe(7);
+  });
+
+  it('evicts the least recently used block beyond its capacity', () => {
+    const cache = createBlockCache({ blockChars: 2, capacityBlocks: 2 });
+    cache.lookup('aa!'); // [aa]
+    cache.lookup('bb!'); // [aa, bb]
+    cache.lookup('aa!'); // hit refreshes aa: [bb, aa]
+    cache.lookup('cc!'); // evicts bb: [aa, cc]
+    expect(cache.size).toBe(2);
+    expect(cache.lookup('aa!')).toBe(2);
+    expect(cache.lookup('bb!')).toBe(0);
+  });
+
+  it('renders messages like a chat template, so an earlier change moves every later byte', () => {
+    const a = promptText(body());
+    expect(a.startsWith('<|im_start|>system\nYou are the Critic.<|im_end|>\n<|im_start|>user\n')).toBe(true);
+    expect(a.length).toBeGreaterThan(400);
+  });
+
+  it('reports cached_tokens in usage and counts prefill characters per fake', async () => {
+    fake = await startFakeOpenAI({ fallback: { kind: 'json', body: { ok: true } }, blockCache: true });
+    const first = await chat(fake.baseURL);
+    expect(first.json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+    const second = await chat(fake.baseURL);
+    const text = promptText(body());
+    const cachedChars = Math.floor(text.length / 64) * 64;
+    expect(second.json.usage.prompt_tokens_details).toEqual({ cached_tokens: Math.floor(cachedChars / 4) });
+    expect(fake.prefill()).toEqual({
+      calls: 2,
+      promptChars: 2 * text.length,
+      cachedChars,
+      uncachedChars: 2 * text.length - cachedChars,
+    });
+    // Another fake (another replica) has its own, empty cache.
+    const other = await startFakeOpenAI({ fallback: { kind: 'json', body: { ok: true } }, blockCache: true });
+    try {
+      expect((await chat(other.baseURL)).json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+    } finally {
+      await other.close();
+    }
+    fake.clearBlockCache();
+    expect((await chat(fake.baseURL)).json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+  });
+
+  it('omits prompt_tokens_details without a block cache (a backend that does not report it)', async () => {
+    fake = await startFakeOpenAI({ fallback: { kind: 'json', body: { ok: true } } });
+    const reply = await chat(fake.baseURL);
+    expect(reply.json.usage.prompt_tokens_details).toBeUndefined();
+    expect(fake.prefill()).toEqual({ calls: 0, promptChars: 0, cachedChars: 0, uncachedChars: 0 });
   });
 });

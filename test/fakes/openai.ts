@@ -4,6 +4,7 @@
  * A real HTTP server on 127.0.0.1 (plain `node:http`, so that it stays cheap under benchmark load) that
  * plays a script of replies, one per call, then a fallback, and records every call it receives.
  */
+import { createHash } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
@@ -70,6 +71,31 @@ export interface FakeOpenAIOptions {
   record?: boolean;
   /** Port to listen on (default 0 = any free port). Always 127.0.0.1. */
   port?: number;
+  /**
+   * Simulate vLLM's automatic prefix caching and report `usage.prompt_tokens_details.cached_tokens`
+   * (default off: usage then has no such field, like a backend that does not report it).
+   */
+  blockCache?: BlockCacheOptions | boolean;
+}
+
+/** vLLM-like prefix cache over characters: fixed-size blocks, each keyed by its whole prefix, LRU. */
+export interface BlockCacheOptions {
+  /** Characters per block (vLLM: 16 tokens per block; 64 chars ≈ 16 tokens). Default 64. */
+  blockChars?: number;
+  /** Blocks kept before the least recently used one is evicted. Default 1 048 576 (64 MiB of text). */
+  capacityBlocks?: number;
+}
+
+/** Prefill accounting of a fake with a block cache, in prompt characters. */
+export interface PrefillStats {
+  /** Chat-completions calls the cache saw. */
+  calls: number;
+  /** Characters of rendered prompt text (`promptText`) over those calls. */
+  promptChars: number;
+  /** Characters served from cached blocks. */
+  cachedChars: number;
+  /** `promptChars - cachedChars`: what the backend would have to prefill. */
+  uncachedChars: number;
 }
 
 export interface FakeOpenAI {
@@ -89,8 +115,12 @@ export interface FakeOpenAI {
   waitForCalls(n: number, timeoutMs?: number): Promise<void>;
   /** Resolves once no chat-completions call is in flight (rejects after `timeoutMs`, default 5 s). */
   waitForIdle(timeoutMs?: number): Promise<void>;
-  /** Clears `calls` and `maxInflight`. */
+  /** Clears `calls` and `maxInflight` (and the prefill counters, not the cache's content). */
   resetStats(): void;
+  /** Prefill accounting since start (or `resetStats`); all zero when `blockCache` is off. */
+  prefill(): PrefillStats;
+  /** Empties the block cache (a backend restart). */
+  clearBlockCache(): void;
   /** Stops listening and destroys every open socket (hung calls included). */
   close(): Promise<void>;
 }
@@ -135,6 +165,71 @@ export function universalReply(stance: 'match' | 'no_match', confidence = 0.9): 
 
 const estimateTokens = (chars: number): number => Math.max(1, Math.ceil(chars / 4));
 
+/**
+ * The prompt text as a chat template renders it: each message as a role header, its content and an end
+ * marker, in order (ChatML-like). The block cache works on this string, so a change in an earlier message
+ * invalidates every later block, as it does in a real server.
+ */
+export function promptText(body: FakeChatRequest): string {
+  let text = '';
+  for (const m of body.messages ?? []) {
+    text += `<|im_start|>${m.role}\n${typeof m.content === 'string' ? m.content : ''}<|im_end|>\n`;
+  }
+  return text;
+}
+
+/** A block cache: `lookup` counts the leading cached characters of a prompt and then caches all its blocks. */
+export interface BlockCache {
+  lookup(text: string): number;
+  clear(): void;
+  readonly size: number;
+}
+
+/**
+ * vLLM's automatic prefix caching over characters: the prompt is cut into full blocks of `blockChars`;
+ * block i's key is a hash of the whole prefix up to its end (vLLM chains each block's hash with its
+ * parent's, which is the same thing), so a block is reused only when everything before it is identical.
+ * The cached prefix is the longest run of leading blocks already present; the partial last block is never
+ * cached, and at least one character is always computed (vLLM recomputes the last token of a full hit).
+ * Blocks are registered as soon as the request arrives: prefill is treated as instantaneous, so two
+ * identical prompts arriving in the same instant share (an upper bound on reuse). LRU eviction.
+ */
+export function createBlockCache(options: BlockCacheOptions = {}): BlockCache {
+  const blockChars = options.blockChars ?? 64;
+  const capacity = options.capacityBlocks ?? 1 << 20;
+  if (!Number.isInteger(blockChars) || blockChars < 1) throw new RangeError('blockChars must be ≥ 1');
+  if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError('capacityBlocks must be ≥ 1');
+  const blocks = new Map<string, true>();
+  return {
+    lookup(text) {
+      const hash = createHash('sha256');
+      const full = Math.floor(text.length / blockChars);
+      let hits = 0;
+      let prefixHit = true;
+      for (let i = 0; i < full; i++) {
+        hash.update(text.slice(i * blockChars, (i + 1) * blockChars));
+        const key = hash.copy().digest('base64');
+        if (prefixHit && blocks.has(key)) {
+          hits += 1;
+          blocks.delete(key); // refresh: Map iteration order is the LRU order
+        } else {
+          prefixHit = false;
+        }
+        blocks.set(key, true);
+        if (blocks.size > capacity) {
+          const oldest = blocks.keys().next().value;
+          if (oldest !== undefined) blocks.delete(oldest);
+        }
+      }
+      return Math.min(hits * blockChars, Math.max(0, text.length - 1));
+    },
+    clear: () => blocks.clear(),
+    get size() {
+      return blocks.size;
+    },
+  };
+}
+
 function promptChars(body: FakeChatRequest): number {
   let n = 0;
   for (const m of body.messages ?? []) n += typeof m.content === 'string' ? m.content.length : 0;
@@ -154,6 +249,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let maxInflight = 0;
   let completionSeq = 0;
   let closing = false;
+  const blockCache =
+    options.blockCache === undefined || options.blockCache === false
+      ? undefined
+      : createBlockCache(options.blockCache === true ? {} : options.blockCache);
+  const prefill = { calls: 0, promptChars: 0, cachedChars: 0 };
+  /** Cached characters of each call's prompt, looked up once on arrival. */
+  const cachedByCall = new WeakMap<FakeChatRequest, { textChars: number; cachedChars: number }>();
   const sockets = new Set<Socket>();
   const timers = new Set<NodeJS.Timeout>();
 
@@ -243,8 +345,20 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       case 'json':
       case 'text': {
         const content = reply.kind === 'json' ? JSON.stringify(reply.body) : reply.text;
-        const promptTokens = estimateTokens(promptChars(body));
+        const cached = cachedByCall.get(body);
+        // With a block cache, tokens count the rendered template, the text the cache works on.
+        const promptTokens = estimateTokens(cached === undefined ? promptChars(body) : cached.textChars);
         const completionTokens = content === null ? 0 : estimateTokens(content.length);
+        const cachedChars = cached?.cachedChars;
+        // Tokens ≈ chars / 4 like prompt_tokens; a cached token is a whole one, so round down.
+        const details =
+          cachedChars === undefined
+            ? {}
+            : {
+                prompt_tokens_details: {
+                  cached_tokens: Math.min(promptTokens, Math.floor(cachedChars / 4)),
+                },
+              };
         completionSeq += 1;
         const payload = JSON.stringify({
           id: `chatcmpl-fake-${completionSeq}`,
@@ -263,6 +377,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
             prompt_tokens: promptTokens,
             completion_tokens: completionTokens,
             total_tokens: promptTokens + completionTokens,
+            ...details,
           },
         });
         sendJson(res, call, 200, payload);
@@ -294,6 +409,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     };
     callCount += 1;
     if (record) calls.push(call);
+    if (blockCache !== undefined) {
+      const text = promptText(body);
+      const cached = blockCache.lookup(text);
+      cachedByCall.set(body, { textChars: text.length, cachedChars: cached });
+      prefill.calls += 1;
+      prefill.promptChars += text.length;
+      prefill.cachedChars += cached;
+    }
     inflight += 1;
     if (inflight > maxInflight) maxInflight = inflight;
     res.once('close', () => {
@@ -366,7 +489,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     resetStats() {
       calls.length = 0;
       maxInflight = inflight;
+      prefill.calls = 0;
+      prefill.promptChars = 0;
+      prefill.cachedChars = 0;
     },
+    prefill: () => ({ ...prefill, uncachedChars: prefill.promptChars - prefill.cachedChars }),
+    clearBlockCache: () => blockCache?.clear(),
     close() {
       closing = true;
       for (const t of timers) clearTimeout(t);
