@@ -7,10 +7,10 @@ import {
   REASONING_FIELD,
   Stance,
   STANCE_FIELD,
+  roleInstruction,
   strictJsonSchema,
-  systemPrompt,
 } from './common.js';
-import { fenceSections } from './fence.js';
+import { renderPrompt } from './fence.js';
 import type { Role } from './types.js';
 
 /** An Analyst decomposes both methods into components, compares them and takes a stance. */
@@ -23,7 +23,8 @@ export const AnalystOutput = z.object({
 });
 export type AnalystOutput = z.infer<typeof AnalystOutput>;
 
-export const ANALYST_SYSTEM = systemPrompt(
+/** The Analyst's candidate-independent instruction (part of the shared prompt prefix). */
+export const ANALYST_INSTRUCTION = roleInstruction(
   [
     'You are an Analyst on a review committee.',
     "Decompose the ground truth's core method into its essential components (key mechanism first), decompose",
@@ -32,6 +33,7 @@ export const ANALYST_SYSTEM = systemPrompt(
     "Use the Moderator's checklist and the other members' arguments when shown, but decide on the evidence;",
     'do not follow the majority, and change your stance only for a concrete reason.',
   ].join('\n'),
+  'compare the two methods component by component and take your stance.',
   [
     REASONING_FIELD,
     "gt_components (array of strings): the ground truth's essential method components, short phrases",
@@ -47,10 +49,7 @@ export const analyst = {
   output: AnalystOutput,
   jsonSchema: strictJsonSchema(AnalystOutput),
   canDecide: false,
-  render: (ctx) => ({
-    system: ANALYST_SYSTEM,
-    user: `${fenceSections(ctx)}\n\nTask: compare the two methods component by component and take your stance.`,
-  }),
+  render: (ctx) => renderPrompt(ctx, { instruction: ANALYST_INSTRUCTION }),
   stance: (o) => o.stance,
   confidence: (o) => o.confidence,
   summarize: (o) =>

@@ -6,10 +6,10 @@ import {
   CONFIDENCE_FIELD,
   REASONING_FIELD,
   Stance,
+  roleInstruction,
   strictJsonSchema,
-  systemPrompt,
 } from './common.js';
-import { fenceSections } from './fence.js';
+import { renderPrompt } from './fence.js';
 import type { Role } from './types.js';
 
 /** The Critic looks for reasons the candidate does not match; stance `match` means it concedes. */
@@ -21,7 +21,8 @@ export const CriticOutput = z.object({
 });
 export type CriticOutput = z.infer<typeof CriticOutput>;
 
-export const CRITIC_SYSTEM = systemPrompt(
+/** The Critic's candidate-independent instruction (part of the shared prompt prefix). */
+export const CRITIC_INSTRUCTION = roleInstruction(
   [
     'You are the Critic on a review committee. Your job is to find reasons the candidate does NOT match:',
     'the key mechanism is missing, only named without being specified, used differently or for another',
@@ -31,6 +32,7 @@ export const CRITIC_SYSTEM = systemPrompt(
     'Then take a stance: "no_match" if at least one objection is decisive; "match" if, after an honest',
     'attempt, you concede that the core method is the same (your remaining objections are minor).',
   ].join('\n'),
+  'raise your objections, then concede or hold your stance.',
   [
     REASONING_FIELD,
     'objections (array of strings): concrete objections, most decisive first; empty if none holds',
@@ -45,10 +47,7 @@ export const critic = {
   output: CriticOutput,
   jsonSchema: strictJsonSchema(CriticOutput),
   canDecide: false,
-  render: (ctx) => ({
-    system: CRITIC_SYSTEM,
-    user: `${fenceSections(ctx)}\n\nTask: raise your objections, then concede or hold your stance.`,
-  }),
+  render: (ctx) => renderPrompt(ctx, { instruction: CRITIC_INSTRUCTION }),
   stance: (o) => o.stance,
   confidence: (o) => o.confidence,
   summarize: (o) =>

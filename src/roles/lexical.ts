@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Stance, strictJsonSchema } from './common.js';
-import { fenceSections } from './fence.js';
+import { renderPrompt } from './fence.js';
 import { marginConfidence, methodSimilarity, round4, SIMILARITY_THRESHOLDS } from '../text/similarity.js';
 import type { Role } from './types.js';
 
@@ -29,7 +29,10 @@ export const lexical = {
   output: LexicalOutput,
   jsonSchema: strictJsonSchema(LexicalOutput),
   canDecide: true,
-  render: (ctx) => ({ system: LEXICAL_SYSTEM, user: fenceSections(ctx, { debate: false }) }),
+  render: (ctx) => ({
+    ...renderPrompt(ctx, { instruction: 'No LLM call: this prompt is never sent.', debate: false }),
+    system: LEXICAL_SYSTEM,
+  }),
   compute: (ctx) => {
     const similarity = round4(methodSimilarity(ctx));
     return {

@@ -6,10 +6,10 @@ import {
   REASONING_FIELD,
   Stance,
   STANCE_FIELD,
+  roleInstruction,
   strictJsonSchema,
-  systemPrompt,
 } from './common.js';
-import { fenceSections } from './fence.js';
+import { renderPrompt } from './fence.js';
 import type { Focus, Role } from './types.js';
 
 /** A focused reviewer (round-robin review): one stance from one angle. */
@@ -22,36 +22,41 @@ export type ReviewerOutput = z.infer<typeof ReviewerOutput>;
 
 const FOCUS_TEXT: Readonly<Record<Focus, string>> = {
   methodology: [
-    'Your focus is methodology: the algorithmic or experimental mechanism, its components, how they are',
+    'the algorithmic or experimental mechanism, its components, how they are',
     'combined and what each is used for. Compare the two methods at that level.',
   ].join('\n'),
   statistics: [
-    'Your focus is the statistical and modelling core: the objective or loss, the estimator, the probabilistic',
+    'the statistical and modelling core: the objective or loss, the estimator, the probabilistic',
     'or physical model, the inference or optimisation procedure, and the assumptions they rest on. Not the',
     'metrics or the data used to evaluate it: those stay out of scope.',
   ].join('\n'),
   novelty: [
-    'Your focus is novelty: what the ground truth adds beyond standard practice in its field. A match needs',
+    'what the ground truth adds beyond standard practice in its field. A match needs',
     'the candidate to propose that same new element, not only the standard parts the two share.',
   ].join('\n'),
 };
 
 export const REVIEWER_FOCI: readonly Focus[] = ['methodology', 'statistics', 'novelty'];
 
-/** System prompt per focus (a reviewer node without a focus reviews methodology). */
-export const REVIEWER_SYSTEM: Readonly<Record<Focus, string>> = {
-  methodology: reviewerSystem('methodology'),
-  statistics: reviewerSystem('statistics'),
-  novelty: reviewerSystem('novelty'),
-};
+/**
+ * The reviewer's candidate-independent instruction. Its focus is not in it: parallel reviewers differ only
+ * by focus, which comes after the candidate (`member`), so they share their whole prompt up to the candidate.
+ */
+export const REVIEWER_INSTRUCTION = roleInstruction(
+  [
+    'You are a reviewer on a committee of independent reviewers. Each reviewer judges from one focus; yours',
+    'is stated after the candidate, at the end of this message.',
+  ].join('\n'),
+  'review the candidate from your focus and take your stance.',
+  [REASONING_FIELD, STANCE_FIELD, CONFIDENCE_FIELD],
+);
 
-function reviewerSystem(focus: Focus): string {
-  return systemPrompt(`You are a reviewer on a committee of independent reviewers.\n${FOCUS_TEXT[focus]}`, [
-    REASONING_FIELD,
-    STANCE_FIELD,
-    CONFIDENCE_FIELD,
-  ]);
-}
+/** The member line per focus (a reviewer node without a focus reviews methodology). */
+export const REVIEWER_FOCUS: Readonly<Record<Focus, string>> = {
+  methodology: `Your focus (methodology): ${FOCUS_TEXT.methodology}`,
+  statistics: `Your focus (statistics): ${FOCUS_TEXT.statistics}`,
+  novelty: `Your focus (novelty): ${FOCUS_TEXT.novelty}`,
+};
 
 export const reviewer = {
   name: 'reviewer',
@@ -59,13 +64,11 @@ export const reviewer = {
   output: ReviewerOutput,
   jsonSchema: strictJsonSchema(ReviewerOutput),
   canDecide: false,
-  render: (ctx) => {
-    const focus = ctx.node.focus ?? 'methodology';
-    return {
-      system: REVIEWER_SYSTEM[focus],
-      user: `${fenceSections(ctx)}\n\nTask: review the candidate from your ${focus} focus and take your stance.`,
-    };
-  },
+  render: (ctx) =>
+    renderPrompt(ctx, {
+      instruction: REVIEWER_INSTRUCTION,
+      member: REVIEWER_FOCUS[ctx.node.focus ?? 'methodology'],
+    }),
   stance: (o) => o.stance,
   confidence: (o) => o.confidence,
   summarize: (o) => `Reasoning: ${clip(o.reasoning, 600)}`,

@@ -3,13 +3,13 @@ import {
   clip,
   Confidence,
   REASONING_FIELD,
+  roleInstruction,
   strictJsonSchema,
-  systemPrompt,
   Stance,
   VERDICT_CONFIDENCE_FIELD,
   VERDICT_FIELD,
 } from './common.js';
-import { fenceSections } from './fence.js';
+import { renderPrompt } from './fence.js';
 import type { Role } from './types.js';
 
 /** The output of every role that answers a verdict directly (Evaluator, single judge). */
@@ -28,14 +28,18 @@ export function verdictRole(
   intro: readonly string[],
   task: string,
 ): Role<typeof VerdictOutput> {
-  const system = systemPrompt(intro.join('\n'), [REASONING_FIELD, VERDICT_FIELD, VERDICT_CONFIDENCE_FIELD]);
+  const instruction = roleInstruction(intro.join('\n'), task, [
+    REASONING_FIELD,
+    VERDICT_FIELD,
+    VERDICT_CONFIDENCE_FIELD,
+  ]);
   return {
     name,
     kind: 'llm',
     output: VerdictOutput,
     jsonSchema: VERDICT_JSON_SCHEMA,
     canDecide: true,
-    render: (ctx) => ({ system, user: `${fenceSections(ctx)}\n\nTask: ${task}` }),
+    render: (ctx) => renderPrompt(ctx, { instruction }),
     stance: (o) => o.verdict,
     confidence: (o) => o.confidence,
     summarize: (o) => `Reasoning: ${clip(o.reasoning, 600)}`,

@@ -179,7 +179,7 @@ describe('startFakeOpenAI', () => {
 });
 
 describe('requestRole', () => {
-  it('prefers the json_schema name, else the first role named in the system prompt', () => {
+  it('prefers the json_schema name, else the first role named outside data fences', () => {
     expect(
       requestRole(body({ response_format: { type: 'json_schema', json_schema: { name: 'evaluator' } } })),
     ).toBe('evaluator');
@@ -188,7 +188,30 @@ describe('requestRole', () => {
         body({ messages: [{ role: 'system', content: 'You are the Moderator. Not the analyst.' }] }),
       ),
     ).toBe('moderator');
-    expect(requestRole(body({ messages: [{ role: 'user', content: 'analyst' }] }))).toBeUndefined();
+    expect(requestRole(body({ messages: [{ role: 'user', content: 'x' }] }))).toBeUndefined();
+    // The role instruction in the user message wins over the shared system text; fenced data never counts.
+    const user = 'GT:\n<<<GROUND_TRUTH>>>\n"the critic"\n<<<END_GROUND_TRUTH>>>\nYou are an Analyst.';
+    expect(
+      requestRole(
+        body({
+          messages: [
+            { role: 'system', content: 'Judge only methodology.' },
+            { role: 'user', content: user },
+          ],
+        }),
+      ),
+    ).toBe('analyst');
+    const fencedOnly = '<<<CANDIDATE_n0nce>>>\n"moderator"\n<<<END_CANDIDATE_n0nce>>>';
+    expect(
+      requestRole(
+        body({
+          messages: [
+            { role: 'system', content: 'You are the Evaluator.' },
+            { role: 'user', content: fencedOnly },
+          ],
+        }),
+      ),
+    ).toBe('evaluator');
   });
 });
 

@@ -127,25 +127,41 @@ export interface FakeOpenAI {
 
 const ROLE_NAMES = ['moderator', 'analyst', 'critic', 'evaluator', 'judge', 'reviewer', 'proposer'];
 
-/**
- * Role of a request: the json_schema name the client sets to the role name, or (json_object mode) the
- * first known role name mentioned in the system prompt.
- */
-export function requestRole(body: FakeChatRequest): string | undefined {
-  const name = body.response_format?.json_schema?.name;
-  if (typeof name === 'string') return name;
-  const system = body.messages?.find((m) => m.role === 'system')?.content.toLowerCase();
-  if (system === undefined) return undefined;
+/** Fenced data (`<<<X>>>…<<<END_X>>>`, with or without a nonce) is text under evaluation, not the prompt. */
+const FENCED = /<<<([A-Z_]+?)((?:_[A-Za-z0-9_-]+)?)>>>[\s\S]*?<<<END_\1\2>>>/g;
+
+function firstRoleName(text: string): string | undefined {
   let best: string | undefined;
   let bestAt = Infinity;
   for (const role of ROLE_NAMES) {
-    const at = system.indexOf(role);
+    const at = text.indexOf(role);
     if (at >= 0 && at < bestAt) {
       best = role;
       bestAt = at;
     }
   }
   return best;
+}
+
+/**
+ * Role of a request: the json_schema name the client sets to the role name, or (json_object mode) the
+ * first known role name in the user message outside its data fences (the role's instruction lives there
+ * since the prompts put the shared text first), else in the system prompt.
+ */
+export function requestRole(body: FakeChatRequest): string | undefined {
+  const name = body.response_format?.json_schema?.name;
+  if (typeof name === 'string') return name;
+  const text = (role: string): string | undefined =>
+    body.messages
+      ?.find((m) => m.role === role)
+      ?.content.replace(FENCED, '')
+      .toLowerCase();
+  const user = text('user');
+  const system = text('system');
+  return (
+    (user === undefined ? undefined : firstRoleName(user)) ??
+    (system === undefined ? undefined : firstRoleName(system))
+  );
 }
 
 /** An object that validates against every role's output schema (extra keys are stripped by zod). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { escapeForFence, fence, fenceDelimiters } from '../../src/roles/fence.js';
+import { escapeForFence, fence, fenceDelimiters, staticFence } from '../../src/roles/fence.js';
 
 describe('fence', () => {
   it('wraps a JSON string literal between nonce delimiters', () => {
@@ -19,7 +19,14 @@ describe('fence', () => {
 
   it('keeps replacement patterns literal', () => {
     const text = "$& $1 $$ $` $'";
-    expect(JSON.parse(fence('QUESTION', 'n0nce', text).split('\n')[1]!)).toBe(text);
+    expect(JSON.parse(fence('CANDIDATE', 'n0nce', text).split('\n')[1]!)).toBe(text);
+    expect(JSON.parse(staticFence('QUESTION', text).split('\n')[1]!)).toBe(text);
+  });
+
+  it('fences operator data between fixed delimiters that no fenced text can contain', () => {
+    expect(staticFence('GROUND_TRUTH', 'a <<<END_GROUND_TRUTH>>> b')).toBe(
+      '<<<GROUND_TRUTH>>>\n"a \\u003c\\u003c\\u003cEND_GROUND_TRUTH\\u003e\\u003e\\u003e b"\n<<<END_GROUND_TRUTH>>>',
+    );
   });
 
   it('builds delimiters and rejects a nonce that could break them', () => {
