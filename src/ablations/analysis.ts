@@ -81,6 +81,12 @@ export interface Usage {
   promptTokensPerJudgment: number | null;
   completionTokensPerJudgment: number | null;
   tokensPerJudgment: number | null;
+  /**
+   * Prompt tokens per judgment the backend served from its prefix cache, and the rest (what it prefilled).
+   * Null when any judgment that made LLM calls lacks a backend-reported count: unknown, not 0.
+   */
+  cachedPromptTokensPerJudgment: number | null;
+  uncachedPromptTokensPerJudgment: number | null;
   perRole: Record<
     string,
     { callsPerJudgment: number; promptTokensPerJudgment: number; completionTokensPerJudgment: number }
@@ -326,9 +332,12 @@ function usage(records: readonly ItemRecord[]): Usage {
       promptTokensPerJudgment: null,
       completionTokensPerJudgment: null,
       tokensPerJudgment: null,
+      cachedPromptTokensPerJudgment: null,
+      uncachedPromptTokensPerJudgment: null,
       perRole: {},
     };
   }
+  let cachedPromptTokens: number | null = 0;
   let calls = 0;
   let promptTokens = 0;
   let completionTokens = 0;
@@ -337,6 +346,10 @@ function usage(records: readonly ItemRecord[]): Usage {
     calls += r.usage.calls;
     promptTokens += r.usage.promptTokens;
     completionTokens += r.usage.completionTokens;
+    const cached = r.usage.cachedPromptTokens ?? null;
+    if (r.usage.calls > 0)
+      cachedPromptTokens =
+        cached === null || cachedPromptTokens === null ? null : cachedPromptTokens + cached;
     for (const [role, u] of Object.entries(r.roles)) {
       const acc = roles.get(role) ?? { calls: 0, prompt: 0, completion: 0 };
       acc.calls += u.calls;
@@ -358,6 +371,9 @@ function usage(records: readonly ItemRecord[]): Usage {
     promptTokensPerJudgment: promptTokens / n,
     completionTokensPerJudgment: completionTokens / n,
     tokensPerJudgment: (promptTokens + completionTokens) / n,
+    cachedPromptTokensPerJudgment: cachedPromptTokens === null ? null : cachedPromptTokens / n,
+    uncachedPromptTokensPerJudgment:
+      cachedPromptTokens === null ? null : (promptTokens - cachedPromptTokens) / n,
     perRole,
   };
 }

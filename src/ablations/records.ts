@@ -39,7 +39,13 @@ export const ItemRecord = z.object({
   error: z.object({ code: z.string(), message: z.string() }).optional(),
   rounds: z.number().int().min(0),
   stopReason: z.string(),
-  usage: z.object({ calls: z.number().int().min(0), promptTokens: z.number(), completionTokens: z.number() }),
+  usage: z.object({
+    calls: z.number().int().min(0),
+    promptTokens: z.number(),
+    completionTokens: z.number(),
+    /** Backend-reported prefix-cache hits; null = not reported; absent in records written before it existed. */
+    cachedPromptTokens: z.number().min(0).nullable().optional(),
+  }),
   roles: z.record(z.string(), RoleUsage),
   messages: z.array(StanceMessage),
   latencyMs: z.number().min(0),

@@ -36,6 +36,7 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
       'failure rate',
       'calls/judgment',
       'tokens/judgment',
+      'prompt tokens cached / uncached',
       ...(timing === undefined ? [] : ['latency p50 ms']),
     ],
     results.graphs.map((g) => [
@@ -47,6 +48,9 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
       `${pct(g.failure.rate)} (${g.failure.hits}/${g.failure.trials})`,
       num(g.usage.callsPerJudgment, 2),
       num(g.usage.tokensPerJudgment, 0),
+      g.usage.cachedPromptTokensPerJudgment === null
+        ? 'unknown'
+        : `${num(g.usage.cachedPromptTokensPerJudgment, 0)} / ${num(g.usage.uncachedPromptTokensPerJudgment, 0)}`,
       ...(timing === undefined ? [] : [num(timing.graphs[g.name]?.latencyMs.p50, 0)]),
     ]),
   );

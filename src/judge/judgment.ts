@@ -32,7 +32,7 @@ export interface JudgmentFailure {
   stopReason: string;
 }
 
-const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0 });
+const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });
 
 /** One literal shape for every judgment (object spread would give each its own hidden class). */
 function judgment(

@@ -78,7 +78,7 @@ export async function runJudgment(
     nonce: options.nonce ?? nextNonce(),
     signal: controller.signal,
     transcript: [],
-    usage: { calls: 0, promptTokens: 0, completionTokens: 0 },
+    usage: { calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 },
   };
   // Snapshots: a judgment, once returned (and maybe cached), never changes.
   const spent = (rounds: number): JudgmentRun => ({
@@ -164,6 +164,9 @@ export async function runJudgment(
   }
 }
 
+const addKnown = (sum: number | null, value: number | null): number | null =>
+  sum === null || value === null ? null : sum + value;
+
 function toFailure(err: unknown): { code: ErrorCode; message: string } {
   if (err instanceof RewardError) return { code: err.code, message: err.message };
   return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };
@@ -247,6 +250,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     output: m.output,
     promptTokens: m.promptTokens,
     completionTokens: m.completionTokens,
+    cachedPromptTokens: m.cachedPromptTokens,
     latencyMs: m.latencyMs,
     attempts: m.attempts,
     reasks: m.reasks,
@@ -265,6 +269,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
         output,
         promptTokens: 0,
         completionTokens: 0,
+        cachedPromptTokens: 0,
         latencyMs: 0,
         attempts: 0,
         reasks: 0,
@@ -284,6 +289,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
   let reasks = 0;
   let promptTokens = 0;
   let completionTokens = 0;
+  let cachedPromptTokens: number | null = 0;
   const fail = (code: ErrorCode, message: string): void => {
     exec.transcript.push(
       toMessage({
@@ -292,6 +298,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
         confidence: null,
         promptTokens,
         completionTokens,
+        cachedPromptTokens,
         latencyMs: performance.now() - started,
         attempts,
         reasks,
@@ -329,10 +336,12 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
       exec.options.observer?.onCall?.({
         role: role.name,
         model: route.model,
+        backend: route.backend.name,
         outcome: failure.code,
         latencyMs: performance.now() - callStarted,
         promptTokens: 0,
         completionTokens: 0,
+        cachedPromptTokens: null,
       });
       fail(failure.code, failure.message);
       throw err;
@@ -342,14 +351,20 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     completionTokens += reply.completionTokens;
     exec.usage.promptTokens += reply.promptTokens;
     exec.usage.completionTokens += reply.completionTokens;
+    // Unknown (not reported) stays unknown: one unreported call makes the sum null, never a lower bound.
+    const cached = reply.cachedPromptTokens ?? null;
+    cachedPromptTokens = addKnown(cachedPromptTokens, cached);
+    exec.usage.cachedPromptTokens = addKnown(exec.usage.cachedPromptTokens, cached);
     const parsed = parseReply(reply.text, role.output);
     exec.options.observer?.onCall?.({
       role: role.name,
       model: route.model,
+      backend: route.backend.name,
       outcome: parsed.ok ? 'ok' : 'RW_JUDGE_UNPARSABLE',
       latencyMs: reply.latencyMs,
       promptTokens: reply.promptTokens,
       completionTokens: reply.completionTokens,
+      cachedPromptTokens: cached,
     });
     if (parsed.ok) {
       exec.transcript.push(
@@ -360,6 +375,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           output: parsed.value,
           promptTokens,
           completionTokens,
+          cachedPromptTokens,
           latencyMs: performance.now() - started,
           attempts,
           reasks,

@@ -19,6 +19,11 @@ export interface Usage {
   calls: number;
   promptTokens: number;
   completionTokens: number;
+  /**
+   * Prompt tokens the backend served from its prefix cache (`usage.prompt_tokens_details.cached_tokens`),
+   * summed over calls; null (unknown) when any call's backend did not report it; 0 with no call.
+   */
+  cachedPromptTokens: number | null;
 }
 
 /** One message of the debate (one node's answer in one round). */
@@ -35,6 +40,8 @@ export interface TranscriptMessage {
   output?: unknown;
   promptTokens: number;
   completionTokens: number;
+  /** Backend-reported cached prompt tokens over this node's calls; null when not reported. */
+  cachedPromptTokens: number | null;
   latencyMs: number;
   /** HTTP attempts (retries) plus re-asks for invalid output. */
   attempts: number;
@@ -89,6 +96,8 @@ export interface LlmReply {
   model: string;
   promptTokens: number;
   completionTokens: number;
+  /** `usage.prompt_tokens_details.cached_tokens`; null or absent when the backend does not report it. */
+  cachedPromptTokens?: number | null | undefined;
   latencyMs: number;
   /** HTTP attempts made, ≥ 1. */
   attempts: number;
@@ -136,10 +145,14 @@ export interface Router {
 export interface CallEvent {
   role: string;
   model: string;
+  /** The backend's name (from config: bounded). */
+  backend: string;
   outcome: 'ok' | ErrorCode;
   latencyMs: number;
   promptTokens: number;
   completionTokens: number;
+  /** Backend-reported cached prompt tokens; null when not reported (or the call failed). */
+  cachedPromptTokens: number | null;
 }
 
 /** Observer hooks so serving can count calls without the engine knowing about metrics. */

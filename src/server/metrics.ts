@@ -60,6 +60,7 @@ export interface Metrics {
   llmCalls: Counter<'role' | 'model' | 'outcome'>;
   llmCallDuration: Histogram<'role' | 'model'>;
   llmTokens: Counter<'role' | 'model' | 'kind'>;
+  cachedPromptTokens: Counter<'backend' | 'role'>;
   cacheLookups: Counter<'result'>;
   inflightJudgments: Gauge;
   queueDepth: Gauge;
@@ -130,6 +131,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['role', 'model', 'kind'] as const,
     registers,
   });
+  const cachedPromptTokens = new Counter({
+    name: 'reward_backend_cached_prompt_tokens_total',
+    help:
+      'Prompt tokens the backend served from its prefix cache (usage.prompt_tokens_details.cached_tokens), ' +
+      'by backend and role; calls whose backend does not report the field are not counted.',
+    labelNames: ['backend', 'role'] as const,
+    registers,
+  });
   const cacheLookups = new Counter({
     name: 'reward_cache_lookups_total',
     help: 'Judgment lookups: hit (completed judgment cached), coalesced (joined one in flight), miss (computed).',
@@ -160,6 +169,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
+  const backendLabel = boundedLabel(MAX_LABEL_VALUES);
   const windows = new Map<string, RecentWindow>();
 
   return {
@@ -171,6 +181,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     llmCalls,
     llmCallDuration,
     llmTokens,
+    cachedPromptTokens,
     cacheLookups,
     inflightJudgments,
     queueDepth,
@@ -183,6 +194,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       llmCallDuration.labels(role, model).observe(event.latencyMs / 1000);
       if (event.promptTokens > 0) llmTokens.labels(role, model, 'prompt').inc(event.promptTokens);
       if (event.completionTokens > 0) llmTokens.labels(role, model, 'completion').inc(event.completionTokens);
+      // A reported 0 creates the series (the backend reports the field); unreported leaves it absent.
+      if (event.cachedPromptTokens !== null) {
+        cachedPromptTokens.labels(backendLabel(event.backend), role).inc(event.cachedPromptTokens);
+      }
     },
     observeJudgment(graph, judgment) {
       judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();

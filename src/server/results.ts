@@ -9,6 +9,9 @@ export interface ItemResult {
   score: number | null;
   cached: boolean;
   calls: number;
+  /** The judgment's own prompt tokens and the part its backend served from cache (null: not reported). */
+  prompt_tokens: number;
+  cached_prompt_tokens: number | null;
   latency_ms: number;
   judgment_id: string | null;
   reason?: string;
@@ -28,6 +31,8 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
     score: j.score,
     cached: item.cached,
     calls: j.usage.calls,
+    prompt_tokens: j.usage.promptTokens,
+    cached_prompt_tokens: j.usage.cachedPromptTokens,
     latency_ms: Math.round(j.latencyMs),
     judgment_id: item.judgmentId,
   };
@@ -81,16 +86,21 @@ export interface UsageJson {
   calls: number;
   prompt_tokens: number;
   completion_tokens: number;
+  /** Backend-reported prefix-cache hits; null when any computed judgment's backend did not report them. */
+  cached_prompt_tokens: number | null;
 }
 
 /** LLM usage this request caused: items it computed itself (cache hits and shared flights cost nothing). */
 export function usageOf(items: readonly JudgedItem[]): UsageJson {
-  const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0 };
+  const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 };
   for (const item of items) {
     if (item.cached) continue;
     usage.calls += item.judgment.usage.calls;
     usage.prompt_tokens += item.judgment.usage.promptTokens;
     usage.completion_tokens += item.judgment.usage.completionTokens;
+    const cached = item.judgment.usage.cachedPromptTokens;
+    usage.cached_prompt_tokens =
+      usage.cached_prompt_tokens === null || cached === null ? null : usage.cached_prompt_tokens + cached;
   }
   return usage;
 }

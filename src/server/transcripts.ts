@@ -124,6 +124,7 @@ export function toTranscriptRecord(
       calls: j.usage.calls,
       prompt_tokens: j.usage.promptTokens,
       completion_tokens: j.usage.completionTokens,
+      cached_prompt_tokens: j.usage.cachedPromptTokens,
     },
     transcript: j.transcript,
   };

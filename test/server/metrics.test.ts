@@ -180,10 +180,12 @@ describe('createMetrics', () => {
       m.observeCall({
         role: 'judge',
         model: `model-${i}`,
+        backend: 'default',
         outcome: 'ok',
         latencyMs: 1,
         promptTokens: 1,
         completionTokens: 1,
+        cachedPromptTokens: null,
       });
     }
     const models = new Set((await m.llmCalls.get()).values.map((v) => v.labels.model));

@@ -24,6 +24,8 @@ export interface Completion {
   model: string;
   promptTokens: number;
   completionTokens: number;
+  /** `usage.prompt_tokens_details.cached_tokens` (vLLM, OpenAI); null when the backend does not report it. */
+  cachedPromptTokens: number | null;
 }
 
 /** A 200 body read as a completion, or why it is not one (unparsable: no content, not JSON…). */
@@ -34,6 +36,10 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 const count = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
+
+/** A reported count, or null when absent or not a finite non-negative number: unknown is not 0. */
+const reported = (value: unknown): number | null =>
+  typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : null;
 
 /** The message of an OpenAI-style error body, else the raw text, shortened. */
 export function errorSnippet(text: string): string {
@@ -127,6 +133,7 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
     return { ok: false, message: `judge reply has no content (finish_reason ${finish}${refusal})` };
   }
   const usage = isRecord(json['usage']) ? json['usage'] : {};
+  const details = usage['prompt_tokens_details'];
   return {
     ok: true,
     completion: {
@@ -134,6 +141,7 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
       model: typeof json['model'] === 'string' ? json['model'] : requestedModel,
       promptTokens: count(usage['prompt_tokens']),
       completionTokens: count(usage['completion_tokens']),
+      cachedPromptTokens: isRecord(details) ? reported(details['cached_tokens']) : null,
     },
   };
 }

@@ -284,6 +284,7 @@ export function createOpenAICompatibleBackend(
         model: value.model,
         promptTokens: value.promptTokens,
         completionTokens: value.completionTokens,
+        cachedPromptTokens: value.cachedPromptTokens,
         latencyMs: performance.now() - started,
         attempts,
       };
