@@ -130,6 +130,8 @@ export interface GraphResult {
   oracleGap: Proportion | null;
   dynamics: DebateDynamics | null;
   paired: PairedComparison | null;
+  /** For a cascade: judgments its first stage decided (`cascade_stop`) and judgments it escalated. */
+  cascade: { stops: number; escalations: number } | null;
 }
 
 export interface AblationResults {
@@ -516,6 +518,13 @@ export function analyze(options: AnalyzeOptions): AblationResults {
         reference === null || reference === entry.label
           ? null
           : paired(items, clusters, records, recordsOf(reference), reference, bootstrap),
+      cascade:
+        entry.graph.cascade === undefined
+          ? null
+          : {
+              stops: records.filter((r) => r.stopReason === 'cascade_stop').length,
+              escalations: records.filter((r) => r.stopReason === 'escalated').length,
+            },
     };
   });
 

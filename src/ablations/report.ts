@@ -96,6 +96,13 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
     facts.push(`equal-budget baseline for ${g.baselineFor.map((a) => `\`${a}\``).join(', ')}`);
   out.push(`${facts.join(' · ')}${g.description === null ? '' : `  \n${g.description}`}`);
   out.push('');
+  if (g.cascade !== null) {
+    const { stops, escalations } = g.cascade;
+    out.push(
+      `- Cascade: ${stops} of ${g.items} judgments decided by the first stage (cascade_stop), ` +
+        `${escalations} escalated; its stages are in the summary table beside it.`,
+    );
+  }
   out.push(
     `- Confusion (decided items, n = ${m.n}): TP ${m.confusion.tp} · FP ${m.confusion.fp} · TN ${m.confusion.tn} · FN ${m.confusion.fn}`,
     `- Accuracy ${withCi(m.point.accuracy, m.ci.accuracy)} · specificity ${withCi(m.point.specificity, m.ci.specificity)}`,

@@ -1,8 +1,8 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { RewardError } from '../errors.js';
-import { compileGraph, type CompiledGraph } from '../judge/graph.js';
-import { getPreset, voteGraph } from '../judge/presets.js';
+import type { CompiledGraph } from '../judge/graph.js';
+import { compileSpec, getPreset, PRESETS, voteGraph } from '../judge/presets.js';
 import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
@@ -40,11 +40,19 @@ async function compileNamed(name: string, read: (path: string) => Promise<string
         `graph file ${name}: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
-    return compileGraph(json, basename(name, '.json'));
+    return compileSpec(json, basename(name, '.json'));
   }
   const preset = getPreset(name);
   if (preset === undefined) throw new RewardError('RW_UNKNOWN_GRAPH', `unknown graph "${name}"`);
   return preset;
+}
+
+/** A cascade stage as the preset with the same hash if there is one, else under `fallback`. */
+function asStage(graph: CompiledGraph, fallback: string): [string, CompiledGraph] {
+  for (const [name, preset] of PRESETS) {
+    if (preset.hash === graph.hash && name !== 'default') return [name, preset];
+  }
+  return [fallback, graph];
 }
 
 /**
@@ -80,6 +88,13 @@ export async function resolveGraphs(
   // The reference may resolve to a graph asked for under another name (`default` = `analysts-2`).
   const reference =
     referenceName === null ? null : add(referenceName, await compileNamed(referenceName, read), true).label;
+  // A cascade is reported beside its two stages, so its savings and precision cost are read off one table.
+  for (const entry of [...entries]) {
+    const cascade = entry.graph.cascade;
+    if (cascade === undefined) continue;
+    add(...asStage(cascade.first, `${entry.label}.first`), true);
+    add(...asStage(cascade.then, `${entry.label}.then`), true);
+  }
   if (options.baseline ?? true) {
     for (const entry of [...entries]) {
       const n = entry.graph.llmCallsPerJudgment;

@@ -45,14 +45,35 @@ export const EarlyStop = z.strictObject({
   kind: z.literal('unanimous'),
 });
 
-export const GraphSpec = z.strictObject({
+const GraphFields = {
   name: z.string().min(1).max(64).optional(),
   description: z.string().max(500).optional(),
   rounds: z.number().int().min(1).max(5).default(1),
   early_stop: EarlyStop.optional(),
   decision: Decision,
   nodes: z.array(GraphNode).min(0).max(16),
+};
+
+/** A plain graph (the escalation target of a cascade cannot itself be a cascade). */
+const PlainGraphSpec = z.strictObject(GraphFields);
+
+/**
+ * A cascade: this graph's own nodes are the cheap first stage. When its verdict is `stop_on` with a
+ * confidence in that verdict ≥ `threshold`, the judgment stops there (stop reason `cascade_stop`); anything
+ * else — the other verdict, lower confidence, a failed first stage — runs `escalate_to` (stop reason
+ * `escalated`), whose verdict is the judgment's. Pick `stop_on` as the direction where an error is cheap:
+ * for a reward, a wrong `no_match` costs one missed reward, a wrong `match` teaches the policy a hack.
+ */
+export const Cascade = z.strictObject({
+  /** A preset name or an inline (non-cascade) graph spec. */
+  escalate_to: z.union([z.string().min(1).max(64), PlainGraphSpec]),
+  stop_on: z.enum(['match', 'no_match']).default('no_match'),
+  /** Minimum confidence of the first stage in `stop_on` (its score, turned towards that verdict). */
+  threshold: z.number().min(0.5).max(1),
 });
+export type Cascade = z.infer<typeof Cascade>;
+
+export const GraphSpec = z.strictObject({ ...GraphFields, cascade: Cascade.optional() });
 export type GraphSpec = z.infer<typeof GraphSpec>;
 export type GraphSpecInput = z.input<typeof GraphSpec>;
 
@@ -93,6 +114,29 @@ export interface CompiledGraph {
   voters: readonly string[];
   /** Track-record weight per node id (`weight`, default 1) for `confidence_weighted`. */
   weights: ReadonlyMap<string, number>;
+  /**
+   * Set for a cascade: `first` is this graph's own nodes as a plain graph (what `debate`/`final` describe),
+   * `then` the escalation graph. Call counts above are first + then (the most a judgment can spend).
+   */
+  cascade?: CompiledCascade | undefined;
+}
+
+export interface CompiledCascade {
+  first: CompiledGraph;
+  then: CompiledGraph;
+  stopOn: 'match' | 'no_match';
+  threshold: number;
+}
+
+/** Every node a judgment of this graph may run: a cascade's escalation nodes too. */
+export function allNodes(graph: CompiledGraph): ResolvedNode[] {
+  const own = graph.debate.concat(graph.final);
+  return graph.cascade === undefined ? own : own.concat(allNodes(graph.cascade.then));
+}
+
+export interface CompileOptions {
+  /** Resolves a preset name (a cascade's `escalate_to`); without it only inline escalation specs compile. */
+  resolve?: ((name: string) => CompiledGraph | undefined) | undefined;
 }
 
 export interface ResolvedNode {
@@ -117,13 +161,14 @@ function hasStance(role: Role): boolean {
  * Parses and validates a graph spec. Throws RewardError RW_INVALID_GRAPH whose message names the offending
  * node: unknown role, duplicate id, dangling or self `sees`, cycles, no deciding node, identical parallel members.
  */
-export function compileGraph(input: unknown, name?: string): CompiledGraph {
+export function compileGraph(input: unknown, name?: string, options: CompileOptions = {}): CompiledGraph {
   const parsed = GraphSpec.safeParse(input);
   if (!parsed.success) {
     const details = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
     throw invalid(`invalid graph spec: ${details.join('; ')}`, details);
   }
   const spec = parsed.data;
+  if (spec.cascade !== undefined) return compileCascade(spec, spec.cascade, name, options);
   if (spec.nodes.length === 0) throw invalid('graph has no nodes');
 
   const byId = new Map<string, GraphNode>();
@@ -202,6 +247,42 @@ export function compileGraph(input: unknown, name?: string): CompiledGraph {
     byId: resolved,
     voters,
     weights: new Map(ordered.map((r) => [r.node.id, r.node.weight ?? 1])),
+  };
+}
+
+function compileCascade(
+  spec: GraphSpec,
+  cascade: Cascade,
+  name: string | undefined,
+  options: CompileOptions,
+): CompiledGraph {
+  const { cascade: _cascade, ...plain } = spec;
+  const first = compileGraph(plain, name);
+  let then: CompiledGraph | undefined;
+  if (typeof cascade.escalate_to === 'string') {
+    then = options.resolve?.(cascade.escalate_to);
+    if (then === undefined) throw invalid(`cascade.escalate_to: unknown graph '${cascade.escalate_to}'`);
+    if (then.cascade !== undefined) throw invalid('cascade.escalate_to: a cascade cannot escalate to a cascade');
+  } else {
+    then = compileGraph(cascade.escalate_to, cascade.escalate_to.name);
+  }
+  if (first.llmCallsPerJudgment === 0 && then.llmCallsPerJudgment === 0) {
+    throw invalid('cascade: neither stage makes an LLM call');
+  }
+  // Both stages' messages go into one transcript: node ids must tell them apart.
+  for (const id of first.byId.keys()) {
+    if (then.byId.has(id)) throw invalid(`cascade: node id '${id}' is used by both stages`);
+  }
+  const own = graphHash(spec);
+  return {
+    ...first,
+    name: name ?? spec.name ?? 'custom',
+    // The escalation graph's own hash is part of the identity (a preset name alone is not).
+    hash: createHash('sha256').update(`${own}>${then.hash}`).digest('hex').slice(0, 16),
+    spec,
+    llmCallsPerJudgment: first.llmCallsPerJudgment + then.llmCallsPerJudgment,
+    criticalPathCalls: first.criticalPathCalls + then.criticalPathCalls,
+    cascade: { first, then, stopOn: cascade.stop_on, threshold: cascade.threshold },
   };
 }
 

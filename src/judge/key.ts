@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 
 import { PROMPT_VERSION } from '../roles/index.js';
-import type { CompiledGraph } from './graph.js';
+import { allNodes, type CompiledGraph } from './graph.js';
 import type { JudgmentInput, Router } from './types.js';
 
 /**
@@ -30,7 +30,7 @@ function routePrefix(graph: CompiledGraph, router: Router): string {
   let prefix = byGraph.get(graph);
   if (prefix === undefined) {
     prefix = graph.hash + PROMPT_VERSION;
-    for (const r of graph.debate.concat(graph.final)) {
+    for (const r of allNodes(graph)) {
       if (r.role.kind !== 'llm') continue;
       const route = router.route(r.node);
       prefix += `|${r.node.id}=${route.backend.name}/${route.model}/${route.temperature ?? ''}/${route.topP ?? ''}/${route.maxTokens ?? ''}`;

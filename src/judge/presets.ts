@@ -136,6 +136,17 @@ const SPECS: ReadonlyArray<readonly [string, GraphSpecInput]> = [
     },
   ],
   [
+    'cascade',
+    {
+      description:
+        'single-judge first; a no_match with confidence ≥ 0.8 stops there (cascade_stop), anything else ' +
+        'escalates to the default committee (escalated)',
+      decision: { rule: 'evaluator', node: 'judge' },
+      nodes: [{ id: 'judge', role: 'judge', temperature: 0 }],
+      cascade: { escalate_to: 'default', stop_on: 'no_match', threshold: 0.8 },
+    },
+  ],
+  [
     'lexical',
     {
       description: 'no LLM: TF-IDF cosine between idea and ground truth against a fixed threshold',
@@ -150,7 +161,9 @@ export const DEFAULT_GRAPH = 'analysts-2';
 
 function buildPresets(): Map<string, CompiledGraph> {
   const presets = new Map<string, CompiledGraph>();
-  for (const [name, spec] of SPECS) presets.set(name, compileGraph(spec, name));
+  const resolve = (name: string): CompiledGraph | undefined =>
+    presets.get(name === 'default' ? DEFAULT_GRAPH : name);
+  for (const [name, spec] of SPECS) presets.set(name, compileGraph(spec, name, { resolve }));
   const fallback = presets.get(DEFAULT_GRAPH);
   if (fallback !== undefined) presets.set('default', fallback);
   return presets;
@@ -161,6 +174,11 @@ export const PRESETS: ReadonlyMap<string, CompiledGraph> = buildPresets();
 
 export function getPreset(name: string): CompiledGraph | undefined {
   return PRESETS.get(name);
+}
+
+/** Compiles an inline spec whose cascade may escalate to a preset by name. */
+export function compileSpec(input: unknown, name?: string): CompiledGraph {
+  return compileGraph(input, name, { resolve: getPreset });
 }
 
 /** N independent single judges with majority vote: the equal-budget baseline for an N-call graph. */

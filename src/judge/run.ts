@@ -8,7 +8,7 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
-import type { CompiledGraph, ResolvedNode } from './graph.js';
+import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
 import { failedJudgment, okJudgment, rejectedJudgment, type JudgmentRun } from './judgment.js';
 import { nextNonce } from './nonce.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
@@ -56,6 +56,7 @@ export async function runJudgment(
   const started = performance.now();
   const check = checkCandidate(input.candidate, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
   if (!check.ok) return rejectedJudgment(graph, check.reason, performance.now() - started);
+  if (graph.cascade !== undefined) return runCascade(graph, graph.cascade, input, options, started);
 
   const controller = new AbortController();
   let timedOut = false;
@@ -162,6 +163,65 @@ export async function runJudgment(
     if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', 'judgment ended'));
     options.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * A cascade: the first stage decides alone when it is confident in `stopOn` (`cascade_stop`); anything else
+ * escalates to `then` (`escalated`, or the escalation's own failure reason). One nonce for both stages; the
+ * transcript holds both stages' messages (node ids are distinct across stages) and usage is their sum. A
+ * first stage that failed escalates too, unless the deadline passed or the caller aborted.
+ */
+async function runCascade(
+  graph: CompiledGraph,
+  cascade: CompiledCascade,
+  input: JudgmentInput,
+  options: RunOptions,
+  started: number,
+): Promise<Judgment> {
+  const staged = { ...options, nonce: options.nonce ?? nextNonce() };
+  const first = await runJudgment(cascade.first, input, staged);
+  const confidence =
+    first.score === null ? 0 : first.verdict === 'match' ? first.score : 1 - first.score;
+  const stops = first.status === 'ok' && first.verdict === cascade.stopOn && confidence >= cascade.threshold;
+  const ended = first.status === 'timeout' || first.stopReason === 'aborted';
+  if (stops || ended) {
+    return relabel(graph, first, stops ? 'cascade_stop' : first.stopReason, first, started);
+  }
+  const second = await runJudgment(cascade.then, input, staged);
+  return relabel(graph, second, second.status === 'ok' ? 'escalated' : second.stopReason, first, started);
+}
+
+/** The deciding stage's outcome under the cascade's name and hash, with both stages' work. */
+function relabel(
+  graph: CompiledGraph,
+  decided: Judgment,
+  stopReason: string,
+  first: Judgment,
+  started: number,
+): Judgment {
+  const both = decided !== first;
+  return {
+    status: decided.status,
+    verdict: decided.verdict,
+    reward: decided.reward,
+    score: decided.score,
+    reason: decided.reason,
+    error: decided.error,
+    graph: { name: graph.name, hash: graph.hash },
+    promptVersion: decided.promptVersion,
+    rounds: both ? first.rounds + decided.rounds : decided.rounds,
+    stopReason,
+    transcript: both ? first.transcript.concat(decided.transcript) : decided.transcript,
+    usage: both
+      ? {
+          calls: first.usage.calls + decided.usage.calls,
+          promptTokens: first.usage.promptTokens + decided.usage.promptTokens,
+          completionTokens: first.usage.completionTokens + decided.usage.completionTokens,
+          cachedPromptTokens: addKnown(first.usage.cachedPromptTokens, decided.usage.cachedPromptTokens),
+        }
+      : decided.usage,
+    latencyMs: performance.now() - started,
+  };
 }
 
 const addKnown = (sum: number | null, value: number | null): number | null =>

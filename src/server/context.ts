@@ -3,8 +3,7 @@ import type { FastifyReply } from 'fastify';
 
 import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
-import { compileGraph } from '../judge/graph.js';
-import { getPreset, PRESETS } from '../judge/presets.js';
+import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { Admission } from './admission.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
@@ -38,7 +37,7 @@ export function resolveGraph(
   if (field === undefined) return ctx.defaultGraph;
   if (typeof field === 'string') return presetChoice(field);
   try {
-    return { graph: compileGraph(field), label: CUSTOM_GRAPH_LABEL };
+    return { graph: compileSpec(field), label: CUSTOM_GRAPH_LABEL };
   } catch (err) {
     if (err instanceof RewardError) throw err;
     throw new RewardError(

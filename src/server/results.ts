@@ -18,7 +18,8 @@ export interface ItemResult {
   error?: string;
   error_code?: string;
   rounds?: number;
-  stop_reason?: string;
+  /** Why the judgment ended (`cascade_stop`, `escalated`, `single_round`, `deadline`…); always present. */
+  stop_reason: string;
   transcript?: unknown;
 }
 
@@ -35,6 +36,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
     cached_prompt_tokens: j.usage.cachedPromptTokens,
     latency_ms: Math.round(j.latencyMs),
     judgment_id: item.judgmentId,
+    stop_reason: j.stopReason,
   };
   if (j.reason !== undefined) result.reason = j.reason;
   if (j.error !== undefined) {
@@ -43,7 +45,6 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
   }
   if (includeTranscript) {
     result.rounds = j.rounds;
-    result.stop_reason = j.stopReason;
     result.transcript = j.transcript;
   }
   return result;

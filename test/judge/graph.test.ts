@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { RewardError } from '../../src/errors.js';
 import { compileGraph, graphHash, GraphSpec } from '../../src/judge/graph.js';
-import { PRESETS, getPreset, voteGraph } from '../../src/judge/presets.js';
+import { compileSpec, PRESETS, getPreset, voteGraph } from '../../src/judge/presets.js';
 
 function invalidMessage(spec: unknown): string {
   try {
@@ -20,6 +20,7 @@ const evaluator = { id: 'evaluator', role: 'evaluator', stage: 'final', sees: 'a
 describe('presets', () => {
   const names = [
     'default',
+    'cascade',
     'analysts-2',
     'ordinary',
     'no-analyst',
@@ -40,7 +41,7 @@ describe('presets', () => {
   it('has every preset of the design table, each validating', () => {
     expect([...PRESETS.keys()].sort()).toEqual([...names].sort());
     for (const [name, graph] of PRESETS) {
-      expect(() => compileGraph(graph.spec, name)).not.toThrow();
+      expect(() => compileSpec(graph.spec, name)).not.toThrow();
       expect(graph.hash).toMatch(/^[0-9a-f]{16}$/);
     }
   });

@@ -1,0 +1,58 @@
+/** Issue 14 item 4: the ablation report shows a cascade beside its two stages. */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { loadDataset } from '../../src/ablations/dataset.js';
+import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
+import { createOfflineBackend } from '../../src/judge/backends/offline.js';
+import { createRouter } from '../../src/judge/routing.js';
+
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+describe('ablating a cascade', () => {
+  it('adds both stages and reports calls, tokens, P/R and stop counts beside them', async () => {
+    const { entries, reference } = await resolveGraphs(['cascade']);
+    expect(entries.map((e) => e.label)).toEqual([
+      'cascade',
+      'default',
+      'single-judge',
+      'vote-4',
+      'vote-3',
+      'vote-1',
+    ]);
+    expect(reference).toBe('default');
+    const dir = await mkdtemp(join(tmpdir(), 'ablate-cascade-'));
+    dirs.push(dir);
+    const run = await runAblation({
+      dataset: await loadDataset('datasets/sample.jsonl'),
+      entries,
+      reference,
+      router: createRouter({ default: 'offline', offline: createOfflineBackend }),
+      outDir: dir,
+      concurrency: 4,
+      resamples: 50,
+    });
+    expect(run.completed).toBe(true);
+    const byName = new Map(run.results!.graphs.map((g) => [g.name, g]));
+    const cascade = byName.get('cascade')!;
+    const committee = byName.get('default')!;
+    const single = byName.get('single-judge')!;
+    expect(cascade.cascade!.stops + cascade.cascade!.escalations).toBe(cascade.items);
+    expect(committee.cascade).toBeNull();
+    // Calls per judgment: 1 per stopped item, 1 + 3 per escalated one.
+    const calls = (cascade.cascade!.stops + 4 * cascade.cascade!.escalations) / cascade.items;
+    expect(cascade.usage.callsPerJudgment).toBeCloseTo(calls, 9);
+    expect(single.usage.callsPerJudgment).toBe(1);
+    const report = await readFile(join(dir, 'report.md'), 'utf8');
+    for (const name of ['cascade', 'default', 'single-judge'])
+      expect(report).toMatch(new RegExp(`\\| ${name}\\*? \\|`));
+    expect(report).toContain(
+      `- Cascade: ${cascade.cascade!.stops} of ${cascade.items} judgments decided by the first stage`,
+    );
+  });
+});
