@@ -1,4 +1,4 @@
-/** Issue 14 item 3: backend-reported cached prompt tokens reach /metrics, results, usage and transcripts. */
+/** Issue 14 over HTTP: cached prompt tokens in /metrics, results and usage; cascade stop reasons. */
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
@@ -77,5 +77,36 @@ describe('cached prompt tokens', () => {
     expect(body.usage.prompt_tokens).toBeGreaterThan(0);
     const text = (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
     expect(samples(text, 'reward_backend_cached_prompt_tokens_total').size).toBe(0);
+  });
+});
+
+describe('cascade through /v1/reward', () => {
+  it('reports stop_reason per result: confident no_match stops, a match escalates', async () => {
+    h = await startHarness();
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: {
+        question: QUESTION,
+        ground_truth: GROUND_TRUTH,
+        candidates: [candidate(0, true), candidate(1, false)],
+        graph: 'cascade',
+      },
+    });
+    expect(res.statusCode).toBe(200);
+    const body = res.json<{
+      rewards: number[];
+      results: Array<{ stop_reason: string; calls: number }>;
+      graph: { name: string };
+      usage: { calls: number };
+    }>();
+    expect(body.graph.name).toBe('cascade');
+    expect(body.rewards).toEqual([1, 0]);
+    expect(body.results.map((r) => [r.stop_reason, r.calls])).toEqual([
+      ['escalated', 4],
+      ['cascade_stop', 1],
+    ]);
+    expect(body.usage.calls).toBe(5);
+    expect(h.fake.callCount).toBe(5);
   });
 });
