@@ -262,7 +262,8 @@ function compileCascade(
   if (typeof cascade.escalate_to === 'string') {
     then = options.resolve?.(cascade.escalate_to);
     if (then === undefined) throw invalid(`cascade.escalate_to: unknown graph '${cascade.escalate_to}'`);
-    if (then.cascade !== undefined) throw invalid('cascade.escalate_to: a cascade cannot escalate to a cascade');
+    if (then.cascade !== undefined)
+      throw invalid('cascade.escalate_to: a cascade cannot escalate to a cascade');
   } else {
     then = compileGraph(cascade.escalate_to, cascade.escalate_to.name);
   }

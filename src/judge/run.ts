@@ -180,8 +180,7 @@ async function runCascade(
 ): Promise<Judgment> {
   const staged = { ...options, nonce: options.nonce ?? nextNonce() };
   const first = await runJudgment(cascade.first, input, staged);
-  const confidence =
-    first.score === null ? 0 : first.verdict === 'match' ? first.score : 1 - first.score;
+  const confidence = first.score === null ? 0 : first.verdict === 'match' ? first.score : 1 - first.score;
   const stops = first.status === 'ok' && first.verdict === cascade.stopOn && confidence >= cascade.threshold;
   const ended = first.status === 'timeout' || first.stopReason === 'aborted';
   if (stops || ended) {
