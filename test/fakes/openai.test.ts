@@ -296,6 +296,19 @@ describe('block cache (vLLM-like prefix caching)', () => {
     expect((await chat(fake.baseURL)).json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
   });
 
+  it('with registerOn reply, a prefix being computed does not serve a request arriving meanwhile', async () => {
+    fake = await startFakeOpenAI({
+      fallback: { kind: 'json', body: { ok: true } },
+      latencyMs: 50,
+      blockCache: { registerOn: 'reply' },
+    });
+    const [a, b] = await Promise.all([chat(fake.baseURL), chat(fake.baseURL)]);
+    expect(a.json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+    expect(b.json.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+    const c = await chat(fake.baseURL);
+    expect(c.json.usage.prompt_tokens_details?.cached_tokens).toBeGreaterThan(0);
+  });
+
   it('omits prompt_tokens_details without a block cache (a backend that does not report it)', async () => {
     fake = await startFakeOpenAI({ fallback: { kind: 'json', body: { ok: true } } });
     const reply = await chat(fake.baseURL);

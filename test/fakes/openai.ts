@@ -84,6 +84,12 @@ export interface BlockCacheOptions {
   blockChars?: number;
   /** Blocks kept before the least recently used one is evicted. Default 1 048 576 (64 MiB of text). */
   capacityBlocks?: number;
+  /**
+   * When a request's blocks become reusable. `arrival` (default): at once, as if prefill took no time, so
+   * identical prefixes arriving together share (an upper bound). `reply`: only once the reply is sent, like
+   * a real server, where a prefix being computed cannot serve a request that arrives meanwhile.
+   */
+  registerOn?: 'arrival' | 'reply';
 }
 
 /** Prefill accounting of a fake with a block cache, in prompt characters. */
@@ -194,9 +200,12 @@ export function promptText(body: FakeChatRequest): string {
   return text;
 }
 
-/** A block cache: `lookup` counts the leading cached characters of a prompt and then caches all its blocks. */
+/** A block cache over prompt texts. */
 export interface BlockCache {
-  lookup(text: string): number;
+  /** Leading cached characters of `text`, then (unless `register: false`) caches all its blocks. */
+  lookup(text: string, options?: { register?: boolean }): number;
+  /** Caches all full blocks of `text` (for `registerOn: 'reply'`). */
+  register(text: string): void;
   clear(): void;
   readonly size: number;
 }
@@ -207,8 +216,7 @@ export interface BlockCache {
  * parent's, which is the same thing), so a block is reused only when everything before it is identical.
  * The cached prefix is the longest run of leading blocks already present; the partial last block is never
  * cached, and at least one character is always computed (vLLM recomputes the last token of a full hit).
- * Blocks are registered as soon as the request arrives: prefill is treated as instantaneous, so two
- * identical prompts arriving in the same instant share (an upper bound on reuse). LRU eviction.
+ * LRU eviction; when a request's blocks are registered is the fake's `registerOn` choice.
  */
 export function createBlockCache(options: BlockCacheOptions = {}): BlockCache {
   const blockChars = options.blockChars ?? 64;
@@ -216,28 +224,34 @@ export function createBlockCache(options: BlockCacheOptions = {}): BlockCache {
   if (!Number.isInteger(blockChars) || blockChars < 1) throw new RangeError('blockChars must be ≥ 1');
   if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError('capacityBlocks must be ≥ 1');
   const blocks = new Map<string, true>();
+  const keysOf = (text: string): string[] => {
+    const hash = createHash('sha256');
+    const keys: string[] = [];
+    for (let i = 0; i < Math.floor(text.length / blockChars); i++) {
+      hash.update(text.slice(i * blockChars, (i + 1) * blockChars));
+      keys.push(hash.copy().digest('base64'));
+    }
+    return keys;
+  };
+  const insert = (key: string): void => {
+    blocks.delete(key); // refresh: Map iteration order is the LRU order
+    blocks.set(key, true);
+    if (blocks.size > capacity) {
+      const oldest = blocks.keys().next().value;
+      if (oldest !== undefined) blocks.delete(oldest);
+    }
+  };
   return {
-    lookup(text) {
-      const hash = createHash('sha256');
-      const full = Math.floor(text.length / blockChars);
+    lookup(text, options = {}) {
+      const keys = keysOf(text);
       let hits = 0;
-      let prefixHit = true;
-      for (let i = 0; i < full; i++) {
-        hash.update(text.slice(i * blockChars, (i + 1) * blockChars));
-        const key = hash.copy().digest('base64');
-        if (prefixHit && blocks.has(key)) {
-          hits += 1;
-          blocks.delete(key); // refresh: Map iteration order is the LRU order
-        } else {
-          prefixHit = false;
-        }
-        blocks.set(key, true);
-        if (blocks.size > capacity) {
-          const oldest = blocks.keys().next().value;
-          if (oldest !== undefined) blocks.delete(oldest);
-        }
-      }
+      while (hits < keys.length && blocks.has(keys[hits]!)) hits += 1;
+      // A hit refreshes its blocks; registering adds (and refreshes) every block of the prompt.
+      for (const key of (options.register ?? true) ? keys : keys.slice(0, hits)) insert(key);
       return Math.min(hits * blockChars, Math.max(0, text.length - 1));
+    },
+    register(text) {
+      for (const key of keysOf(text)) insert(key);
     },
     clear: () => blocks.clear(),
     get size() {
@@ -270,6 +284,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       ? undefined
       : createBlockCache(options.blockCache === true ? {} : options.blockCache);
   const prefill = { calls: 0, promptChars: 0, cachedChars: 0 };
+  const registerOnArrival =
+    typeof options.blockCache !== 'object' || (options.blockCache.registerOn ?? 'arrival') === 'arrival';
   /** Cached characters of each call's prompt, looked up once on arrival. */
   const cachedByCall = new WeakMap<FakeChatRequest, { textChars: number; cachedChars: number }>();
   const sockets = new Set<Socket>();
@@ -362,6 +378,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       case 'text': {
         const content = reply.kind === 'json' ? JSON.stringify(reply.body) : reply.text;
         const cached = cachedByCall.get(body);
+        if (cached !== undefined && !registerOnArrival) blockCache?.register(promptText(body));
         // With a block cache, tokens count the rendered template, the text the cache works on.
         const promptTokens = estimateTokens(cached === undefined ? promptChars(body) : cached.textChars);
         const completionTokens = content === null ? 0 : estimateTokens(content.length);
@@ -427,7 +444,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     if (record) calls.push(call);
     if (blockCache !== undefined) {
       const text = promptText(body);
-      const cached = blockCache.lookup(text);
+      const cached = blockCache.lookup(text, { register: registerOnArrival });
       cachedByCall.set(body, { textChars: text.length, cachedChars: cached });
       prefill.calls += 1;
       prefill.promptChars += text.length;
