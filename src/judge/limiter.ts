@@ -1,13 +1,24 @@
 /**
- * Per-backend admission: a max-in-flight semaphore (FIFO) and optional RPM / TPM token buckets.
- * Every wait is abortable and bounded by the call's deadline (RW_JUDGE_TIMEOUT when it cannot be met).
+ * Per-replica admission: an in-flight semaphore (FIFO) and optional RPM / TPM token buckets. Every wait is
+ * abortable and bounded by the call's deadline (RW_JUDGE_TIMEOUT when it cannot be met).
+ *
+ * The semaphore's size is adaptive (AIMD, like TCP congestion control): a real server queues instead of
+ * answering 429, and then every call sent beyond its capacity waits in the server's queue, where our
+ * per-attempt timer counts the wait as if it were service. So the limit grows while attempt latency stays
+ * near the replica's unloaded latency (slow start: +1 per success until the first sign of queueing, then
+ * +1/limit per success) and shrinks multiplicatively when latency inflates past `tolerance` × that baseline
+ * (×0.8) or an attempt times out / is refused for overload (×0.5), at most once per round trip. The
+ * configured `maxInflight` is the ceiling; with `adaptive: false` the limit is that ceiling.
  */
 import { RewardError } from '../errors.js';
 import type { ChatMessage } from './types.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
 
 export interface LimiterOptions {
+  /** The in-flight ceiling (JUDGE_MAX_INFLIGHT / `max_inflight`). */
   maxInflight: number;
+  /** Adapt the limit below the ceiling (AIMD). Default off (the limit is `maxInflight`). */
+  adaptive?: AdaptiveOptions | false | undefined;
   /** Requests per minute; a burst of one second's worth (at least 1) is allowed. */
   rpm?: number | undefined;
   /** Tokens per minute (see `estimateTokens`); a burst of one second's worth is allowed. */
@@ -18,6 +29,25 @@ export interface LimiterOptions {
   sleep?: Sleep | undefined;
 }
 
+export interface AdaptiveOptions {
+  /** Starting limit (clipped to [1, maxInflight]). Default 16. */
+  initial?: number | undefined;
+  /** Latency above `tolerance` × baseline counts as queueing. Default 1.5. */
+  tolerance?: number | undefined;
+  /** Absolute slack added to the threshold, ms, so jitter on very fast calls is not queueing. Default 10. */
+  slackMs?: number | undefined;
+}
+
+/** One finished HTTP attempt, as the adaptive limit sees it. */
+export interface AttemptSample {
+  /** When the attempt was sent (epoch ms, the limiter's clock). */
+  sentAt: number;
+  latencyMs: number;
+  /** A timeout, 429 or 503: the replica is past its capacity whatever the latency says. */
+  overloaded: boolean;
+}
+
+/** Options of one acquire; an object so callers can add fields (e.g. a priority) without breaking others. */
 export interface AcquireOptions {
   signal: AbortSignal;
   /** Absolute deadline (epoch ms). */
@@ -34,7 +64,12 @@ export interface Limiter {
   readonly inflight: number;
   /** Callers queued for a slot. */
   readonly waiting: number;
+  /** The ceiling. */
   readonly maxInflight: number;
+  /** The current in-flight limit (≤ `maxInflight`; equal to it when not adaptive). */
+  readonly limit: number;
+  /** Feeds the adaptive limit with one finished attempt (no-op when not adaptive). */
+  observe(sample: AttemptSample): void;
 }
 
 /** Token estimate for TPM: ceil(chars / 4) over the messages, plus the completion budget. */
@@ -71,6 +106,10 @@ function refill(bucket: Bucket, now: number): void {
 const waitMs = (bucket: Bucket, cost: number): number =>
   Math.max(0, Math.min(cost, bucket.capacity) - bucket.level) / bucket.perMs;
 
+const BASELINE_WINDOW = 64;
+
+const clamp = (value: number, min: number, max: number): number => Math.min(max, Math.max(min, value));
+
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -79,6 +118,20 @@ interface Waiter {
 export function createLimiter(options: LimiterOptions): Limiter {
   const { maxInflight } = options;
   const now = options.now ?? Date.now;
+  const adaptive =
+    options.adaptive === false || options.adaptive === undefined ? undefined : options.adaptive;
+  const tolerance = adaptive?.tolerance ?? 1.5;
+  const slackMs = adaptive?.slackMs ?? 10;
+  // Float limit (additive increase adds 1/limit); slots are its floor.
+  let limit = adaptive === undefined ? maxInflight : clamp(adaptive.initial ?? 16, 1, maxInflight);
+  let slowStart = adaptive !== undefined;
+  let lastDecreaseAt = -Infinity;
+  // Baseline: the minimum latency over the current and the previous window of BASELINE_WINDOW samples,
+  // so it follows a change of prompt mix without ever being one queued sample.
+  let windowMin = Infinity;
+  let previousMin = Infinity;
+  let windowCount = 0;
+  const slots = (): number => Math.max(1, Math.floor(limit));
   const sleep = options.sleep ?? abortableSleep;
   const rpm = options.rpm === undefined ? undefined : createBucket(options.rpm, now());
   const tpm = options.tpm === undefined ? undefined : createBucket(options.tpm, now());
@@ -89,13 +142,58 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   const release = (): void => {
     const head = waiters.entries().next();
-    if (head.done === true) {
+    // After a decrease the slot is retired instead of handed over.
+    if (head.done === true || inflight > slots()) {
       inflight -= 1;
       return;
     }
     const [id, waiter] = head.value;
     waiters.delete(id);
     waiter.resolve(); // hands the slot over: inflight unchanged
+  };
+
+  /** After an increase: admit waiters into the new slots, in order. */
+  const admitWaiters = (): void => {
+    while (inflight < slots()) {
+      const head = waiters.entries().next();
+      if (head.done === true) return;
+      const [id, waiter] = head.value;
+      waiters.delete(id);
+      inflight += 1;
+      waiter.resolve();
+    }
+  };
+
+  const decrease = (factor: number, sentAt: number): void => {
+    // One decrease per round trip: attempts sent before the last decrease saw the old limit.
+    if (sentAt <= lastDecreaseAt) return;
+    limit = Math.max(1, limit * factor);
+    slowStart = false;
+    lastDecreaseAt = now();
+  };
+
+  const observe = (sample: AttemptSample): void => {
+    if (adaptive === undefined) return;
+    if (sample.overloaded) {
+      decrease(0.5, sample.sentAt);
+      return;
+    }
+    windowMin = Math.min(windowMin, sample.latencyMs);
+    windowCount += 1;
+    const baseline = Math.min(windowMin, previousMin);
+    if (windowCount >= BASELINE_WINDOW) {
+      previousMin = windowMin;
+      windowMin = Infinity;
+      windowCount = 0;
+    }
+    if (sample.latencyMs > baseline * tolerance + slackMs) {
+      decrease(0.8, sample.sentAt);
+      return;
+    }
+    // Grow only while the limit is what holds calls back (an idle replica proves nothing).
+    if (inflight + waiters.size + 1 < slots()) return;
+    limit = Math.min(maxInflight, limit + (slowStart ? 1 : 1 / limit));
+    admitWaiters();
   };
 
   const onceRelease = (): Release => {
@@ -126,7 +224,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
           reject(
             new RewardError(
               'RW_JUDGE_TIMEOUT',
-              `no free backend slot (max_inflight ${maxInflight}) before the deadline`,
+              `no free backend slot (in-flight limit ${slots()} of max_inflight ${maxInflight}) before the deadline`,
             ),
           );
         },
@@ -176,7 +274,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   return {
     async acquire(tokens, acquireOptions) {
       if (acquireOptions.signal.aborted) throw abortError(acquireOptions.signal);
-      if (inflight < maxInflight && waiters.size === 0) {
+      if (inflight < slots() && waiters.size === 0) {
         inflight += 1;
       } else {
         await waitForSlot(acquireOptions);
@@ -197,5 +295,9 @@ export function createLimiter(options: LimiterOptions): Limiter {
       return waiters.size;
     },
     maxInflight,
+    get limit() {
+      return slots();
+    },
+    observe,
   };
 }

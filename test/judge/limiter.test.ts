@@ -188,3 +188,117 @@ describe('RPM / TPM buckets', () => {
     expect(sleeps).toEqual([1_000]);
   });
 });
+
+describe('adaptive in-flight limit (AIMD)', () => {
+  /** A limiter on a manual clock; `sample` feeds one finished attempt sent at `sentAt`. */
+  function adaptive(initial: number, maxInflight = 64) {
+    let t = 1_000;
+    const limiter = createLimiter({ maxInflight, adaptive: { initial }, now: () => t });
+    return {
+      limiter,
+      // Deadlines on the limiter's own clock (a Date.now() deadline would overflow its timer).
+      open: () => ({ signal: new AbortController().signal, deadline: t + 60_000 }),
+      advance: (ms: number) => (t += ms),
+      sample: (latencyMs: number, sentAt = t - latencyMs, overloaded = false) =>
+        limiter.observe({ sentAt, latencyMs, overloaded }),
+    };
+  }
+
+  it('is the ceiling when not adaptive, and observe changes nothing', () => {
+    const limiter = createLimiter({ maxInflight: 7 });
+    limiter.observe({ sentAt: 0, latencyMs: 10_000, overloaded: true });
+    expect(limiter.limit).toBe(7);
+  });
+
+  it('grows by one per fast success in slow start while calls are held back, and admits a waiter', async () => {
+    const { limiter, open, advance, sample } = adaptive(2);
+    const held = [await limiter.acquire(1, open()), await limiter.acquire(1, open())];
+    let third = false;
+    const pending = limiter.acquire(1, open()).then((r) => {
+      third = true;
+      return r;
+    });
+    await flush();
+    expect(third).toBe(false);
+    advance(100);
+    sample(100);
+    await flush();
+    expect(limiter.limit).toBe(3);
+    expect(third).toBe(true);
+    for (const r of [...held, await pending]) r();
+  });
+
+  it('does not grow while demand is below the limit (an idle replica proves nothing)', async () => {
+    const { limiter, open, advance, sample } = adaptive(8);
+    const r = await limiter.acquire(1, open());
+    advance(100);
+    sample(100);
+    expect(limiter.limit).toBe(8);
+    r();
+  });
+
+  it('cuts by 0.8 when latency inflates past 1.5× the baseline, once per round trip', async () => {
+    const { limiter, open, advance, sample } = adaptive(10);
+    const held = await Promise.all(Array.from({ length: 10 }, () => limiter.acquire(1, open())));
+    advance(100);
+    sample(100); // baseline 100 ms; slow start → 11
+    expect(limiter.limit).toBe(11);
+    advance(400);
+    const sentBefore = 1_000; // sent before the decrease below
+    sample(400, sentBefore); // queueing: 400 > 1.5 × 100 + 10 → 11 × 0.8 = 8.8
+    expect(limiter.limit).toBe(8);
+    sample(450, sentBefore); // same round trip: no second cut
+    expect(limiter.limit).toBe(8);
+    advance(10);
+    sample(400, 1_510); // sent after the cut: cut again (8.8 × 0.8 = 7.04)
+    expect(limiter.limit).toBe(7);
+    for (const r of held) r();
+  });
+
+  it('halves on an overload signal (timeout / 429 / 503) and never goes below 1', () => {
+    const { limiter, advance, sample } = adaptive(8);
+    advance(10);
+    sample(6_000, 1_001, true);
+    expect(limiter.limit).toBe(4);
+    for (let i = 0; i < 10; i++) {
+      advance(10);
+      sample(6_000, 1_000 + 20 * (i + 1), true);
+    }
+    expect(limiter.limit).toBe(1);
+  });
+
+  it('after a cut, a released slot is retired instead of handed to a waiter', async () => {
+    const { limiter, open, advance, sample } = adaptive(2);
+    const a = await limiter.acquire(1, open());
+    const b = await limiter.acquire(1, open());
+    let third = false;
+    const pending = limiter.acquire(1, open()).then((r) => {
+      third = true;
+      return r;
+    });
+    advance(10);
+    sample(100, 1_005, true); // 2 → 1
+    expect(limiter.limit).toBe(1);
+    a();
+    await flush();
+    expect([limiter.inflight, third]).toEqual([1, false]);
+    b();
+    await flush();
+    expect([limiter.inflight, third]).toEqual([1, true]);
+    (await pending)();
+  });
+
+  it('never exceeds the ceiling', async () => {
+    const { limiter, open, advance, sample } = adaptive(3, 4);
+    const held = await Promise.all(Array.from({ length: 3 }, () => limiter.acquire(1, open())));
+    const waiters = Array.from({ length: 5 }, () => limiter.acquire(1, open()));
+    for (let i = 0; i < 20; i++) {
+      advance(50);
+      sample(50);
+    }
+    expect(limiter.limit).toBe(4);
+    expect(limiter.inflight).toBe(4);
+    for (const r of held) r();
+    for (const w of waiters) (await w)();
+  });
+});
