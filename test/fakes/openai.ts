@@ -51,6 +51,8 @@ export interface RecordedCall {
   role: string | undefined;
   /** `performance.now()` when the full request body had arrived. */
   arrivedAt: number;
+  /** `performance.now()` when the call got a slot (= `arrivedAt` without `slots`); undefined while queued. */
+  startedAt: number | undefined;
   /** `performance.now()` when the reply was written or the socket closed. */
   finishedAt: number | undefined;
   outcome: CallOutcome;
@@ -71,6 +73,13 @@ export interface FakeOpenAIOptions {
   record?: boolean;
   /** Port to listen on (default 0 = any free port). Always 127.0.0.1. */
   port?: number;
+  /**
+   * Serve at most this many calls at once, like a llama.cpp / vLLM server with N slots: the others wait in
+   * a FIFO (never a 429) and their wait counts in the client's latency. A call closed while queued leaves
+   * the queue. The block cache sees a call when it gets its slot. Service time is `latencyMs` (+ a `slow`
+   * reply's own delay). Default: unlimited.
+   */
+  slots?: number;
   /**
    * Simulate vLLM's automatic prefix caching and report `usage.prompt_tokens_details.cached_tokens`
    * (default off: usage then has no such field, like a backend that does not report it).
@@ -286,10 +295,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   const prefill = { calls: 0, promptChars: 0, cachedChars: 0 };
   const registerOnArrival =
     typeof options.blockCache !== 'object' || (options.blockCache.registerOn ?? 'arrival') === 'arrival';
-  /** Cached characters of each call's prompt, looked up once on arrival. */
+  /** Cached characters of each call's prompt, looked up once when it is served. */
   const cachedByCall = new WeakMap<FakeChatRequest, { textChars: number; cachedChars: number }>();
   const sockets = new Set<Socket>();
   const timers = new Set<NodeJS.Timeout>();
+  const slots = options.slots ?? Infinity;
+  let busy = 0;
+  const queued: Array<{ call: RecordedCall; start: () => void }> = [];
 
   const watchers = new Set<() => void>();
   const notify = (): void => {
@@ -436,37 +448,55 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       body,
       role: requestRole(body),
       arrivedAt: performance.now(),
+      startedAt: undefined,
       finishedAt: undefined,
       outcome: 'pending',
       status: undefined,
     };
     callCount += 1;
     if (record) calls.push(call);
-    if (blockCache !== undefined) {
-      const text = promptText(body);
-      const cached = blockCache.lookup(text, { register: registerOnArrival });
-      cachedByCall.set(body, { textChars: text.length, cachedChars: cached });
-      prefill.calls += 1;
-      prefill.promptChars += text.length;
-      prefill.cachedChars += cached;
-    }
     inflight += 1;
     if (inflight > maxInflight) maxInflight = inflight;
+    let started = false;
+    /** The call gets a slot: the block cache sees its prompt and its reply is played. */
+    const start = (): void => {
+      started = true;
+      busy += 1;
+      call.startedAt = performance.now();
+      if (blockCache !== undefined) {
+        const text = promptText(body);
+        const cached = blockCache.lookup(text, { register: registerOnArrival });
+        cachedByCall.set(body, { textChars: text.length, cachedChars: cached });
+        prefill.calls += 1;
+        prefill.promptChars += text.length;
+        prefill.cachedChars += cached;
+      }
+      const reply = nextReply(body, call);
+      if (latencyMs > 0 && reply.kind !== 'hang' && reply.kind !== 'reset') {
+        later(latencyMs, () => play(reply, body, call, req, res));
+      } else {
+        play(reply, body, call, req, res);
+      }
+    };
     res.once('close', () => {
       inflight -= 1;
       call.finishedAt = performance.now();
       if (call.outcome === 'pending') {
         call.outcome = res.writableFinished ? 'replied' : closing ? 'server_closed' : 'client_closed';
       }
+      if (started) {
+        busy -= 1;
+        const next = queued.shift();
+        if (next !== undefined && !closing) next.start();
+      } else {
+        const at = queued.findIndex((q) => q.call === call);
+        if (at >= 0) queued.splice(at, 1);
+      }
       notify();
     });
     notify();
-    const reply = nextReply(body, call);
-    if (latencyMs > 0 && reply.kind !== 'hang' && reply.kind !== 'reset') {
-      later(latencyMs, () => play(reply, body, call, req, res));
-    } else {
-      play(reply, body, call, req, res);
-    }
+    if (busy < slots) start();
+    else queued.push({ call, start });
   };
 
   const server = createServer((req, res) => {
