@@ -14,6 +14,7 @@ import { BACKEND_DEFAULTS, CANDIDATE_LIMIT_DEFAULTS } from './settings/defaults.
 import {
   BackendSettings,
   loadRoutingFile,
+  ReplicaPolicy,
   ResponseFormat,
   type RoutingFile,
 } from './settings/routing-file.js';
@@ -69,7 +70,17 @@ function readRoutingFile(path: string, ctx: z.RefinementCtx): RoutingFile | unde
 /** The default judge backend (offline unless JUDGE_BASE_URL is set) and the routing file. */
 const JudgeEnv = z
   .object({
-    JUDGE_BASE_URL: z.url().optional(),
+    /** One URL, or a comma-separated list of replicas of the same model. */
+    JUDGE_BASE_URL: z
+      .string()
+      .transform((v) =>
+        v
+          .split(',')
+          .map((u) => u.trim())
+          .filter((u) => u !== ''),
+      )
+      .pipe(z.array(z.url()).min(1))
+      .optional(),
     JUDGE_API_KEY: z.string().optional(),
     JUDGE_MODEL: z.string().min(1).optional(),
     JUDGE_TIMEOUT_MS: int(1).default(BACKEND_DEFAULTS.timeoutMs),
@@ -78,6 +89,10 @@ const JudgeEnv = z
     JUDGE_RPM: int(1).optional(),
     JUDGE_TPM: int(1).optional(),
     JUDGE_RESPONSE_FORMAT: ResponseFormat.default(BACKEND_DEFAULTS.responseFormat),
+    JUDGE_ADAPTIVE_INFLIGHT: z.stringbool().default(BACKEND_DEFAULTS.adaptiveInflight),
+    JUDGE_REPLICA_POLICY: ReplicaPolicy.default(BACKEND_DEFAULTS.replicaPolicy),
+    JUDGE_PREFIX_STAGGER_MS: int(0, 10_000).default(BACKEND_DEFAULTS.prefixStaggerMs),
+    JUDGE_ROUTING_KEY_HEADER: z.string().min(1).default(BACKEND_DEFAULTS.routingKeyHeader),
     REWARD_CONFIG: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
@@ -88,8 +103,9 @@ const JudgeEnv = z
   .transform((e, ctx) => {
     let judgeDefault: BackendSettings | 'offline' = 'offline';
     if (e.JUDGE_BASE_URL !== undefined && e.JUDGE_MODEL !== undefined) {
-      judgeDefault = BackendSettings.parse({
-        base_url: e.JUDGE_BASE_URL,
+      const urls = e.JUDGE_BASE_URL;
+      const parsed = BackendSettings.safeParse({
+        ...(urls.length === 1 ? { base_url: urls[0] } : { base_urls: urls }),
         api_key: e.JUDGE_API_KEY ?? BACKEND_DEFAULTS.apiKey,
         model: e.JUDGE_MODEL,
         timeout_ms: e.JUDGE_TIMEOUT_MS,
@@ -98,7 +114,19 @@ const JudgeEnv = z
         rpm: e.JUDGE_RPM,
         tpm: e.JUDGE_TPM,
         response_format: e.JUDGE_RESPONSE_FORMAT,
+        adaptive_inflight: e.JUDGE_ADAPTIVE_INFLIGHT,
+        replica_policy: e.JUDGE_REPLICA_POLICY,
+        prefix_stagger_ms: e.JUDGE_PREFIX_STAGGER_MS,
+        routing_key_header: e.JUDGE_ROUTING_KEY_HEADER,
       });
+      if (parsed.success) judgeDefault = parsed.data;
+      else {
+        for (const issue of parsed.error.issues) {
+          const field =
+            issue.path[0] === 'routing_key_header' ? 'JUDGE_ROUTING_KEY_HEADER' : 'JUDGE_BASE_URL';
+          ctx.addIssue({ code: 'custom', path: [field], message: issue.message });
+        }
+      }
     }
     const file = e.REWARD_CONFIG === undefined ? undefined : readRoutingFile(e.REWARD_CONFIG, ctx);
     /** Spread into `createRouter({ ...config.judge, offline: createOfflineBackend })`. */

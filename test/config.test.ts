@@ -63,7 +63,39 @@ describe('loadConfig', () => {
       rpm: 600,
       tpm: undefined,
       response_format: 'json_object',
+      adaptive_inflight: true,
+      replica_policy: 'affinity',
+      prefix_stagger_ms: 50,
+      routing_key_header: 'x-reward-routing-key',
     });
+  });
+
+  it('reads a comma-separated JUDGE_BASE_URL as replicas, and the fleet variables', () => {
+    const c = loadConfig({
+      JUDGE_BASE_URL: 'http://10.0.0.1:8000/v1, http://10.0.0.2:8000/v1',
+      JUDGE_MODEL: 'qwen',
+      JUDGE_ADAPTIVE_INFLIGHT: 'false',
+      JUDGE_REPLICA_POLICY: 'round_robin',
+      JUDGE_PREFIX_STAGGER_MS: '0',
+      JUDGE_ROUTING_KEY_HEADER: 'X-Session-Id',
+    });
+    expect(c.judge.default).toMatchObject({
+      base_urls: ['http://10.0.0.1:8000/v1', 'http://10.0.0.2:8000/v1'],
+      adaptive_inflight: false,
+      replica_policy: 'round_robin',
+      prefix_stagger_ms: 0,
+      routing_key_header: 'x-session-id',
+    });
+    expect(c.judge.default).not.toHaveProperty('base_url');
+    const bad = (env: Record<string, string>) => () => loadConfig({ JUDGE_MODEL: 'm', ...env });
+    expect(bad({ JUDGE_BASE_URL: 'http://a:1/v1,not a url' })).toThrow(/JUDGE_BASE_URL/);
+    expect(bad({ JUDGE_BASE_URL: 'http://a:1/v1,http://a:1/v1' })).toThrow(/JUDGE_BASE_URL.*twice/);
+    expect(bad({ JUDGE_BASE_URL: 'http://a:1/v1', JUDGE_ROUTING_KEY_HEADER: 'bad header' })).toThrow(
+      /JUDGE_ROUTING_KEY_HEADER/,
+    );
+    expect(bad({ JUDGE_BASE_URL: 'http://a:1/v1', JUDGE_REPLICA_POLICY: 'random' })).toThrow(
+      /JUDGE_REPLICA_POLICY/,
+    );
   });
 
   it('coerces numbers and booleans, and treats empty values as unset', () => {

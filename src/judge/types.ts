@@ -109,6 +109,38 @@ export interface CallOptions {
   deadline: number;
 }
 
+/** How one HTTP attempt on a replica ended (a bounded label set). */
+export type ReplicaOutcome =
+  | 'ok'
+  | 'unparsable'
+  | 'timeout'
+  | 'connection'
+  | 'http_429'
+  | 'http_503'
+  | 'http_5xx'
+  | 'http_4xx'
+  | 'deadline'
+  | 'aborted';
+
+/** One replica's state, read at scrape time. */
+export interface ReplicaSnapshot {
+  backend: string;
+  /** host[:port] of the replica (from config: bounded). */
+  replica: string;
+  state: 'closed' | 'open' | 'half_open';
+  inflight: number;
+  /** Calls queued for one of its slots. */
+  waiting: number;
+  /** Current adaptive in-flight limit. */
+  limit: number;
+  /** The ceiling (max_inflight). */
+  maxInflight: number;
+  /** Cumulative attempts by outcome. */
+  attempts: ReadonlyMap<ReplicaOutcome, number>;
+  /** Cumulative times its circuit opened. */
+  circuitOpens: number;
+}
+
 /**
  * An LLM backend. `complete` resolves with the raw reply or rejects with a RewardError
  * (RW_JUDGE_TIMEOUT, RW_JUDGE_UNAVAILABLE, RW_JUDGE_UNPARSABLE; RW_CLIENT_ABORTED or the abort reason's own
@@ -121,6 +153,10 @@ export interface Backend {
   ping?(signal: AbortSignal): Promise<boolean>;
   /** True while every slot is busy and calls are queueing. */
   isSaturated?(): boolean;
+  /** Per-replica state for metrics (OpenAI-compatible backends). */
+  replicas?(): ReplicaSnapshot[];
+  /** Calls held back so a sibling's prefix prefill could finish first (cumulative). */
+  staggeredCalls?(): number;
   close?(): Promise<void>;
 }
 

@@ -69,6 +69,7 @@ function sendFailure(err: unknown, request: FastifyRequest, reply: FastifyReply)
 export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
+  metrics.watchBackends(() => router.backends());
   let defaultGraph;
   try {
     defaultGraph = presetChoice(config.defaultGraph);

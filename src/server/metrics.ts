@@ -5,7 +5,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-import type { CallEvent, Judgment } from '../judge/types.js';
+import type { Backend, CallEvent, Judgment, ReplicaSnapshot } from '../judge/types.js';
 
 /**
  * prom-client's default gauges whose `_total` suffix breaks the Prometheus rule that only counters end in
@@ -71,7 +71,14 @@ export interface Metrics {
   observeCall(event: CallEvent): void;
   /** Counts one computed judgment under its graph label (a preset name or `custom`). */
   observeJudgment(graph: string, judgment: Judgment): void;
+  /** Reads the backends' per-replica state at every scrape (reward_backend_replica_*). */
+  watchBackends(source: () => readonly Backend[]): void;
 }
+
+const CIRCUIT_STATE = { closed: 0, half_open: 1, open: 2 } as const satisfies Record<
+  ReplicaSnapshot['state'],
+  number
+>;
 
 export interface MetricsOptions {
   /** Judgments behind reward_recent_mean (default 512). */
@@ -167,6 +174,84 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  // Replica metrics are read from the backends at scrape time: the engine keeps the counts, so the
+  // transport needs no metrics dependency. Labels: backend names and replica hosts, both from config.
+  let backendSource: () => readonly Backend[] = () => [];
+  const snapshots = (): ReplicaSnapshot[] => backendSource().flatMap((b) => b.replicas?.() ?? []);
+  const replicaGauge = (name: string, help: string, read: (r: ReplicaSnapshot) => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['backend', 'replica'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const r of snapshots()) this.labels(r.backend, r.replica).set(read(r));
+      },
+    });
+  };
+  replicaGauge(
+    'reward_backend_replica_up',
+    'Whether the replica takes calls: 1 while its circuit is closed or half-open, 0 while open.',
+    (r) => (r.state === 'open' ? 0 : 1),
+  );
+  replicaGauge(
+    'reward_backend_replica_circuit_state',
+    'Circuit breaker state of the replica: 0 closed, 1 half-open (probing), 2 open.',
+    (r) => CIRCUIT_STATE[r.state],
+  );
+  replicaGauge(
+    'reward_backend_replica_inflight',
+    'HTTP attempts in flight to the replica.',
+    (r) => r.inflight,
+  );
+  replicaGauge(
+    'reward_backend_replica_waiting',
+    'Calls queued in this server for one of the replica’s in-flight slots.',
+    (r) => r.waiting,
+  );
+  replicaGauge(
+    'reward_backend_replica_inflight_limit',
+    'Adaptive in-flight limit of the replica (AIMD on latency; at most max_inflight).',
+    (r) => r.limit,
+  );
+  new Counter({
+    name: 'reward_backend_replica_attempts_total',
+    help: 'HTTP attempts to the replica by outcome: ok, unparsable, timeout, connection, http_429, http_503, http_5xx, http_4xx, deadline, aborted.',
+    labelNames: ['backend', 'replica', 'outcome'] as const,
+    registers,
+    collect() {
+      // Cumulative counts kept by the replica: re-stated at each scrape, so they never go down.
+      this.reset();
+      for (const r of snapshots()) {
+        for (const [outcome, n] of r.attempts) this.labels(r.backend, r.replica, outcome).inc(n);
+      }
+    },
+  });
+  new Counter({
+    name: 'reward_backend_replica_circuit_opens_total',
+    help: 'Times the replica’s circuit breaker opened.',
+    labelNames: ['backend', 'replica'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of snapshots()) this.labels(r.backend, r.replica).inc(r.circuitOpens);
+    },
+  });
+  new Counter({
+    name: 'reward_backend_staggered_calls_total',
+    help: 'Calls held back briefly so a sibling call with the same prompt prefix could prefill it first.',
+    labelNames: ['backend'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const b of backendSource()) {
+        const n = b.staggeredCalls?.();
+        if (n !== undefined) this.labels(b.name).inc(n);
+      }
+    },
+  });
+
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
   const backendLabel = boundedLabel(MAX_LABEL_VALUES);
@@ -198,6 +283,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (event.cachedPromptTokens !== null) {
         cachedPromptTokens.labels(backendLabel(event.backend), role).inc(event.cachedPromptTokens);
       }
+    },
+    watchBackends(source) {
+      backendSource = source;
     },
     observeJudgment(graph, judgment) {
       judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();

@@ -13,6 +13,14 @@ export const BACKEND_DEFAULTS = Object.freeze({
   maxInflight: 256,
   responseFormat: 'json_schema',
   apiKey: 'EMPTY',
+  /** Adapt each replica's in-flight limit below `maxInflight` (AIMD on latency). */
+  adaptiveInflight: true,
+  /** Which replica an attempt goes to: `affinity` (consistent hash of the ground truth) or `round_robin`. */
+  replicaPolicy: 'affinity',
+  /** Hold a call whose prompt prefix is being prefilled by a sibling call for up to this long, ms. */
+  prefixStaggerMs: 50,
+  /** Header carrying the per-ground-truth routing key, for an external router. */
+  routingKeyHeader: 'x-reward-routing-key',
 } as const);
 
 /** Trimmed-candidate length limits, in characters (Unicode code points). */

@@ -11,18 +11,48 @@ import { BACKEND_DEFAULTS } from './defaults.js';
 export const ResponseFormat = z.enum(['json_schema', 'json_object']);
 export type ResponseFormat = z.infer<typeof ResponseFormat>;
 
-export const BackendSettings = z.strictObject({
-  base_url: z.url(),
-  api_key: z.string().default(BACKEND_DEFAULTS.apiKey),
-  model: z.string().min(1),
-  /** Per HTTP attempt, ms (clipped to the judgment's deadline). */
-  timeout_ms: z.number().int().positive().default(BACKEND_DEFAULTS.timeoutMs),
-  max_retries: z.number().int().min(0).max(10).default(BACKEND_DEFAULTS.maxRetries),
-  max_inflight: z.number().int().positive().default(BACKEND_DEFAULTS.maxInflight),
-  rpm: z.number().int().positive().optional(),
-  tpm: z.number().int().positive().optional(),
-  response_format: ResponseFormat.default(BACKEND_DEFAULTS.responseFormat),
-});
+export const ReplicaPolicy = z.enum(['affinity', 'round_robin']);
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+export const BackendSettings = z
+  .strictObject({
+    /** One replica; or use `base_urls`. */
+    base_url: z.url().optional(),
+    /** Replicas of one model (same weights, same model name), routed by ground-truth affinity. */
+    base_urls: z.array(z.url()).min(1).max(64).optional(),
+    api_key: z.string().default(BACKEND_DEFAULTS.apiKey),
+    model: z.string().min(1),
+    /** Per HTTP attempt, ms (clipped to the judgment's deadline). */
+    timeout_ms: z.number().int().positive().default(BACKEND_DEFAULTS.timeoutMs),
+    max_retries: z.number().int().min(0).max(10).default(BACKEND_DEFAULTS.maxRetries),
+    max_inflight: z.number().int().positive().default(BACKEND_DEFAULTS.maxInflight),
+    rpm: z.number().int().positive().optional(),
+    tpm: z.number().int().positive().optional(),
+    response_format: ResponseFormat.default(BACKEND_DEFAULTS.responseFormat),
+    /** Adapt each replica's in-flight limit (AIMD); `max_inflight` is the ceiling. */
+    adaptive_inflight: z.boolean().default(BACKEND_DEFAULTS.adaptiveInflight),
+    replica_policy: ReplicaPolicy.default(BACKEND_DEFAULTS.replicaPolicy),
+    /** ms; 0 sends parallel calls sharing a prompt prefix at once. */
+    prefix_stagger_ms: z.number().int().min(0).max(10_000).default(BACKEND_DEFAULTS.prefixStaggerMs),
+    routing_key_header: z
+      .string()
+      .regex(HEADER_NAME, 'must be an HTTP header name')
+      .transform((h) => h.toLowerCase())
+      .default(BACKEND_DEFAULTS.routingKeyHeader),
+  })
+  .superRefine((s, ctx) => {
+    if ((s.base_url === undefined) === (s.base_urls === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['base_url'],
+        message: 'set exactly one of base_url and base_urls',
+      });
+    }
+    if (s.base_urls !== undefined && new Set(s.base_urls).size !== s.base_urls.length) {
+      ctx.addIssue({ code: 'custom', path: ['base_urls'], message: 'lists a replica twice' });
+    }
+  });
 export type BackendSettings = z.infer<typeof BackendSettings>;
 export type BackendSettingsInput = z.input<typeof BackendSettings>;
 
@@ -77,6 +107,11 @@ export const RoutingFile = z
     }
   });
 export type RoutingFile = z.infer<typeof RoutingFile>;
+
+/** The replica URLs of a backend (`base_urls`, else the one `base_url`). */
+export function replicaUrls(settings: BackendSettings): string[] {
+  return settings.base_urls ?? (settings.base_url === undefined ? [] : [settings.base_url]);
+}
 
 /** Validates a parsed routing file; throws an Error whose message names each offending field. */
 export function loadRoutingFile(json: unknown): RoutingFile {

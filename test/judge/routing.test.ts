@@ -46,6 +46,10 @@ describe('BackendSettings', () => {
       max_retries: 3,
       max_inflight: 256,
       response_format: 'json_schema',
+      adaptive_inflight: true,
+      replica_policy: 'affinity',
+      prefix_stagger_ms: 50,
+      routing_key_header: 'x-reward-routing-key',
     });
   });
 });
@@ -65,6 +69,21 @@ describe('loadRoutingFile', () => {
       'backends.llama.base_url',
     );
     expect(message({ roles: { critic: { temperature: 3 } } })).toContain('roles.critic.temperature');
+  });
+
+  it('takes a backend’s replicas as base_urls, and exactly one of base_url / base_urls', () => {
+    const urls = ['http://10.0.0.1:8000/v1', 'http://10.0.0.2:8000/v1'];
+    const file = loadRoutingFile({ backends: { fleet: { base_urls: urls, model: 'x' } } });
+    expect(file.backends['fleet']?.base_urls).toEqual(urls);
+    expect(message({ backends: { fleet: { model: 'x' } } })).toContain(
+      'exactly one of base_url and base_urls',
+    );
+    expect(message({ backends: { fleet: { base_url: urls[0], base_urls: urls, model: 'x' } } })).toContain(
+      'exactly one',
+    );
+    expect(message({ backends: { fleet: { base_urls: [], model: 'x' } } })).toContain(
+      'backends.fleet.base_urls',
+    );
   });
 
   it('rejects unknown keys', () => {

@@ -12,8 +12,16 @@ import { setMaxListeners } from 'node:events';
 import { Pool } from 'undici';
 
 import { RewardError, type ErrorCode } from '../../errors.js';
-import type { BackendSettings } from '../../settings/routing-file.js';
-import { createLimiter, estimateTokens } from '../limiter.js';
+import { replicaUrls, type BackendSettings } from '../../settings/routing-file.js';
+import { createLimiter, estimateTokens, type Limiter } from '../limiter.js';
+import {
+  createBreaker,
+  createReplicaPicker,
+  routingKey,
+  type AttemptVerdict,
+  type Breaker,
+  type BreakerOptions,
+} from '../replicas.js';
 import {
   DEFAULT_RETRY_POLICY,
   parseRetryAfterMs,
@@ -23,7 +31,8 @@ import {
   type RetryPolicy,
   type Sleep,
 } from '../retry.js';
-import type { Backend, LlmReply, LlmRequest } from '../types.js';
+import { createPrefixStagger } from '../stagger.js';
+import type { Backend, LlmReply, LlmRequest, ReplicaOutcome } from '../types.js';
 import {
   errorSnippet,
   readCompletion,
@@ -40,6 +49,8 @@ export interface OpenAICompatibleBackendOptions {
   /** Injected for tests. */
   random?: (() => number) | undefined;
   sleep?: Sleep | undefined;
+  /** Circuit-breaker thresholds (tests shorten the open period). */
+  breaker?: BreakerOptions | undefined;
 }
 
 const PING_TIMEOUT_MS = 5_000;
@@ -126,24 +137,26 @@ export function createOpenAICompatibleBackend(
   options: OpenAICompatibleBackendOptions = {},
 ): Backend {
   const name = options.name ?? 'openai-compatible';
-  const base = new URL(settings.base_url);
-  const basePath = base.pathname.replace(/\/+$/, '');
-  const chatPath = `${basePath}/chat/completions${base.search}`;
-  const modelsPath = `${basePath}/models${base.search}`;
-  const pool = new Pool(base.origin, {
-    connections: settings.max_inflight,
-    // Our per-attempt timer is the real limit; these only back it up.
-    headersTimeout: settings.timeout_ms + 5_000,
-    bodyTimeout: settings.timeout_ms + 5_000,
-    // A chat completion is kilobytes; a runaway body must not exhaust memory.
-    maxResponseSize: MAX_RESPONSE_BYTES,
-  });
-  const limiter = createLimiter({
-    maxInflight: settings.max_inflight,
-    rpm: settings.rpm,
-    tpm: settings.tpm,
-    sleep: options.sleep,
-  });
+  const urls = replicaUrls(settings);
+  if (urls.length === 0) throw new Error(`backend ${name}: no base_url`);
+  const replicas = urls.map((url, index) => createReplica(url, index, urls, settings, options.breaker));
+  // RPM / TPM are the provider's limits on the whole backend, not per replica.
+  const buckets =
+    settings.rpm === undefined && settings.tpm === undefined
+      ? undefined
+      : createLimiter({
+          maxInflight: Number.MAX_SAFE_INTEGER,
+          rpm: settings.rpm,
+          tpm: settings.tpm,
+          sleep: options.sleep,
+        });
+  const picker = createReplicaPicker(
+    replicas.map((r) => r.url),
+    replicas,
+    { policy: settings.replica_policy },
+  );
+  const stagger = createPrefixStagger(settings.prefix_stagger_ms);
+  let staggered = 0;
   const headers = {
     'content-type': 'application/json',
     accept: 'application/json',
@@ -158,16 +171,26 @@ export function createOpenAICompatibleBackend(
 
   /** One HTTP exchange under an attempt signal; throws AttemptError for anything but a 200. */
   const post = async (
+    replica: Replica,
     body: string,
     signal: AbortSignal,
+    key: string,
   ): Promise<{ status: number; text: string; retryAfterMs: number | undefined }> => {
-    const res = await pool.request({ method: 'POST', path: chatPath, headers, body, signal });
+    const res = await replica.pool.request({
+      method: 'POST',
+      path: replica.chatPath,
+      headers: { ...headers, [settings.routing_key_header]: key },
+      body,
+      signal,
+    });
     const text = await res.body.text();
     const retryAfterMs = isRetryableStatus(res.statusCode) ? retryAfterFrom(res.headers) : undefined;
     return { status: res.statusCode, text, retryAfterMs };
   };
 
   const attemptOnce = async (
+    replica: Replica,
+    key: string,
     request: LlmRequest,
     deadline: number,
     outer: AbortSignal,
@@ -184,11 +207,16 @@ export function createOpenAICompatibleBackend(
     }, timeoutMs);
     try {
       let sentMode = mode;
-      let reply = await post(JSON.stringify(toChatParams(request, sentMode)), controller.signal);
+      let reply = await post(
+        replica,
+        JSON.stringify(toChatParams(request, sentMode)),
+        controller.signal,
+        key,
+      );
       if (sentMode === 'json_schema' && rejectsJsonSchema(reply.status, reply.text)) {
         mode = 'json_object';
         sentMode = mode;
-        reply = await post(JSON.stringify(toChatParams(request, sentMode)), controller.signal);
+        reply = await post(replica, JSON.stringify(toChatParams(request, sentMode)), controller.signal, key);
       }
       if (reply.status < 200 || reply.status >= 300) {
         throw new AttemptError('status', `HTTP ${reply.status}: ${errorSnippet(reply.text)}`, {
@@ -266,14 +294,44 @@ export function createOpenAICompatibleBackend(
     // (Node 20's getMaxListeners throws on a signal once set to 0, so set unconditionally.)
     setMaxListeners(0, signal);
     const tokens = estimateTokens(request.messages, request.maxTokens);
+    const key = routingKey(request.context.groundTruth);
+    // Parallel members of one role and ground truth share their prompt up to the candidate.
+    const turn = await stagger.enter(`${request.model}\0${request.role}\0${key}`, { signal, deadline });
+    if (turn.waitedMs > 0) staggered += 1;
+    // The replica whose last attempt failed is avoided by the retry.
+    let avoid: number | undefined;
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
       const { value, attempts } = await withRetry(
         async () => {
-          const release = await limiter.acquire(tokens, { signal, deadline });
+          const index = picker.pick(key, avoid);
+          const replica = index === undefined ? undefined : replicas[index];
+          if (replica === undefined) {
+            throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+          }
+          let release;
           try {
-            return await attemptOnce(request, deadline, signal);
+            release = await replica.limiter.acquire(tokens, { signal, deadline });
+          } catch (error) {
+            replica.breaker.settle('neutral');
+            throw error;
+          }
+          let outcome: ReplicaOutcome = 'aborted';
+          let sentAt = Date.now();
+          try {
+            if (buckets !== undefined) (await buckets.acquire(tokens, { signal, deadline }))();
+            sentAt = Date.now();
+            turn.sent(sentAt);
+            const completion = await attemptOnce(replica, key, request, deadline, signal);
+            outcome = 'ok';
+            return completion;
+          } catch (error) {
+            outcome = replicaOutcome(error, signal, deadline - sentAt < settings.timeout_ms);
+            if (verdictOf(outcome) === 'failure') avoid = index;
+            throw error;
           } finally {
+            turn.done();
+            replica.settle(outcome, sentAt);
             release();
           }
         },
@@ -291,37 +349,166 @@ export function createOpenAICompatibleBackend(
       return reply;
     } catch (error) {
       throw toRewardError(error, signal);
+    } finally {
+      turn.done();
+    }
+  };
+
+  const pingReplica = async (replica: Replica, signal: AbortSignal): Promise<boolean> => {
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => controller.abort(), Math.min(settings.timeout_ms, PING_TIMEOUT_MS));
+    try {
+      const res = await replica.pool.request({
+        method: 'GET',
+        path: replica.modelsPath,
+        headers,
+        signal: controller.signal,
+      });
+      await res.body.dump();
+      return res.statusCode >= 200 && res.statusCode < 300;
+    } catch {
+      return false;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
     }
   };
 
   return {
     name,
     complete,
+    /** Reachable when any replica answers `GET /models`. */
     async ping(signal) {
-      const controller = new AbortController();
-      const onAbort = (): void => controller.abort(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      const timer = setTimeout(() => controller.abort(), Math.min(settings.timeout_ms, PING_TIMEOUT_MS));
-      try {
-        const res = await pool.request({
-          method: 'GET',
-          path: modelsPath,
-          headers,
-          signal: controller.signal,
-        });
-        await res.body.dump();
-        return res.statusCode >= 200 && res.statusCode < 300;
-      } catch {
-        return false;
-      } finally {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-      }
+      const answers = await Promise.all(replicas.map((r) => pingReplica(r, signal)));
+      return answers.includes(true);
     },
-    isSaturated: () => limiter.inflight >= limiter.maxInflight && limiter.waiting > 0,
+    /** Every replica with a closed (or probing) circuit is at its limit with calls queued. */
+    isSaturated: () => {
+      const usable = replicas.filter((r) => r.breaker.available());
+      return (
+        usable.length === 0 ||
+        usable.every((r) => r.limiter.inflight >= r.limiter.limit && r.limiter.waiting > 0)
+      );
+    },
+    replicas: () =>
+      replicas.map((r) => ({
+        backend: name,
+        replica: r.label,
+        state: r.breaker.state,
+        inflight: r.limiter.inflight,
+        waiting: r.limiter.waiting,
+        limit: r.limiter.limit,
+        maxInflight: r.limiter.maxInflight,
+        attempts: new Map(r.attempts),
+        circuitOpens: r.breaker.opens,
+      })),
+    staggeredCalls: () => staggered,
     async close() {
       // Calls still in flight at close time would hold `close()` open; they are cut instead.
-      await (limiter.inflight === 0 ? pool.close() : pool.destroy());
+      await Promise.all(replicas.map((r) => (r.limiter.inflight === 0 ? r.pool.close() : r.pool.destroy())));
     },
   };
+}
+
+/** One replica: its connection pool, adaptive in-flight limit, circuit breaker and attempt counts. */
+interface Replica {
+  url: string;
+  /** Metric label: host[:port], plus the path when two replicas share a host. */
+  label: string;
+  pool: Pool;
+  chatPath: string;
+  modelsPath: string;
+  limiter: Limiter;
+  breaker: Breaker;
+  attempts: Map<ReplicaOutcome, number>;
+  /** Records one attempt's end: counts, breaker, adaptive limit. Call before releasing its slot. */
+  settle(outcome: ReplicaOutcome, sentAt: number): void;
+}
+
+function createReplica(
+  url: string,
+  index: number,
+  all: readonly string[],
+  settings: BackendSettings,
+  breakerOptions: BreakerOptions | undefined,
+): Replica {
+  const base = new URL(url);
+  const basePath = base.pathname.replace(/\/+$/, '');
+  const sharedHost = all.some((other, i) => i !== index && new URL(other).host === base.host);
+  const limiter = createLimiter({
+    maxInflight: settings.max_inflight,
+    adaptive: settings.adaptive_inflight ? {} : false,
+  });
+  const breaker = createBreaker(breakerOptions);
+  const attempts = new Map<ReplicaOutcome, number>();
+  return {
+    url,
+    label: sharedHost ? `${base.host}${basePath}` : base.host,
+    pool: new Pool(base.origin, {
+      connections: settings.max_inflight,
+      // Our per-attempt timer is the real limit; these only back it up.
+      headersTimeout: settings.timeout_ms + 5_000,
+      bodyTimeout: settings.timeout_ms + 5_000,
+      // A chat completion is kilobytes; a runaway body must not exhaust memory.
+      maxResponseSize: MAX_RESPONSE_BYTES,
+    }),
+    chatPath: `${basePath}/chat/completions${base.search}`,
+    modelsPath: `${basePath}/models${base.search}`,
+    limiter,
+    breaker,
+    attempts,
+    settle(outcome, sentAt) {
+      attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
+      breaker.settle(verdictOf(outcome));
+      const latencyMs = Date.now() - sentAt;
+      if (outcome === 'ok' || outcome === 'unparsable') {
+        limiter.observe({ sentAt, latencyMs, overloaded: false });
+      } else if (outcome === 'timeout' || outcome === 'http_429' || outcome === 'http_503') {
+        limiter.observe({ sentAt, latencyMs, overloaded: true });
+      }
+    },
+  };
+}
+
+/** How an attempt ended, for the replica's counters, breaker and adaptive limit. */
+function replicaOutcome(error: unknown, signal: AbortSignal, clippedByDeadline: boolean): ReplicaOutcome {
+  if (signal.aborted) return 'aborted';
+  if (!(error instanceof AttemptError)) return 'aborted';
+  switch (error.kind) {
+    case 'timeout':
+      // A timer cut short by the judgment's deadline says nothing about the replica.
+      return clippedByDeadline ? 'deadline' : 'timeout';
+    case 'connection':
+      return 'connection';
+    case 'unparsable':
+      return 'unparsable';
+    case 'status': {
+      const status = error.status ?? 0;
+      if (status === 429) return 'http_429';
+      if (status === 503) return 'http_503';
+      if (status >= 500) return 'http_5xx';
+      return 'http_4xx';
+    }
+  }
+}
+
+/** Timeouts, connection errors and 5xx are the replica's ill health; a 429, a 4xx or an abort is not. */
+function verdictOf(outcome: ReplicaOutcome): AttemptVerdict {
+  switch (outcome) {
+    case 'ok':
+    case 'unparsable':
+      return 'success';
+    case 'timeout':
+    case 'connection':
+    case 'http_5xx':
+    case 'http_503':
+      return 'failure';
+    case 'http_429':
+    case 'http_4xx':
+    case 'deadline':
+    case 'aborted':
+      return 'neutral';
+  }
 }

@@ -317,7 +317,11 @@ describe('createOpenAICompatibleBackend: cancellation and limits', () => {
   });
 
   it('reports saturation while calls queue for a slot', async () => {
-    const { backend: b, fake: f } = await setup({ fallback: { kind: 'hang' } }, { max_inflight: 1 });
+    // No stagger: the second call must queue for the slot, not wait for its sibling's prefill.
+    const { backend: b, fake: f } = await setup(
+      { fallback: { kind: 'hang' } },
+      { max_inflight: 1, prefix_stagger_ms: 0 },
+    );
     const controller = new AbortController();
     const first = failure(call(b, {}, controller.signal));
     expect(b.isSaturated?.()).toBe(false);

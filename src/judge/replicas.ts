@@ -1,0 +1,276 @@
+/**
+ * Replicas of one model behind one backend: which replica an attempt goes to, and each replica's health.
+ *
+ * Affinity: every judgment of a ground truth carries the same routing key, and attempts prefer the key's
+ * replica on a consistent-hash ring (64 virtual points per replica), so that replica's prefix cache keeps
+ * the group's shared prompt prefix (question, ground truth, role instruction). Bounded load (Mirrokni et
+ * al., "Consistent Hashing with Bounded Loads"): a replica that is at its in-flight limit and above
+ * `loadFactor` × the mean load is passed over for the next one on the ring, so one hot abstract cannot pin
+ * a replica; a replica whose circuit is open is skipped; when every replica is over its bound the
+ * least-loaded one takes the call. `round_robin` ignores the key (for comparison and for backends without
+ * a prefix cache).
+ *
+ * Circuit breaker per replica: closed → open after `failureThreshold` consecutive failures or a failure
+ * rate ≥ `failureRate` over the last `window` attempts (at least `minSamples`); open for `openMs` (doubling
+ * per failed probe up to `maxOpenMs`); then half-open: one probe attempt at a time; a success closes it.
+ * Failures are timeouts, connection errors and 5xx; a 429 or a 4xx is not the replica's ill health.
+ */
+import { createHash } from 'node:crypto';
+
+import type { Limiter } from './limiter.js';
+
+export type ReplicaPolicy = 'affinity' | 'round_robin';
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+export interface BreakerOptions {
+  /** Consecutive failures that open the circuit. Default 5. */
+  failureThreshold?: number | undefined;
+  /** Failure share over the window that opens the circuit. Default 0.5. */
+  failureRate?: number | undefined;
+  /** Attempts in the failure-rate window. Default 20. */
+  window?: number | undefined;
+  /** Attempts needed before the rate counts. Default 10. */
+  minSamples?: number | undefined;
+  /** First open period, ms. Default 5 000. */
+  openMs?: number | undefined;
+  /** Longest open period, ms. Default 60 000. */
+  maxOpenMs?: number | undefined;
+  /** Clock (epoch ms). Default `Date.now`. */
+  now?: (() => number) | undefined;
+}
+
+/** How one attempt on a replica ended, for its breaker. */
+export type AttemptVerdict = 'success' | 'failure' | 'neutral';
+
+export interface Breaker {
+  readonly state: BreakerState;
+  /** Times the circuit opened. */
+  readonly opens: number;
+  /** Whether an attempt could be admitted now (no side effect). */
+  available(): boolean;
+  /** Admits an attempt; in half-open state it becomes the probe. Returns false when not available. */
+  admit(): boolean;
+  /** Exactly one call per admitted attempt. */
+  settle(verdict: AttemptVerdict): void;
+}
+
+export function createBreaker(options: BreakerOptions = {}): Breaker {
+  const now = options.now ?? Date.now;
+  const threshold = options.failureThreshold ?? 5;
+  const rate = options.failureRate ?? 0.5;
+  const windowSize = options.window ?? 20;
+  const minSamples = options.minSamples ?? 10;
+  const firstOpenMs = options.openMs ?? 5_000;
+  const maxOpenMs = options.maxOpenMs ?? 60_000;
+  let state: BreakerState = 'closed';
+  let consecutive = 0;
+  // Ring of the last `windowSize` outcomes (true = failure).
+  const outcomes: boolean[] = [];
+  let next = 0;
+  let failuresInWindow = 0;
+  let openUntil = 0;
+  let openMs = firstOpenMs;
+  let probing = false;
+  let opens = 0;
+
+  const current = (): BreakerState => {
+    if (state === 'open' && now() >= openUntil) {
+      state = 'half_open';
+      probing = false;
+    }
+    return state;
+  };
+  const open = (): void => {
+    state = 'open';
+    openUntil = now() + openMs;
+    opens += 1;
+    probing = false;
+  };
+  const record = (failed: boolean): void => {
+    if (outcomes.length < windowSize) outcomes.push(failed);
+    else {
+      if (outcomes[next] === true) failuresInWindow -= 1;
+      outcomes[next] = failed;
+      next = (next + 1) % windowSize;
+    }
+    if (failed) failuresInWindow += 1;
+  };
+  const reset = (): void => {
+    outcomes.length = 0;
+    next = 0;
+    failuresInWindow = 0;
+    consecutive = 0;
+  };
+
+  return {
+    get state() {
+      return current();
+    },
+    get opens() {
+      return opens;
+    },
+    available() {
+      const s = current();
+      return s === 'closed' || (s === 'half_open' && !probing);
+    },
+    admit() {
+      const s = current();
+      if (s === 'closed') return true;
+      if (s === 'half_open' && !probing) {
+        probing = true;
+        return true;
+      }
+      return false;
+    },
+    settle(verdict) {
+      const s = current();
+      if (s === 'half_open' && probing) {
+        probing = false;
+        if (verdict === 'success') {
+          state = 'closed';
+          openMs = firstOpenMs;
+          reset();
+        } else if (verdict === 'failure') {
+          openMs = Math.min(maxOpenMs, openMs * 2);
+          open();
+        }
+        return;
+      }
+      if (s !== 'closed' || verdict === 'neutral') return;
+      record(verdict === 'failure');
+      consecutive = verdict === 'failure' ? consecutive + 1 : 0;
+      if (
+        consecutive >= threshold ||
+        (outcomes.length >= minSamples && failuresInWindow / outcomes.length >= rate)
+      ) {
+        open();
+        reset();
+      }
+    },
+  };
+}
+
+/** What the picker needs to know about one replica. */
+export interface ReplicaLoad {
+  readonly limiter: Limiter;
+  readonly breaker: Breaker;
+}
+
+/**
+ * The routing key of a ground truth: 16 hex characters of its SHA-256. Stable across processes and
+ * restarts, so an external router hashing the header sends a group to one replica too.
+ */
+export function routingKey(groundTruth: string): string {
+  return createHash('sha256').update(groundTruth).digest('hex').slice(0, 16);
+}
+
+const VIRTUAL_POINTS = 64;
+
+function point(text: string): number {
+  return createHash('sha256').update(text).digest().readUInt32BE(0);
+}
+
+export interface ReplicaPickerOptions {
+  policy: ReplicaPolicy;
+  /** Bounded-load factor c: a saturated replica above c × the mean load is passed over. Default 1.25. */
+  loadFactor?: number | undefined;
+}
+
+export interface ReplicaPicker {
+  /**
+   * The replica index for an attempt with this routing key, admitted by its breaker, or undefined when
+   * every circuit is open. `avoid` (e.g. the replica whose attempt just failed) is taken only when it is
+   * the sole one available.
+   */
+  pick(key: string, avoid?: number): number | undefined;
+}
+
+/** `labels` identify the replicas on the ring (stable across restarts: use their URLs). */
+export function createReplicaPicker(
+  labels: readonly string[],
+  replicas: readonly ReplicaLoad[],
+  options: ReplicaPickerOptions,
+): ReplicaPicker {
+  const loadFactor = options.loadFactor ?? 1.25;
+  const ring: Array<{ at: number; replica: number }> = [];
+  labels.forEach((label, replica) => {
+    for (let v = 0; v < VIRTUAL_POINTS; v++) ring.push({ at: point(`${label}#${v}`), replica });
+  });
+  ring.sort((a, b) => a.at - b.at);
+  let rotation = 0;
+
+  const load = (r: ReplicaLoad): number => r.limiter.inflight + r.limiter.waiting;
+  const saturated = (r: ReplicaLoad): boolean => load(r) >= r.limiter.limit;
+
+  /** Replicas in ring order from the key's point, each once. */
+  const ringOrder = (key: string): number[] => {
+    const at = Number.parseInt(key.slice(0, 8), 16);
+    let lo = 0;
+    let hi = ring.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((ring[mid]?.at ?? Infinity) < at) lo = mid + 1;
+      else hi = mid;
+    }
+    const order: number[] = [];
+    const seen = new Set<number>();
+    for (let i = 0; i < ring.length && order.length < replicas.length; i++) {
+      const entry = ring[(lo + i) % ring.length];
+      if (entry !== undefined && !seen.has(entry.replica)) {
+        seen.add(entry.replica);
+        order.push(entry.replica);
+      }
+    }
+    return order;
+  };
+
+  const leastLoaded = (candidates: readonly number[]): number | undefined => {
+    let best: number | undefined;
+    let bestLoad = Infinity;
+    for (const i of candidates) {
+      const r = replicas[i];
+      if (r === undefined) continue;
+      const relative = load(r) / r.limiter.limit;
+      if (relative < bestLoad) {
+        best = i;
+        bestLoad = relative;
+      }
+    }
+    return best;
+  };
+
+  const choose = (key: string, avoid: number | undefined): number | undefined => {
+    let healthy = replicas.flatMap((r, i) => (i !== avoid && r.breaker.available() ? [i] : []));
+    if (healthy.length === 0 && avoid !== undefined && replicas[avoid]?.breaker.available() === true) {
+      healthy = [avoid];
+    }
+    if (healthy.length <= 1) return healthy[0];
+    if (options.policy === 'round_robin') {
+      rotation = (rotation + 1) % healthy.length;
+      return healthy[rotation];
+    }
+    const allowed = new Map<number, ReplicaLoad>();
+    let total = 0;
+    for (const i of healthy) {
+      const r = replicas[i];
+      if (r === undefined) continue;
+      allowed.set(i, r);
+      total += load(r);
+    }
+    const bound = (loadFactor * (total + 1)) / allowed.size;
+    for (const i of ringOrder(key)) {
+      const r = allowed.get(i);
+      if (r !== undefined && (!saturated(r) || load(r) + 1 <= bound)) return i;
+    }
+    return leastLoaded(healthy);
+  };
+
+  return {
+    pick(key, avoid) {
+      const chosen = choose(key, avoid);
+      if (chosen === undefined) return undefined;
+      // Available a moment ago and nothing ran since: admit cannot fail, but stay honest if it does.
+      return replicas[chosen]?.breaker.admit() === true ? chosen : undefined;
+    },
+  };
+}
