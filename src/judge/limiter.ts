@@ -6,8 +6,9 @@
  * answering 429, and then every call sent beyond its capacity waits in the server's queue, where our
  * per-attempt timer counts the wait as if it were service. So the limit grows while attempt latency stays
  * near the replica's unloaded latency (slow start: +1 per success until the first sign of queueing, then
- * +1/limit per success) and shrinks multiplicatively when latency inflates past `tolerance` × that baseline
- * (×0.8) or an attempt times out / is refused for overload (×0.5), at most once per round trip. The
+ * +1/limit per success) and shrinks multiplicatively when smoothed latency inflates past `tolerance` × that
+ * baseline + `slackMs` (×0.8) or an attempt times out / is refused for overload (×0.5), at most once per
+ * round trip. The
  * configured `maxInflight` is the ceiling; with `adaptive: false` the limit is that ceiling.
  */
 import { RewardError } from '../errors.js';
@@ -34,7 +35,7 @@ export interface AdaptiveOptions {
   initial?: number | undefined;
   /** Latency above `tolerance` × baseline counts as queueing. Default 1.5. */
   tolerance?: number | undefined;
-  /** Absolute slack added to the threshold, ms, so jitter on very fast calls is not queueing. Default 10. */
+  /** Absolute slack added to the threshold, ms, so jitter on fast calls is not queueing. Default 50. */
   slackMs?: number | undefined;
 }
 
@@ -107,6 +108,9 @@ const waitMs = (bucket: Bucket, cost: number): number =>
   Math.max(0, Math.min(cost, bucket.capacity) - bucket.level) / bucket.perMs;
 
 const BASELINE_WINDOW = 64;
+/** EWMA weight of a new latency sample. */
+const SMOOTHING = 0.25;
+const WARMUP_SAMPLES = 4;
 
 const clamp = (value: number, min: number, max: number): number => Math.min(max, Math.max(min, value));
 
@@ -121,13 +125,17 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const adaptive =
     options.adaptive === false || options.adaptive === undefined ? undefined : options.adaptive;
   const tolerance = adaptive?.tolerance ?? 1.5;
-  const slackMs = adaptive?.slackMs ?? 10;
+  const slackMs = adaptive?.slackMs ?? 50;
   // Float limit (additive increase adds 1/limit); slots are its floor.
   let limit = adaptive === undefined ? maxInflight : clamp(adaptive.initial ?? 16, 1, maxInflight);
   let slowStart = adaptive !== undefined;
   let lastDecreaseAt = -Infinity;
-  // Baseline: the minimum latency over the current and the previous window of BASELINE_WINDOW samples,
-  // so it follows a change of prompt mix without ever being one queued sample.
+  // Latency is smoothed (EWMA) before it is compared, because calls differ by nature (a 400-token analysis
+  // takes longer than a 50-token verdict): one slow call is not queueing, a slow run of calls is. The
+  // baseline is the minimum smoothed latency over the current and the previous window of BASELINE_WINDOW
+  // samples, so it follows a change of prompt mix.
+  let smoothed: number | undefined;
+  let samples = 0;
   let windowMin = Infinity;
   let previousMin = Infinity;
   let windowCount = 0;
@@ -178,17 +186,24 @@ export function createLimiter(options: LimiterOptions): Limiter {
       decrease(0.5, sample.sentAt);
       return;
     }
-    windowMin = Math.min(windowMin, sample.latencyMs);
-    windowCount += 1;
-    const baseline = Math.min(windowMin, previousMin);
-    if (windowCount >= BASELINE_WINDOW) {
-      previousMin = windowMin;
-      windowMin = Infinity;
-      windowCount = 0;
-    }
-    if (sample.latencyMs > baseline * tolerance + slackMs) {
-      decrease(0.8, sample.sentAt);
-      return;
+    const current =
+      smoothed === undefined ? sample.latencyMs : smoothed + SMOOTHING * (sample.latencyMs - smoothed);
+    smoothed = current;
+    samples += 1;
+    // The first samples only seed the average: a lone first value is not yet a mix.
+    if (samples > WARMUP_SAMPLES) {
+      windowMin = Math.min(windowMin, current);
+      windowCount += 1;
+      const baseline = Math.min(windowMin, previousMin);
+      if (windowCount >= BASELINE_WINDOW) {
+        previousMin = windowMin;
+        windowMin = Infinity;
+        windowCount = 0;
+      }
+      if (current > baseline * tolerance + slackMs) {
+        decrease(0.8, sample.sentAt);
+        return;
+      }
     }
     // Grow only while the limit is what holds calls back (an idle replica proves nothing).
     if (inflight + waiters.size + 1 < slots()) return;

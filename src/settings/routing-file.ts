@@ -12,6 +12,7 @@ export const ResponseFormat = z.enum(['json_schema', 'json_object']);
 export type ResponseFormat = z.infer<typeof ResponseFormat>;
 
 export const ReplicaPolicy = z.enum(['affinity', 'round_robin']);
+export type ReplicaPolicy = z.infer<typeof ReplicaPolicy>;
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 

@@ -237,21 +237,36 @@ describe('adaptive in-flight limit (AIMD)', () => {
     r();
   });
 
-  it('cuts by 0.8 when latency inflates past 1.5× the baseline, once per round trip', async () => {
+  it('cuts by 0.8 when smoothed latency inflates past 1.5× the baseline + 50 ms, once per round trip', async () => {
     const { limiter, open, advance, sample } = adaptive(10);
     const held = await Promise.all(Array.from({ length: 10 }, () => limiter.acquire(1, open())));
-    advance(100);
-    sample(100); // baseline 100 ms; slow start → 11
-    expect(limiter.limit).toBe(11);
+    for (let i = 0; i < 5; i++) {
+      advance(100);
+      sample(100); // 4 samples seed the average, the 5th sets the baseline (100 ms)
+    }
+    expect(limiter.limit).toBe(12); // slow start while the 10 held calls (+ the one observed) fill it
     advance(400);
     const sentBefore = 1_000; // sent before the decrease below
-    sample(400, sentBefore); // queueing: 400 > 1.5 × 100 + 10 → 11 × 0.8 = 8.8
-    expect(limiter.limit).toBe(8);
+    sample(400, sentBefore); // smoothed 175 ms: one slow call is not queueing
+    expect(limiter.limit).toBe(12);
+    sample(400, sentBefore); // smoothed 231 ms > 1.5 × 100 + 50 → 12 × 0.8 = 9.6
+    expect(limiter.limit).toBe(9);
     sample(450, sentBefore); // same round trip: no second cut
-    expect(limiter.limit).toBe(8);
+    expect(limiter.limit).toBe(9);
     advance(10);
-    sample(400, 1_510); // sent after the cut: cut again (8.8 × 0.8 = 7.04)
+    sample(400, 1_910); // sent after the cut: cut again (9.6 × 0.8 = 7.68)
     expect(limiter.limit).toBe(7);
+    for (const r of held) r();
+  });
+
+  it('does not shrink on a mix of short and long calls without queueing', async () => {
+    const { limiter, open, advance, sample } = adaptive(8, 64);
+    const held = await Promise.all(Array.from({ length: 8 }, () => limiter.acquire(1, open())));
+    for (let i = 0; i < 40; i++) {
+      advance(100);
+      sample(i % 2 === 0 ? 100 : 400);
+    }
+    expect(limiter.limit).toBeGreaterThan(8);
     for (const r of held) r();
   });
 
