@@ -154,6 +154,8 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
 export interface ReplicaLoad {
   readonly limiter: Limiter;
   readonly breaker: Breaker;
+  /** Calls routed here but not yet queued for a slot (e.g. staggered). Default 0. */
+  readonly pending?: number;
 }
 
 /**
@@ -199,7 +201,7 @@ export function createReplicaPicker(
   ring.sort((a, b) => a.at - b.at);
   let rotation = 0;
 
-  const load = (r: ReplicaLoad): number => r.limiter.inflight + r.limiter.waiting;
+  const load = (r: ReplicaLoad): number => r.limiter.inflight + r.limiter.waiting + (r.pending ?? 0);
   const saturated = (r: ReplicaLoad): boolean => load(r) >= r.limiter.limit;
 
   /** Replicas in ring order from the key's point, each once. */

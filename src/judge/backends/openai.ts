@@ -31,7 +31,7 @@ import {
   type RetryPolicy,
   type Sleep,
 } from '../retry.js';
-import { createPrefixStagger } from '../stagger.js';
+import { createPrefixStagger, type StaggerTurn } from '../stagger.js';
 import type { Backend, LlmReply, LlmRequest, ReplicaOutcome } from '../types.js';
 import {
   errorSnippet,
@@ -295,9 +295,8 @@ export function createOpenAICompatibleBackend(
     setMaxListeners(0, signal);
     const tokens = estimateTokens(request.messages, request.maxTokens);
     const key = routingKey(request.context.groundTruth);
-    // Parallel members of one role and ground truth share their prompt up to the candidate.
-    const turn = await stagger.enter(`${request.model}\0${request.role}\0${key}`, { signal, deadline });
-    if (turn.waitedMs > 0) staggered += 1;
+    // The first attempt's place in its prefix's stagger (retries go at once).
+    let turn: StaggerTurn | undefined;
     // The replica whose last attempt failed is avoided by the retry.
     let avoid: number | undefined;
     try {
@@ -311,6 +310,21 @@ export function createOpenAICompatibleBackend(
           }
           let release;
           try {
+            if (turn === undefined) {
+              // Parallel members of one role and ground truth share their prompt up to the candidate, and
+              // only the replica that computed a prefix has it: the stagger is per replica. While it
+              // waits, the call counts in the replica's load, so the picker sees it.
+              replica.pending += 1;
+              try {
+                turn = await stagger.enter(`${index}\0${request.model}\0${request.role}\0${key}`, {
+                  signal,
+                  deadline,
+                });
+              } finally {
+                replica.pending -= 1;
+              }
+              if (turn.waitedMs > 0) staggered += 1;
+            }
             release = await replica.limiter.acquire(tokens, { signal, deadline });
           } catch (error) {
             replica.breaker.settle('neutral');
@@ -321,7 +335,7 @@ export function createOpenAICompatibleBackend(
           try {
             if (buckets !== undefined) (await buckets.acquire(tokens, { signal, deadline }))();
             sentAt = Date.now();
-            turn.sent(sentAt);
+            turn?.sent(sentAt);
             const completion = await attemptOnce(replica, key, request, deadline, signal);
             outcome = 'ok';
             return completion;
@@ -330,7 +344,7 @@ export function createOpenAICompatibleBackend(
             if (verdictOf(outcome) === 'failure') avoid = index;
             throw error;
           } finally {
-            turn.done();
+            turn?.done();
             replica.settle(outcome, sentAt);
             release();
           }
@@ -350,7 +364,7 @@ export function createOpenAICompatibleBackend(
     } catch (error) {
       throw toRewardError(error, signal);
     } finally {
-      turn.done();
+      turn?.done();
     }
   };
 
@@ -422,6 +436,8 @@ interface Replica {
   modelsPath: string;
   limiter: Limiter;
   breaker: Breaker;
+  /** Calls routed here and waiting for a sibling's prefill (part of the picker's load). */
+  pending: number;
   attempts: Map<ReplicaOutcome, number>;
   /** Records one attempt's end: counts, breaker, adaptive limit. Call before releasing its slot. */
   settle(outcome: ReplicaOutcome, sentAt: number): void;
@@ -458,6 +474,7 @@ function createReplica(
     modelsPath: `${basePath}/models${base.search}`,
     limiter,
     breaker,
+    pending: 0,
     attempts,
     settle(outcome, sentAt) {
       attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
