@@ -15,31 +15,27 @@ describe.skipIf(!existsSync(DEFAULT_DATASET))('replica bench (default graph, GRP
     staggerMs: 50,
   };
 
-  it(
-    'affinity keeps uncached prefill within 15 % of one replica, every replica serves ≥ 10 %, a failing replica loses nothing',
-    async () => {
-      const corpus = loadCorpus();
-      const one = await runScenario(corpus, { ...base, name: '1', replicas: 1, policy: 'affinity' });
-      const four = await runScenario(corpus, { ...base, name: '4', replicas: 4, policy: 'affinity' });
-      const failing = await runScenario(corpus, {
-        ...base,
-        name: '4 failing',
-        replicas: 4,
-        policy: 'affinity',
-        failFromGroup: 5,
-      });
+  it('affinity keeps uncached prefill within 15 % of one replica, every replica serves ≥ 10 %, a failing replica loses nothing', async () => {
+    const corpus = loadCorpus();
+    const one = await runScenario(corpus, { ...base, name: '1', replicas: 1, policy: 'affinity' });
+    const four = await runScenario(corpus, { ...base, name: '4', replicas: 4, policy: 'affinity' });
+    const failing = await runScenario(corpus, {
+      ...base,
+      name: '4 failing',
+      replicas: 4,
+      policy: 'affinity',
+      failFromGroup: 5,
+    });
 
-      expect(one.lost).toBe(0);
-      expect(four.lost).toBe(0);
-      expect(four.uncachedCharsPerJudgment).toBeLessThanOrEqual(1.15 * one.uncachedCharsPerJudgment);
-      expect(four.shares).toHaveLength(4);
-      for (const share of four.shares) expect(share).toBeGreaterThanOrEqual(0.1);
+    expect(one.lost).toBe(0);
+    expect(four.lost).toBe(0);
+    expect(four.uncachedCharsPerJudgment).toBeLessThanOrEqual(1.15 * one.uncachedCharsPerJudgment);
+    expect(four.shares).toHaveLength(4);
+    for (const share of four.shares) expect(share).toBeGreaterThanOrEqual(0.1);
 
-      // Replica 0 answers 500 from group 5 on: every judgment still ends ok, on the other replicas.
-      expect(failing.lost).toBe(0);
-      expect(failing.ok).toBe(failing.judgments);
-      expect(failing.shares[0]).toBeLessThan(Math.min(...failing.shares.slice(1)));
-    },
-    60_000,
-  );
+    // Replica 0 answers 500 from group 5 on: every judgment still ends ok, on the other replicas.
+    expect(failing.lost).toBe(0);
+    expect(failing.ok).toBe(failing.judgments);
+    expect(failing.shares[0]).toBeLessThan(Math.min(...failing.shares.slice(1)));
+  }, 60_000);
 });
