@@ -6,7 +6,9 @@
  *     'base=dist/server/main.js' 'proto=/tmp/proto/dist/server/main.js' \
  *     'semi32=dist/server/main.js::--max-semi-space-size=32'
  *
- * A variant is NAME=ENTRY[::NODE FLAGS]. Prints one line per run and the median per variant.
+ * A variant is NAME=ENTRY[::NODE FLAGS[::ENV]] with ENV as space-separated K=V server variables, e.g.
+ * 'fixed=dist/server/main.js::--max-semi-space-size=32::JUDGE_ADAPTIVE_INFLIGHT=false'. Prints one line
+ * per run and the median per variant.
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,16 +42,22 @@ interface Variant {
   name: string;
   entry: string;
   nodeArgs: string[];
+  env: Record<string, string>;
 }
 
 const variants: Variant[] = positionals.map((spec) => {
   const eq = spec.indexOf('=');
-  if (eq < 1) throw new Error(`variant ${spec}: expected NAME=ENTRY[::NODE FLAGS]`);
-  const [entry = '', flags = ''] = spec.slice(eq + 1).split('::');
+  if (eq < 1) throw new Error(`variant ${spec}: expected NAME=ENTRY[::NODE FLAGS[::ENV]]`);
+  const [entry = '', flags = '', env = ''] = spec.slice(eq + 1).split('::');
+  const pairs = env
+    .split(' ')
+    .filter((kv) => kv.includes('='))
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const);
   return {
     name: spec.slice(0, eq),
     entry: resolve(ROOT, entry),
     nodeArgs: flags.split(' ').filter((f) => f !== ''),
+    env: Object.fromEntries(pairs),
   };
 });
 if (variants.length === 0) throw new Error('give at least one variant NAME=ENTRY[::NODE FLAGS]');
@@ -68,6 +76,7 @@ async function once(v: Variant, logDir: string): Promise<Row> {
     ...DEFAULT_OPTIONS,
     serverEntry: v.entry,
     serverNodeArgs: v.nodeArgs,
+    serverEnv: v.env,
     log: (line) => console.error(`[ab] ${line}`),
   };
   const fake = await startFake(options.latencyMs);
