@@ -33,7 +33,11 @@ export interface LimiterOptions {
 export interface AdaptiveOptions {
   /** Starting limit (clipped to [1, maxInflight]). Default 16. */
   initial?: number | undefined;
-  /** Latency above `tolerance` × baseline counts as queueing. Default 1.5. */
+  /**
+   * Smoothed latency above `tolerance` × baseline counts as queueing. Default 2: a call queued behind a
+   * full slot waits about one service time, while a batching server (vLLM) slows down less than that
+   * between moderate and high concurrency, and throttling it there would cost throughput.
+   */
   tolerance?: number | undefined;
   /** Absolute slack added to the threshold, ms, so jitter on fast calls is not queueing. Default 50. */
   slackMs?: number | undefined;
@@ -124,7 +128,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const now = options.now ?? Date.now;
   const adaptive =
     options.adaptive === false || options.adaptive === undefined ? undefined : options.adaptive;
-  const tolerance = adaptive?.tolerance ?? 1.5;
+  const tolerance = adaptive?.tolerance ?? 2;
   const slackMs = adaptive?.slackMs ?? 50;
   // Float limit (additive increase adds 1/limit); slots are its floor.
   let limit = adaptive === undefined ? maxInflight : clamp(adaptive.initial ?? 16, 1, maxInflight);

@@ -237,7 +237,7 @@ describe('adaptive in-flight limit (AIMD)', () => {
     r();
   });
 
-  it('cuts by 0.8 when smoothed latency inflates past 1.5× the baseline + 50 ms, once per round trip', async () => {
+  it('cuts by 0.8 when smoothed latency inflates past 2× the baseline + 50 ms, once per round trip', async () => {
     const { limiter, open, advance, sample } = adaptive(10);
     const held = await Promise.all(Array.from({ length: 10 }, () => limiter.acquire(1, open())));
     for (let i = 0; i < 5; i++) {
@@ -248,8 +248,9 @@ describe('adaptive in-flight limit (AIMD)', () => {
     advance(400);
     const sentBefore = 1_000; // sent before the decrease below
     sample(400, sentBefore); // smoothed 175 ms: one slow call is not queueing
+    sample(400, sentBefore); // smoothed 231 ms: not yet
     expect(limiter.limit).toBe(12);
-    sample(400, sentBefore); // smoothed 231 ms > 1.5 × 100 + 50 → 12 × 0.8 = 9.6
+    sample(400, sentBefore); // smoothed 286 ms > 2 × 100 + 50 → 12 × 0.8 = 9.6
     expect(limiter.limit).toBe(9);
     sample(450, sentBefore); // same round trip: no second cut
     expect(limiter.limit).toBe(9);
