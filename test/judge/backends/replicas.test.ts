@@ -194,4 +194,27 @@ describe('backend replicas: staggering calls that share a prompt prefix', () => 
     expect(staggered).toBe(1);
     expect(prefill.uncachedChars).toBeLessThan(0.6 * prefill.promptChars);
   });
+
+  it('a caller that aborts while its call waits for a sibling leaves at once, without calling the backend', async () => {
+    const {
+      backend: b,
+      fakes: [f],
+    } = await setup(1, { fallback: { kind: 'hang' } }, { prefix_stagger_ms: 5_000 });
+    const leader = new AbortController();
+    const follower = new AbortController();
+    const first = b.complete(request('abstract A'), { signal: leader.signal, deadline: Date.now() + 10_000 });
+    await f!.waitForCalls(1);
+    const second = b.complete(request('abstract A', 'analyst', 'candidate two'), {
+      signal: follower.signal,
+      deadline: Date.now() + 10_000,
+    });
+    const started = Date.now();
+    follower.abort();
+    await expect(second).rejects.toMatchObject({ code: 'RW_CLIENT_ABORTED' });
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(f!.callCount).toBe(1);
+    leader.abort();
+    await expect(first).rejects.toMatchObject({ code: 'RW_CLIENT_ABORTED' });
+    expect(b.replicas!()[0]).toMatchObject({ inflight: 0, waiting: 0, state: 'closed' });
+  });
 });
