@@ -83,7 +83,7 @@ export async function runScenario(corpus: Corpus, o: ScenarioOptions): Promise<S
         await startFakeOpenAI({
           latencyMs: o.latencyMs,
           record: false,
-          blockCache: { blocks: o.cacheBlocks },
+          blockCache: { capacityBlocks: o.cacheBlocks, registerOn: 'reply' },
           fallback: (body) => (failing && i === 0 ? { kind: 'status', status: 500 } : answer(body)),
         }),
       );
@@ -132,8 +132,8 @@ export async function runScenario(corpus: Corpus, o: ScenarioOptions): Promise<S
     let promptChars = 0;
     let uncached = 0;
     for (const f of fakes) {
-      promptChars += f.prefill.promptChars;
-      uncached += f.prefill.uncachedChars;
+      promptChars += f.prefill().promptChars;
+      uncached += f.prefill().uncachedChars;
     }
     await Promise.all(router.backends().map(async (b) => b.close?.()));
     return {

@@ -174,13 +174,17 @@ describe('backend replicas: staggering calls that share a prompt prefix', () => 
     const {
       backend: b,
       fakes: [f],
-    } = await setup(1, { latencyMs: 30, blockCache: { blocks: 10_000 } }, { prefix_stagger_ms: staggerMs });
+    } = await setup(
+      1,
+      { latencyMs: 30, blockCache: { registerOn: 'reply' } },
+      { prefix_stagger_ms: staggerMs },
+    );
     // Two parallel members: same system prompt and ground truth, different candidate text at the end.
     await Promise.all([
       call(b, request('abstract '.repeat(40), 'analyst', 'candidate one')),
       call(b, request('abstract '.repeat(40), 'analyst', 'candidate two')),
     ]);
-    return { prefill: { ...f!.prefill }, staggered: b.staggeredCalls!() };
+    return { prefill: f!.prefill(), staggered: b.staggeredCalls!() };
   }
 
   it('without a stagger, two parallel calls both prefill the shared prefix', async () => {
