@@ -1,7 +1,7 @@
 /**
  * Replica routing bench (issue 14 items 2 and 5): GRPO groups from the shared OpenReview set judged by
  * the real engine (runJudgment → router → OpenAI-compatible backend over HTTP) against 1 or 4 replicas of
- * the fake backend, each with its own block-cache simulation (test/fakes/block-cache.ts), so each
+ * the fake backend, each with its own block-cache simulation (test/fakes/openai.ts, `registerOn: reply`), so each
  * replica's prefix cache only helps the calls it serves. Reports uncached prompt characters per judgment
  * (what the fleet must prefill), each replica's share of calls, and lost judgments:
  *
