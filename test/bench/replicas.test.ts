@@ -8,8 +8,9 @@ import { runScenario, type ScenarioOptions } from '../../bench/replicas.js';
 describe.skipIf(!existsSync(DEFAULT_DATASET))('replica bench (default graph, GRPO groups of 16)', () => {
   const base: Omit<ScenarioOptions, 'name' | 'replicas' | 'policy'> = {
     graph: 'default',
-    groups: 16,
-    concurrentGroups: 4,
+    // 32 ground truths: enough that hashing gives every replica a share well above 10 %.
+    groups: 32,
+    concurrentGroups: 8,
     cacheBlocks: 4000,
     latencyMs: 2,
     staggerMs: 50,
@@ -24,7 +25,7 @@ describe.skipIf(!existsSync(DEFAULT_DATASET))('replica bench (default graph, GRP
       name: '4 failing',
       replicas: 4,
       policy: 'affinity',
-      failFromGroup: 5,
+      failFromGroup: 10,
     });
 
     expect(one.lost).toBe(0);
