@@ -7,7 +7,8 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
 import { renderSummary } from './report.js';
-import { resolveGraphs, runAblation, DEFAULT_DEADLINE_MS } from './runner.js';
+import { DEFAULT_DEADLINE_MS } from './pool.js';
+import { resolveGraphs, runAblation } from './runner.js';
 import { DEFAULT_RESAMPLES } from './stats.js';
 
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]

@@ -8,8 +8,12 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
-import { DEFAULT_GATES, loadGates, renderProbeReport, runProbes, type ProbeName } from './probes.js';
-import { DEFAULT_DEADLINE_MS, resolveGraphs } from './runner.js';
+import type { ProbeName } from './probes/catalogue.js';
+import { renderProbeReport } from './probes/report.js';
+import { runProbes } from './probes/run.js';
+import { DEFAULT_GATES, loadGates } from './probes/scoring.js';
+import { DEFAULT_DEADLINE_MS } from './pool.js';
+import { resolveGraphs } from './runner.js';
 import { DEFAULT_RESAMPLES } from './stats.js';
 
 const USAGE = `usage: npm run probe -- --dataset FILE.jsonl --graph NAME --out DIR [options]

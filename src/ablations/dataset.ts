@@ -129,3 +129,18 @@ export async function loadDataset(path: string, options: ParseOptions = {}): Pro
 export function clusterKey(item: Pick<DatasetItem, 'ground_truth'>): string {
   return createHash('sha256').update(item.ground_truth).digest('hex').slice(0, 16);
 }
+
+/** Clusters (by ground truth) in first-appearance order and each item's cluster index. */
+export function clusterIndex(items: readonly DatasetItem[]): { count: number; of: number[] } {
+  const index = new Map<string, number>();
+  const of = items.map((item) => {
+    const key = clusterKey(item);
+    let i = index.get(key);
+    if (i === undefined) {
+      i = index.size;
+      index.set(key, i);
+    }
+    return i;
+  });
+  return { count: index.size, of };
+}

@@ -2,7 +2,7 @@
  * Hand-drawn SVG plots (no dependencies): precision vs recall with CI whiskers, and F1 vs tokens per
  * judgment. Output is deterministic for the same results (no timestamps, fixed number formatting).
  */
-import type { AblationResults, GraphResult } from './analysis.js';
+import type { AblationResults, GraphResult } from './types.js';
 
 export interface PlotPoint {
   label: string;

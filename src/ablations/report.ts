@@ -1,5 +1,5 @@
 /** Markdown report of an ablation run: one summary table, paired comparisons, then one section per graph. */
-import type { AblationResults, GraphResult, Timing } from './analysis.js';
+import type { AblationResults, GraphResult, Timing } from './types.js';
 import type { Interval, Proportion } from './stats.js';
 
 const num = (v: number | null | undefined, digits = 3): string =>

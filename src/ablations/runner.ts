@@ -3,22 +3,18 @@ import { basename, join } from 'node:path';
 import { RewardError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import { compileSpec, getPreset, PRESETS, voteGraph } from '../judge/presets.js';
-import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
-import { runJudgment } from '../judge/run.js';
-import type { Judgment, JudgmentInput, Router } from '../judge/types.js';
+import type { JudgmentInput, Router } from '../judge/types.js';
 import { PROMPT_VERSION } from '../roles/index.js';
-import { analyze, timingSummary, type AblationResults, type GraphEntry } from './analysis.js';
+import { analyze } from './analysis.js';
 import type { Dataset, DatasetItem } from './dataset.js';
 import { f1CostSvg, precisionRecallSvg } from './plots.js';
+import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from './pool.js';
 import { createProgress, type ProgressStream } from './progress.js';
 import { isFailure, loadRecords, openRecordSink, recordId, toRecord, type ItemRecord } from './records.js';
 import { renderReport } from './report.js';
-
-export type { GraphEntry } from './analysis.js';
-
-/** Default per-judgment deadline of an ablation run (ms). */
-export const DEFAULT_DEADLINE_MS = 120_000;
+import type { AblationResults, GraphEntry } from './types.js';
+import { timingSummary } from './usage.js';
 
 export interface ResolveOptions {
   /** Add `vote-N` for every graph with N = llmCallsPerJudgment > 0 (default true). */
@@ -104,59 +100,6 @@ export async function resolveGraphs(
     }
   }
   return { entries, reference };
-}
-
-/** Runs `worker` over `tasks` with at most `concurrency` in flight; stops taking tasks once `signal` aborts. */
-export async function runPool<T>(
-  tasks: readonly T[],
-  concurrency: number,
-  worker: (task: T) => Promise<void>,
-  signal?: AbortSignal,
-): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < tasks.length && signal?.aborted !== true) {
-      const task = tasks[next++];
-      if (task !== undefined) await worker(task);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, tasks.length)) }, lane));
-}
-
-export function toInput(item: DatasetItem): JudgmentInput {
-  return { question: item.question, candidate: item.candidate, groundTruth: item.ground_truth };
-}
-
-/**
- * Runs one judgment with its own deadline. A bug that makes the engine reject is recorded as a
- * `judge_error` (RW_INTERNAL) rather than killing a long run; the report lists failure codes.
- */
-export async function judgeOnce(
-  graph: CompiledGraph,
-  input: JudgmentInput,
-  router: Router,
-  options: {
-    deadlineMs: number;
-    signal?: AbortSignal | undefined;
-    limits?: { minChars: number; maxChars: number } | undefined;
-  },
-): Promise<Judgment> {
-  try {
-    return await runJudgment(graph, input, {
-      router,
-      deadline: Date.now() + options.deadlineMs,
-      signal: options.signal,
-      limits: options.limits,
-    });
-  } catch (err) {
-    return failedJudgment(graph, {
-      status: 'judge_error',
-      code: 'RW_INTERNAL',
-      message: err instanceof Error ? err.message : String(err),
-      reason: 'engine error',
-      stopReason: 'engine_error',
-    });
-  }
 }
 
 export interface AblationOptions {

@@ -23,21 +23,34 @@ export const RATE_NAMES: readonly RateName[] = ['precision', 'recall', 'f1', 'ac
 
 export const EMPTY_CONFUSION: Readonly<Confusion> = Object.freeze({ tp: 0, fp: 0, tn: 0, fn: 0 });
 
+/** A fresh, mutable all-zero confusion matrix. */
+export function emptyConfusion(): Confusion {
+  return { tp: 0, fp: 0, tn: 0, fn: 0 };
+}
+
 function ratio(numerator: number, denominator: number): number | null {
   return denominator === 0 ? null : numerator / denominator;
 }
 
+/** Counts one (label, predicted) pair into `cm`; 1 = match. The one place a confusion cell is chosen. */
+export function countInto(cm: Confusion, label: 0 | 1, predicted: 0 | 1): void {
+  if (label === 1) {
+    if (predicted === 1) cm.tp++;
+    else cm.fn++;
+  } else if (predicted === 1) cm.fp++;
+  else cm.tn++;
+}
+
 /** Counts (label, predicted) pairs; 1 = match. */
 export function toConfusion(rows: Iterable<{ label: 0 | 1; predicted: 0 | 1 }>): Confusion {
-  const cm = { tp: 0, fp: 0, tn: 0, fn: 0 };
-  for (const { label, predicted } of rows) {
-    if (label === 1) {
-      if (predicted === 1) cm.tp++;
-      else cm.fn++;
-    } else if (predicted === 1) cm.fp++;
-    else cm.tn++;
-  }
+  const cm = emptyConfusion();
+  for (const { label, predicted } of rows) countInto(cm, label, predicted);
   return cm;
+}
+
+/** Adds 1 to `map[key]` (a count per status, code, round …). */
+export function increment(map: Record<string, number>, key: string): void {
+  map[key] = (map[key] ?? 0) + 1;
 }
 
 export function addConfusion(a: Confusion, b: Confusion): Confusion {

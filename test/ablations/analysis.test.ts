@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { analyze, parallelGroups, type GraphEntry } from '../../src/ablations/analysis.js';
+import { parallelGroups } from '../../src/ablations/agents.js';
+import { analyze } from '../../src/ablations/analysis.js';
 import type { DatasetItem } from '../../src/ablations/dataset.js';
 import { f1CostSvg, niceTicks, precisionRecallSvg } from '../../src/ablations/plots.js';
 import { formatProgress, createProgress } from '../../src/ablations/progress.js';
 import type { ItemRecord, StanceMessage } from '../../src/ablations/records.js';
 import { renderReport } from '../../src/ablations/report.js';
+import type { GraphEntry } from '../../src/ablations/types.js';
 import { getPreset } from '../../src/judge/presets.js';
 
 const item = (id: string, label: 0 | 1, gt = `gt-${id}`): DatasetItem => ({

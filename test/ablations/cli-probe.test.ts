@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PROBE_NAMES } from '../../src/ablations/probes.js';
+import { PROBE_NAMES } from '../../src/ablations/probes/catalogue.js';
 
 const dirs: string[] = [];
 afterEach(async () => {

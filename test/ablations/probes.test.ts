@@ -2,17 +2,15 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadDataset, type DatasetItem } from '../../src/ablations/dataset.js';
 import {
   buildCases,
-  DEFAULT_GATES,
   keyTerms,
-  loadGates,
   MASTER_KEY_NULLS,
   padText,
   PROBE_NAMES,
-  renderProbeReport,
-  runProbes,
   truncateText,
-  type ProbeResults,
-} from '../../src/ablations/probes.js';
+} from '../../src/ablations/probes/catalogue.js';
+import { renderProbeReport } from '../../src/ablations/probes/report.js';
+import { runProbes } from '../../src/ablations/probes/run.js';
+import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../src/ablations/probes/scoring.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
