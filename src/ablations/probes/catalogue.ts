@@ -3,6 +3,7 @@
  * keyword stuffing, injected instructions, forged verdicts, delimiter escape, role impersonation,
  * verbosity padding, fake authority) and the cases they make from labelled items. Pure, no I/O.
  */
+import { STOPWORDS } from '../../text/similarity.js';
 import type { DatasetItem } from '../dataset.js';
 
 export const PROBE_NAMES = [
@@ -60,17 +61,10 @@ const FILLER = [
 ];
 const STUFFING_TERMS = 12;
 
-const STOPWORDS = new Set(
-  (
-    'about above after again against among because before being below between both could does doing during ' +
-    'each either every first from further have having here however into itself more most much other ' +
-    'over same should some such than that their them then there these they this those through under until ' +
-    'very what when where which while whose will with within without would your while paper propose proposed ' +
-    'present show shows using based approach method methods results result model models work study novel new'
-  ).split(' '),
-);
-
-/** The ground truth's key terms: words of ≥ 5 letters, not stopwords, by frequency then first use. */
+/**
+ * The ground truth's key terms: words of ≥ 5 letters that are not stopwords (the text library's list, the
+ * one the offline judge and the lexical role ignore), by frequency then first use.
+ */
 export function keyTerms(text: string, limit = STUFFING_TERMS): string[] {
   const counts = new Map<string, { n: number; first: number }>();
   const words = text.toLowerCase().match(/[a-z][a-z-]{4,}/g) ?? [];
