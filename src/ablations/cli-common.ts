@@ -1,9 +1,81 @@
-/** What the `ablate` and `probe` CLIs share: option parsing, dataset and backend set-up, the exit path. */
+/** What the `ablate` and `probe` CLIs share: options and their parsing, dataset and backend set-up, the exit path. */
 import type { Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
 import { loadDataset, type Dataset } from './dataset.js';
+import { DEFAULT_DEADLINE_MS } from './pool.js';
+import { DEFAULT_RESAMPLES } from './stats.js';
+
+/** The options `ablate` and `probe` both take (node:util parseArgs format). */
+export const RUN_OPTIONS = {
+  dataset: { type: 'string' },
+  out: { type: 'string' },
+  limit: { type: 'string' },
+  concurrency: { type: 'string' },
+  seed: { type: 'string' },
+  resamples: { type: 'string' },
+  'deadline-ms': { type: 'string' },
+  'skip-invalid': { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+/** Usage lines of RUN_OPTIONS (without --dataset and --out, which each usage line names). */
+export const RUN_USAGE = `  --limit N            only the first N items of the dataset
+  --concurrency C      judgments in flight (default 8)
+  --seed S             bootstrap seed (default 1)
+  --resamples R        bootstrap resamples (default ${DEFAULT_RESAMPLES}, minimum ${DEFAULT_RESAMPLES})
+  --deadline-ms MS     per-judgment deadline (default ${DEFAULT_DEADLINE_MS})
+  --skip-invalid       skip (and list) invalid dataset lines instead of stopping`;
+
+export interface RunSettings {
+  dataset: string;
+  out: string;
+  limit: number | undefined;
+  concurrency: number;
+  seed: number;
+  resamples: number;
+  deadlineMs: number;
+  skipInvalid: boolean;
+}
+
+/**
+ * The validated RUN_OPTIONS, or the exit code when there is nothing to run: 0 after printing `usage`
+ * for --help, 2 after printing it to stderr when --dataset or --out is missing.
+ */
+export function runSettings(
+  values: {
+    dataset?: string | undefined;
+    out?: string | undefined;
+    limit?: string | undefined;
+    concurrency?: string | undefined;
+    seed?: string | undefined;
+    resamples?: string | undefined;
+    'deadline-ms'?: string | undefined;
+    'skip-invalid'?: boolean | undefined;
+    help?: boolean | undefined;
+  },
+  usage: string,
+): RunSettings | number {
+  if (values.help === true) {
+    console.log(usage);
+    return 0;
+  }
+  if (values.dataset === undefined || values.out === undefined) {
+    console.error(usage);
+    return 2;
+  }
+  return {
+    dataset: values.dataset,
+    out: values.out,
+    limit: values.limit === undefined ? undefined : intOption('limit', values.limit, 0),
+    concurrency: intOption('concurrency', values.concurrency, 8),
+    seed: intOption('seed', values.seed, 1, 0),
+    resamples: intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES),
+    deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS),
+    skipInvalid: values['skip-invalid'] === true,
+  };
+}
 
 /** An integer CLI option ≥ `min`, or `fallback` when absent; throws a message naming the flag. */
 export function intOption(name: string, value: string | undefined, fallback: number, min = 1): number {
