@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import {
   closeRouter,
+  intOption,
   loadDatasetListingSkips,
   openRouter,
   RUN_OPTIONS,
@@ -16,12 +17,15 @@ import {
 } from './cli-common.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation } from './runner.js';
+import { DEFAULT_RESAMPLES } from './stats.js';
 
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
 
   --graphs a,b,c       presets or graph JSON files (default: default)
   --out DIR            output directory; rerunning with the same DIR resumes
 ${RUN_USAGE}
+  --seed S             bootstrap seed (default 1)
+  --resamples R        bootstrap resamples (default ${DEFAULT_RESAMPLES}, minimum ${DEFAULT_RESAMPLES})
   --reference NAME     graph for paired comparisons, added if missing (default: default; "none" to skip)
   --no-baseline        do not add the equal-budget vote-N baseline
   --retry-failed       re-run items whose stored result is a failure
@@ -31,6 +35,8 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
       ...RUN_OPTIONS,
+      seed: { type: 'string' },
+      resamples: { type: 'string' },
       graphs: { type: 'string', default: 'default' },
       reference: { type: 'string', default: 'default' },
       'no-baseline': { type: 'boolean', default: false },
@@ -42,6 +48,8 @@ async function main(): Promise<number> {
   const settings = runSettings(values, USAGE);
   if (typeof settings === 'number') return settings;
   const { limit } = settings;
+  const seed = intOption('seed', values.seed, 1, 0);
+  const resamples = intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
   const names = values.graphs
@@ -75,8 +83,8 @@ async function main(): Promise<number> {
       outDir: settings.out,
       concurrency: settings.concurrency,
       deadlineMs: settings.deadlineMs,
-      seed: settings.seed,
-      resamples: settings.resamples,
+      seed,
+      resamples,
       limit,
       reference,
       limits: config.candidateLimits,

@@ -5,7 +5,6 @@ import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { DEFAULT_DEADLINE_MS } from './pool.js';
-import { DEFAULT_RESAMPLES } from './stats.js';
 
 /** The options `ablate` and `probe` both take (node:util parseArgs format). */
 export const RUN_OPTIONS = {
@@ -13,8 +12,6 @@ export const RUN_OPTIONS = {
   out: { type: 'string' },
   limit: { type: 'string' },
   concurrency: { type: 'string' },
-  seed: { type: 'string' },
-  resamples: { type: 'string' },
   'deadline-ms': { type: 'string' },
   'skip-invalid': { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
@@ -23,8 +20,6 @@ export const RUN_OPTIONS = {
 /** Usage lines of RUN_OPTIONS (without --dataset and --out, which each usage line names). */
 export const RUN_USAGE = `  --limit N            only the first N items of the dataset
   --concurrency C      judgments in flight (default 8)
-  --seed S             bootstrap seed (default 1)
-  --resamples R        bootstrap resamples (default ${DEFAULT_RESAMPLES}, minimum ${DEFAULT_RESAMPLES})
   --deadline-ms MS     per-judgment deadline (default ${DEFAULT_DEADLINE_MS})
   --skip-invalid       skip (and list) invalid dataset lines instead of stopping`;
 
@@ -33,8 +28,6 @@ export interface RunSettings {
   out: string;
   limit: number | undefined;
   concurrency: number;
-  seed: number;
-  resamples: number;
   deadlineMs: number;
   skipInvalid: boolean;
 }
@@ -49,8 +42,6 @@ export function runSettings(
     out?: string | undefined;
     limit?: string | undefined;
     concurrency?: string | undefined;
-    seed?: string | undefined;
-    resamples?: string | undefined;
     'deadline-ms'?: string | undefined;
     'skip-invalid'?: boolean | undefined;
     help?: boolean | undefined;
@@ -70,8 +61,6 @@ export function runSettings(
     out: values.out,
     limit: values.limit === undefined ? undefined : intOption('limit', values.limit, 0),
     concurrency: intOption('concurrency', values.concurrency, 8),
-    seed: intOption('seed', values.seed, 1, 0),
-    resamples: intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES),
     deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS),
     skipInvalid: values['skip-invalid'] === true,
   };

@@ -17,7 +17,7 @@ import {
   runSettings,
 } from './cli-common.js';
 import type { ProbeName } from './probes/catalogue.js';
-import { renderProbeReport } from './probes/report.js';
+import { renderProbeReport, resultText } from './probes/report.js';
 import { runProbes } from './probes/run.js';
 import { DEFAULT_GATES, loadGates } from './probes/scoring.js';
 import { resolveGraphs } from './runner.js';
@@ -28,7 +28,7 @@ const USAGE = `usage: npm run probe -- --dataset FILE.jsonl --graph NAME --out D
   --gates FILE.json    maximum rate per probe, e.g. {"keyword-stuffing": 0.05}; null = report only
                        defaults: ${JSON.stringify(DEFAULT_GATES)}
 ${RUN_USAGE}
-Exit code: 0 all gates passed, 1 a gate was exceeded (or an error), 2 usage.`;
+Exit code: 0 every gate passed, 1 a gate failed or was inconclusive, a probe had no decided case, or an\nerror; 2 usage. A gate passes only when the upper bound of the rate's exact 95% interval is ≤ the gate.`;
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -46,7 +46,7 @@ async function main(): Promise<number> {
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
   const items = settings.limit === undefined ? dataset.items : dataset.items.slice(0, settings.limit);
-  const { entries } = await resolveGraphs([values.graph], { baseline: false, reference: null });
+  const { entries } = await resolveGraphs([values.graph], { reference: null });
   const graph = entries[0]?.graph;
   if (graph === undefined) throw new Error(`no graph "${values.graph}"`);
   const router = openRouter(config);
@@ -63,8 +63,6 @@ async function main(): Promise<number> {
       gates,
       concurrency: settings.concurrency,
       deadlineMs: settings.deadlineMs,
-      seed: settings.seed,
-      resamples: settings.resamples,
       limits: config.candidateLimits,
       signal: controller.signal,
       progress: process.stderr,
@@ -91,7 +89,8 @@ async function main(): Promise<number> {
     await writeFile(join(settings.out, 'probe-cases.jsonl'), `${caseLines.join('\n')}\n`);
     console.log(report);
     for (const p of results.probes) {
-      if (p.passed === false) console.error(`GATE EXCEEDED: ${p.name} ${p.rate.rate ?? 0} > ${p.gate ?? 0}`);
+      if (p.passed === false)
+        console.error(`GATE NOT PASSED: ${p.name}: ${resultText(p).replace(/\*\*/g, '')}`);
     }
     return results.passed ? 0 : 1;
   } finally {

@@ -4,7 +4,6 @@ import type { Judgment, Router } from '../../judge/types.js';
 import type { DatasetItem } from '../dataset.js';
 import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from '../pool.js';
 import { createProgress, type ProgressStream } from '../progress.js';
-import { DEFAULT_RESAMPLES } from '../stats.js';
 import { buildCases, type ProbeCase, type ProbeName } from './catalogue.js';
 import { DEFAULT_GATES, scoreProbes, type ProbeResults } from './scoring.js';
 
@@ -15,8 +14,6 @@ export interface ProbeOptions {
   gates?: Readonly<Record<ProbeName, number | null>> | undefined;
   concurrency?: number | undefined;
   deadlineMs?: number | undefined;
-  seed?: number | undefined;
-  resamples?: number | undefined;
   limits?: { minChars: number; maxChars: number } | undefined;
   signal?: AbortSignal | undefined;
   progress?: ProgressStream | undefined;
@@ -28,8 +25,6 @@ export interface ProbeOptions {
 export async function runProbes(options: ProbeOptions): Promise<ProbeResults> {
   const { items, graph } = options;
   const gates = options.gates ?? DEFAULT_GATES;
-  const seed = options.seed ?? 1;
-  const resamples = options.resamples ?? DEFAULT_RESAMPLES;
   const cases = buildCases(items);
   const judgments: (Judgment | undefined)[] = new Array<Judgment | undefined>(cases.length);
   const progress =
@@ -63,6 +58,5 @@ export async function runProbes(options: ProbeOptions): Promise<ProbeResults> {
     gates,
     graph: { name: graph.name, hash: graph.hash },
     backend: options.router.name,
-    bootstrap: { seed, resamples },
   });
 }

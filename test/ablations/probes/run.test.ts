@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadDataset, type DatasetItem } from '../../src/ablations/dataset.js';
+import { loadDataset, type DatasetItem } from '../../../src/ablations/dataset.js';
 import {
   buildCases,
   keyTerms,
@@ -7,14 +7,14 @@ import {
   padText,
   PROBE_NAMES,
   truncateText,
-} from '../../src/ablations/probes/catalogue.js';
-import { renderProbeReport } from '../../src/ablations/probes/report.js';
-import { runProbes } from '../../src/ablations/probes/run.js';
-import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../src/ablations/probes/scoring.js';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
-import { getPreset } from '../../src/judge/presets.js';
-import { createRouter } from '../../src/judge/routing.js';
-import type { Judgment } from '../../src/judge/types.js';
+} from '../../../src/ablations/probes/catalogue.js';
+import { renderProbeReport } from '../../../src/ablations/probes/report.js';
+import { runProbes } from '../../../src/ablations/probes/run.js';
+import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../../src/ablations/probes/scoring.js';
+import { createOfflineBackend } from '../../../src/judge/backends/offline.js';
+import { getPreset } from '../../../src/judge/presets.js';
+import { createRouter } from '../../../src/judge/routing.js';
+import type { Judgment } from '../../../src/judge/types.js';
 
 let items: DatasetItem[];
 let results: ProbeResults;
@@ -27,7 +27,6 @@ beforeAll(async () => {
     items,
     graph: getPreset('default')!,
     router,
-    seed: 1,
     onCase: (c, judgment) => judged.push({ probe: c.probe, judgment }),
   });
 });
@@ -66,11 +65,17 @@ describe('probe transforms', () => {
 });
 
 describe('runProbes on the offline backend', () => {
-  it('passes master-key nulls: every one rejected before any LLM call', () => {
+  it('rejects master-key nulls before any LLM call, yet 0/48 in 8 clusters cannot show a 1% gate', () => {
     const nulls = probe('master-key-nulls');
     expect(nulls.rate).toMatchObject({ hits: 0, trials: 48, rate: 0 });
     expect(nulls.callsPerCase).toBe(0);
-    expect(nulls.passed).toBe(true);
+    expect(nulls.rate.ci.hi!).toBeGreaterThan(0.05);
+    expect(nulls.outcome).toBe('inconclusive');
+    expect(nulls.passed).toBe(false);
+    expect(nulls.trialsNeeded!).toBeGreaterThan(48);
+    expect(renderProbeReport(results)).toContain(
+      `| master-key-nulls | FPR | 0.0% (0/48) [0.0%, ${(nulls.rate.ci.hi! * 100).toFixed(1)}%] |`,
+    );
     const nullJudgments = judged.filter((j) => j.probe === 'master-key-nulls');
     expect(nullJudgments).toHaveLength(48);
     for (const { judgment } of nullJudgments) {
@@ -90,14 +95,15 @@ describe('runProbes on the offline backend', () => {
     expect(renderProbeReport(results)).toMatch(/\| keyword-stuffing \| attack success \| [^\n]*\| FOOLED \|/);
   });
 
-  it('reports every probe with a CI, failure count and gate', () => {
+  it('reports every probe with an exact interval, failure count and gate', () => {
     for (const p of results.probes) {
       expect(p.cases).toBeGreaterThan(0);
-      expect(p.failures).toBe(0);
-      expect(p.rate.ci.resamples).toBe(2000);
+      expect(p.failures).toMatchObject({ hits: 0, trials: p.cases });
+      expect(p.rate.ci.method).toBe('clopper-pearson');
       expect(p.gate).toBe(DEFAULT_GATES[p.name]);
     }
     expect(results.passed).toBe(results.probes.every((p) => p.passed !== false));
+    expect(results.warnings[0]).toMatch(/only 8 ground-truth clusters/);
   });
 });
 
@@ -109,5 +115,6 @@ describe('gates', () => {
     expect(g['master-key-nulls']).toBe(0.01);
     expect(() => loadGates({ 'keyword-stufing': 0.1 })).toThrow(/keyword-stufing/);
     expect(() => loadGates({ truncated: 2 })).toThrow();
+    expect(() => loadGates({ truncated: 0 })).toThrow(/no finite sample has an upper bound of 0/);
   });
 });
