@@ -5,7 +5,11 @@
 import type { CompiledGraph } from '../judge/graph.js';
 import type { DatasetItem } from './dataset.js';
 import type { ItemRecord } from './records.js';
-import { fleissKappa, increment, reviewerCalibration, toConfusion } from './stats.js';
+import { fleissKappa } from './stats/agreement.js';
+import { reviewerCalibration } from './stats/calibration.js';
+import type { EstimateOptions } from './stats/clustered.js';
+import { increment, sumConfusions } from './stats/confusion.js';
+import { biasClusters, type ItemSet } from './tallies.js';
 import type { Agreement, DebateDynamics, NodeCalibration, Switches } from './types.js';
 
 /** The stance the label calls right. */
@@ -17,29 +21,28 @@ function lastStances(record: ItemRecord): Map<string, ItemRecord['messages'][num
   return last;
 }
 
+/** Each stance-bearing node's final stance against the label (ok judgments), bias on hard negatives. */
 export function nodeCalibration(
   graph: CompiledGraph,
-  items: readonly DatasetItem[],
+  set: ItemSet,
   records: readonly ItemRecord[],
+  options: EstimateOptions,
 ): NodeCalibration[] {
   const out: NodeCalibration[] = [];
+  const finals = records.map((record) => (record.status === 'ok' ? lastStances(record) : undefined));
   for (const r of [...graph.debate, ...graph.final]) {
     if (!r.hasStance) continue;
-    const rows: { label: 0 | 1; predicted: 0 | 1 }[] = [];
-    records.forEach((record, i) => {
-      const item = items[i];
-      if (item === undefined || record.status !== 'ok') return;
-      const m = lastStances(record).get(r.node.id);
-      if (m?.stance == null) return;
-      rows.push({ label: item.label, predicted: m.stance === 'match' ? 1 : 0 });
+    const clusters = biasClusters(set, (i) => {
+      const stance = finals[i]?.get(r.node.id)?.stance;
+      return stance == null ? null : stance === 'match' ? 1 : 0;
     });
-    const confusion = toConfusion(rows);
+    const confusion = sumConfusions(clusters.map((c) => c.all));
     out.push({
       nodeId: r.node.id,
       role: r.role.name,
-      n: rows.length,
+      n: confusion.tp + confusion.fp + confusion.tn + confusion.fn,
       confusion,
-      ...reviewerCalibration(confusion),
+      ...reviewerCalibration(clusters, { ...options, hardNegatives: set.hardNegatives }),
     });
   }
   return out;

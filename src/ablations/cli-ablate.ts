@@ -17,7 +17,7 @@ import {
 } from './cli-common.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation } from './runner.js';
-import { DEFAULT_RESAMPLES } from './stats.js';
+import { DEFAULT_RESAMPLES } from './stats/clustered.js';
 
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
 
@@ -57,7 +57,6 @@ async function main(): Promise<number> {
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const { entries, reference } = await resolveGraphs(names, {
-    baseline: !values['no-baseline'],
     reference: values.reference === 'none' ? null : values.reference,
   });
   const router = openRouter(config);
@@ -87,6 +86,7 @@ async function main(): Promise<number> {
       resamples,
       limit,
       reference,
+      baseline: !values['no-baseline'],
       limits: config.candidateLimits,
       retryFailed: values['retry-failed'],
       signal: controller.signal,

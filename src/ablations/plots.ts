@@ -172,11 +172,14 @@ function plotted(results: AblationResults): GraphResult[] {
   return results.graphs;
 }
 
-function ciNote(results: AblationResults): string {
-  return (
-    `Whiskers: ${Math.round(results.level * 100)}% clustered bootstrap CI (${results.resamples} resamples, ` +
-    `seed ${results.seed}); hollow = automatically added graph. n = ${results.dataset.items} items.`
-  );
+function ciNote(results: AblationResults, what: 'pr' | 'f1'): string {
+  const level = Math.round(results.level * 100);
+  const f1 =
+    results.method === 'percentile'
+      ? `cluster bootstrap (${results.resamples} resamples, seed ${results.seed})`
+      : 'cluster jackknife t';
+  const whiskers = what === 'pr' ? 'exact (Clopper–Pearson, design effect)' : f1;
+  return `Whiskers: ${level}% ${whiskers} CI; hollow = automatically added graph. n = ${results.dataset.items} items.`;
 }
 
 /** Precision (y) vs recall (x) per graph with CI whiskers, F1 iso-curves and the base-rate line. */
@@ -225,7 +228,7 @@ export function precisionRecallSvg(results: AblationResults): string {
     xDomain: [xMin, 1],
     yDomain: [yMin, 1],
     guides,
-    note: ciNote(results),
+    note: ciNote(results, 'pr'),
   });
 }
 
@@ -256,6 +259,6 @@ export function f1CostSvg(results: AblationResults): string {
     points,
     xDomain: [0, top],
     yDomain: [floor(Math.min(1, ...points.map((p) => p.yLo ?? p.y))), 1],
-    note: ciNote(results),
+    note: ciNote(results, 'f1'),
   });
 }

@@ -1,28 +1,40 @@
-/** Markdown report of an ablation run: one summary table, paired comparisons, then one section per graph. */
-import type { AblationResults, GraphResult, Timing } from './types.js';
-import type { Interval, Proportion } from './stats.js';
-
-const num = (v: number | null | undefined, digits = 3): string =>
-  v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(digits);
-
-const pct = (v: number | null | undefined, digits = 1): string =>
-  v === null || v === undefined ? '–' : `${(v * 100).toFixed(digits)}%`;
-
-function withCi(point: number | null, ci: Interval, digits = 3): string {
-  return `${num(point, digits)} [${num(ci.lo, digits)}, ${num(ci.hi, digits)}]`;
-}
-
-function proportion(p: Proportion): string {
-  return `${pct(p.rate)} (${p.hits}/${p.trials}) [${pct(p.ci.lo)}, ${pct(p.ci.hi)}]`;
-}
-
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const line = (cells: readonly string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
-  return [line(header), `|${header.map(() => '---').join('|')}|`, ...rows.map(line)].join('\n');
-}
+/**
+ * Markdown report of an ablation run: methods and warnings, the summary table, the three views of
+ * failures, the paired comparison with the reference (F1/P/R headline, accuracy tests apart), the
+ * budget-matched vote baselines, then one section per graph.
+ */
+import { DASH, num, pct, proportionCell, pValue, table, withCi } from './format.js';
+import type { ReviewerCalibration } from './stats/calibration.js';
+import type { Estimate } from './stats/clustered.js';
+import type { AblationResults, GraphResult, PairedComparison, Timing } from './types.js';
 
 function name(g: GraphResult): string {
   return g.auto ? `${g.name}*` : g.name;
+}
+
+function estimateCell(e: Estimate): string {
+  return withCi(e.point, e.ci);
+}
+
+/** `p (Holm p)`: raw first, adjusted in brackets. */
+function pPair(raw: number | null, adjusted: number | null): string {
+  return `${pValue(raw)} (${pValue(adjusted)})`;
+}
+
+function methodText(results: AblationResults): string {
+  const level = Math.round(results.level * 100);
+  const resampling =
+    results.method === 'percentile'
+      ? `percentile cluster bootstrap (${results.resamples} resamples of whole ground-truth clusters, seed ${results.seed}); ` +
+        'endpoints are printed to their Monte-Carlo precision and undefined resamples are counted, never dropped silently'
+      : `cluster jackknife t-interval (leave one ground-truth cluster out, logit scale for a rate and atanh for a difference, t on ${results.dataset.clusters - 1} degrees of freedom)`;
+  return (
+    `${level}% intervals. Proportions (precision, recall, accuracy, specificity, failure rate, FPR on hard negatives, accept rates, oracle gap): ` +
+    'exact Clopper–Pearson interval on the design-effect-adjusted sample size (Korn–Graubard; clusters = ground truths). ' +
+    `F1 and every difference: ${resampling}. ` +
+    'Failures (judge_error, timeout, overloaded) are never counted as negatives (three views below); ' +
+    'a rejected input (degenerate candidate) is a real no_match. `*` = added automatically (reference or budget-matched vote baseline).'
+  );
 }
 
 function summaryTable(results: AblationResults, timing: Timing | undefined): string {
@@ -32,53 +44,211 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
       'precision [95% CI]',
       'recall [95% CI]',
       'F1 [95% CI]',
-      'FPR hard neg',
-      'failure rate',
+      'FPR hard neg [95% CI]',
+      'failure rate [95% CI]',
       'calls/judgment',
       'tokens/judgment',
       'prompt tokens cached / uncached',
       ...(timing === undefined ? [] : ['latency p50 ms']),
     ],
-    results.graphs.map((g) => [
-      name(g),
-      withCi(g.metrics.point.precision, g.metrics.ci.precision),
-      withCi(g.metrics.point.recall, g.metrics.ci.recall),
-      withCi(g.metrics.point.f1, g.metrics.ci.f1),
-      pct(g.byKind['hard_negative']?.acceptRate),
-      `${pct(g.failure.rate)} (${g.failure.hits}/${g.failure.trials})`,
-      num(g.usage.callsPerJudgment, 2),
-      num(g.usage.tokensPerJudgment, 0),
-      g.usage.cachedPromptTokensPerJudgment === null
-        ? 'unknown'
-        : `${num(g.usage.cachedPromptTokensPerJudgment, 0)} / ${num(g.usage.uncachedPromptTokensPerJudgment, 0)}`,
-      ...(timing === undefined ? [] : [num(timing.graphs[g.name]?.latencyMs.p50, 0)]),
-    ]),
+    results.graphs.map((g) => {
+      const hard = g.byKind['hard_negative'];
+      return [
+        name(g),
+        withCi(g.metrics.point.precision, g.metrics.ci.precision),
+        withCi(g.metrics.point.recall, g.metrics.ci.recall),
+        withCi(g.metrics.point.f1, g.metrics.ci.f1),
+        hard === undefined ? DASH : `${pct(hard.rate)} [${pct(hard.ci.lo)}, ${pct(hard.ci.hi)}]`,
+        proportionCell(g.failure),
+        num(g.usage.callsPerJudgment, 2),
+        num(g.usage.tokensPerJudgment, 0),
+        g.usage.cachedPromptTokensPerJudgment === null
+          ? 'unknown'
+          : `${num(g.usage.cachedPromptTokensPerJudgment, 0)} / ${num(g.usage.uncachedPromptTokensPerJudgment, 0)}`,
+        ...(timing === undefined ? [] : [num(timing.graphs[g.name]?.latencyMs.p50, 0)]),
+      ];
+    }),
   );
 }
 
-function pairedTable(results: AblationResults): string | null {
-  const rows = results.graphs
-    .filter((g) => g.paired !== null)
-    .map((g) => {
-      const p = g.paired;
-      if (p === null) return [];
-      return [
+function viewsTable(results: AblationResults): string {
+  const any = results.graphs.some((g) => g.failure.hits > 0);
+  return [
+    '## Failures: three views',
+    '',
+    'Complete-case = each graph over the items it decided (the table above; graphs may then be compared on different items). ' +
+      `Common items = only the ${results.commonItems} items every graph decided. Failure-as-wrong = every item, a failure counted as the wrong answer. ` +
+      (any
+        ? 'Failures that track difficulty flatter the complete-case view: read the other two beside it.'
+        : 'No graph failed on any item, so the three views coincide.'),
+    '',
+    table(
+      [
+        'graph',
+        'complete-case n',
+        'complete-case F1',
+        'common-items F1',
+        'failure-as-wrong n',
+        'failure-as-wrong F1',
+      ],
+      results.graphs.map((g) => [
         name(g),
-        String(p.f1Difference.n),
-        withCi(p.f1Difference.difference, p.f1Difference.ci),
-        `${p.mcnemar.b} / ${p.mcnemar.c}`,
-        p.mcnemar.p < 0.001 ? p.mcnemar.p.toExponential(1) : p.mcnemar.p.toFixed(3),
-      ];
-    });
+        String(g.views.complete.n),
+        withCi(g.views.complete.point.f1, g.views.complete.ci.f1),
+        withCi(g.views.common.point.f1, g.views.common.ci.f1),
+        String(g.views.failureAsWrong.n),
+        withCi(g.views.failureAsWrong.point.f1, g.views.failureAsWrong.ci.f1),
+      ]),
+    ),
+  ].join('\n');
+}
+
+function signOf(v: number | null): number {
+  return v === null || v === 0 ? 0 : Math.sign(v);
+}
+
+function comparisonRows(rows: readonly { label: string; c: PairedComparison }[]): {
+  headline: string[][];
+  accuracy: string[][];
+} {
+  const headline = rows.map(({ label, c }) => [
+    label,
+    String(c.rates.n),
+    estimateCell(c.rates.f1),
+    pPair(c.rates.f1.p, c.holm.f1),
+    estimateCell(c.rates.precision),
+    pPair(c.rates.precision.p, c.holm.precision),
+    estimateCell(c.rates.recall),
+    pPair(c.rates.recall.p, c.holm.recall),
+  ]);
+  const accuracy = rows.map(({ label, c }) => {
+    const opposite = signOf(c.rates.f1.point) * signOf(c.rates.accuracy.point) < 0;
+    return [
+      label,
+      estimateCell(c.rates.accuracy),
+      `${c.rates.mcnemar.b} / ${c.rates.mcnemar.c}`,
+      pPair(c.rates.mcnemar.exactP, c.holm.mcnemarExact),
+      pPair(c.rates.mcnemar.clusteredP, c.holm.mcnemarClustered),
+      opposite ? 'opposite to ΔF1' : '',
+    ];
+  });
+  return { headline, accuracy };
+}
+
+const HEADLINE_HEADER = [
+  'graph',
+  'n',
+  'ΔF1 [95% CI]',
+  'ΔF1 p (Holm)',
+  'Δprecision [95% CI]',
+  'p (Holm)',
+  'Δrecall [95% CI]',
+  'p (Holm)',
+];
+const ACCURACY_HEADER = [
+  'graph',
+  'Δaccuracy [95% CI]',
+  'b / c',
+  'McNemar exact p (Holm)',
+  'clustered McNemar p (Holm)',
+  'sign',
+];
+
+function testText(results: AblationResults): string {
+  const how =
+    results.method === 'percentile'
+      ? 'p inverts the paired cluster-bootstrap interval'
+      : 'p from the cluster jackknife t statistic';
+  return (
+    `Headline test: the paired difference of F1, precision and recall, both graphs resampled on the same clusters (${how}). ` +
+    "McNemar's tests are tests of **accuracy** (b = only the graph right, c = only the other right), not of F1: with a class imbalance the two can " +
+    'disagree, even in sign. The exact McNemar test treats items as independent; the clustered one (Durkalski) respects the ground-truth clusters. ' +
+    'p-values: raw, then Holm-adjusted across the comparisons of this table (each test its own family).'
+  );
+}
+
+function pairedSection(results: AblationResults): string | null {
+  const rows = results.graphs.flatMap((g) => (g.paired === null ? [] : [{ label: name(g), c: g.paired }]));
   if (rows.length === 0 || results.reference === null) return null;
+  const { headline, accuracy } = comparisonRows(rows);
   return [
     `## Paired comparison with \`${results.reference}\``,
     '',
-    `Items both graphs decided. ΔF1 = F1(graph) − F1(${results.reference}), paired clustered bootstrap CI. ` +
-      `McNemar exact test on b = only the graph right, c = only \`${results.reference}\` right.`,
+    `Each graph against \`${results.reference}\` on the items both decided; Δ = graph − ${results.reference}. ${testText(results)}`,
     '',
-    table(['graph', 'n', 'ΔF1 [95% CI]', 'b / c', 'McNemar p'], rows),
+    table(HEADLINE_HEADER, headline),
+    '',
+    'Accuracy:',
+    '',
+    table(ACCURACY_HEADER, accuracy),
   ].join('\n');
+}
+
+function baselineSection(results: AblationResults): string | null {
+  if (results.baselines.length === 0) return null;
+  const rows = results.baselines.map((b) => [
+    b.graph,
+    num(b.graphCalls, 2),
+    num(b.graphTokens, 0),
+    b.matchedOn.join(', '),
+    b.against,
+    num(b.baselineCalls, 2),
+    num(b.baselineTokens, 0),
+    estimateCell(b.rates.f1),
+    pPair(b.rates.f1.p, b.holm.f1),
+    estimateCell(b.rates.accuracy),
+  ]);
+  const perCall = results.graphs.find((g) => g.budget?.byTokens != null)?.budget?.byTokens?.tokensPerCall;
+  return [
+    '## Budget-matched vote baselines',
+    '',
+    "`vote-N` = N independent single judges, majority vote. N is the odd number nearest to what the graph **measurably** spent per judgment that reached the LLM: its mean calls, or its mean tokens ÷ a vote judge's measured tokens per call" +
+      (perCall === undefined ? '' : ` (${num(perCall, 0)})`) +
+      '; an exactly even budget takes the larger N. Odd N: a vote never ties. Δ = graph − baseline on the items both decided; Holm across this table.',
+    '',
+    table(
+      [
+        'graph',
+        'calls',
+        'tokens',
+        'matched on',
+        'baseline',
+        'baseline calls',
+        'baseline tokens',
+        'ΔF1 [95% CI]',
+        'ΔF1 p (Holm)',
+        'Δaccuracy [95% CI]',
+      ],
+      rows,
+    ),
+  ].join('\n');
+}
+
+function biasText(c: ReviewerCalibration): string {
+  const on =
+    c.negatives === 'hard_negative' ? 'hard negatives' : 'all negatives (the set has no hard negatives)';
+  const label = c.bias ?? 'undetermined';
+  const support =
+    c.shown === null
+      ? ''
+      : c.shown
+        ? ' (shown by the interval)'
+        : ' (not shown: the interval allows the other labels)';
+  return (
+    `Bias on ${on}: FPR ${proportionCell(c.negativeFpr)} − FNR ${proportionCell(c.positiveFnr)} = ` +
+    `${estimateCell(c.difference)} → **${label}**${support}; balanced when |FPR − FNR| ≤ ${c.tolerance}`
+  );
+}
+
+function scoreText(g: GraphResult): string {
+  const s = g.scores;
+  const what =
+    s.kind === 'vote-share'
+      ? 'vote share (the fraction of voters saying match: not a confidence, so its ECE is not comparable with a confidence’s)'
+      : s.kind === 'confidence'
+        ? 'confidence (the deciding node’s, turned towards match)'
+        : 'confidence-weighted vote';
+  return `Score = ${what}, n = ${s.n}: ECE ${num(s.ece)} · Brier ${num(s.brier)}`;
 }
 
 function graphSection(g: GraphResult, timing: Timing | undefined): string {
@@ -92,8 +262,9 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
     `${g.rounds} round${g.rounds === 1 ? '' : 's'}`,
   ];
   if (g.aliases.length > 0) facts.push(`also asked for as ${g.aliases.map((a) => `\`${a}\``).join(', ')}`);
-  if (g.baselineFor.length > 0)
-    facts.push(`equal-budget baseline for ${g.baselineFor.map((a) => `\`${a}\``).join(', ')}`);
+  if (g.baselineFor.length > 0) {
+    facts.push(`vote baseline for ${g.baselineFor.map((b) => `\`${b.graph}\` (${b.matchedOn})`).join(', ')}`);
+  }
   out.push(`${facts.join(' · ')}${g.description === null ? '' : `  \n${g.description}`}`);
   out.push('');
   if (g.cascade !== null) {
@@ -106,15 +277,16 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
   out.push(
     `- Confusion (decided items, n = ${m.n}): TP ${m.confusion.tp} · FP ${m.confusion.fp} · TN ${m.confusion.tn} · FN ${m.confusion.fn}`,
     `- Accuracy ${withCi(m.point.accuracy, m.ci.accuracy)} · specificity ${withCi(m.point.specificity, m.ci.specificity)}`,
-    `- Reviewer calibration: TPR ${num(g.calibration.tpr)} · TNR ${num(g.calibration.tnr)} · FPR ${num(g.calibration.fpr)} · FNR ${num(g.calibration.fnr)} → **${g.calibration.bias ?? 'undetermined'}** (balanced when |FPR − FNR| ≤ ${g.calibration.tolerance})`,
+    `- Reviewer calibration (all decided items): TPR ${num(g.calibration.tpr)} · TNR ${num(g.calibration.tnr)} · FPR ${num(g.calibration.fpr)} · FNR ${num(g.calibration.fnr)}`,
+    `- ${biasText(g.calibration)}`,
     `- Accept rate by kind: ${Object.entries(g.byKind)
-      .map(([kind, k]) => `${kind} ${pct(k.acceptRate)} (${k.accepted}/${k.decided})`)
+      .map(([kind, p]) => `${kind} ${proportionCell(p)}`)
       .join(' · ')}`,
-    `- Score calibration (n = ${g.scores.n}): ECE ${num(g.scores.ece)} · Brier ${num(g.scores.brier)}`,
+    `- ${scoreText(g)}`,
     `- Statuses: ${Object.entries(g.statuses)
       .filter(([, n]) => n > 0)
       .map(([s, n]) => `${s} ${n}`)
-      .join(' · ')}; failure rate ${proportion(g.failure)}${
+      .join(' · ')}; failure rate ${proportionCell(g.failure)}${
       Object.keys(g.failureCodes).length === 0
         ? ''
         : ` — ${Object.entries(g.failureCodes)
@@ -122,9 +294,22 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
             .join(', ')}`
     }`,
   );
+  if (g.budget !== null) {
+    const b = g.budget;
+    const same = b.byCalls !== null && b.byTokens !== null && b.byCalls.baseline === b.byTokens.baseline;
+    const matched = same
+      ? [`\`${b.byCalls?.baseline ?? ''}\` (calls, tokens)`]
+      : [
+          ...(b.byCalls === null ? [] : [`\`${b.byCalls.baseline}\` (calls)`]),
+          ...(b.byTokens === null ? [] : [`\`${b.byTokens.baseline}\` (tokens)`]),
+        ];
+    out.push(
+      `- Spend per LLM-reaching judgment: ${num(b.meanCalls, 2)} calls, ${num(b.meanTokens, 0)} tokens → baseline ${matched.join(', ')}`,
+    );
+  }
   if (g.oracleGap !== null) {
     out.push(
-      `- Oracle gap (some agent right at some point, verdict wrong; ok judgments): ${proportion(g.oracleGap)}`,
+      `- Oracle gap (some agent right at some point, verdict wrong; ok judgments): ${proportionCell(g.oracleGap)}`,
     );
   }
   for (const a of g.agreement) {
@@ -158,19 +343,20 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
   }
   if (g.nodes.length > 1) {
     out.push(
-      'Per node (final stance of each agent vs the label, ok judgments):',
+      'Per node (final stance of each agent vs the label, ok judgments; bias on hard negatives):',
       '',
       table(
-        ['node', 'role', 'n', 'TPR', 'TNR', 'FPR', 'FNR', 'bias'],
+        ['node', 'role', 'n', 'TPR', 'TNR', 'FPR hard neg', 'FNR', 'FPR − FNR [95% CI]', 'bias'],
         g.nodes.map((n) => [
           n.nodeId,
           n.role,
           String(n.n),
           num(n.tpr),
           num(n.tnr),
-          num(n.fpr),
-          num(n.fnr),
-          n.bias ?? '–',
+          num(n.negativeFpr.rate),
+          num(n.positiveFnr.rate),
+          estimateCell(n.difference),
+          n.bias === null ? DASH : `${n.bias}${n.shown === true ? '' : ' (not shown)'}`,
         ]),
       ),
       '',
@@ -196,7 +382,7 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
           String(r.round),
           ...nodeIds.map((id) => {
             const c = r.nodes[id];
-            return c === undefined ? '–' : `${c.match} / ${c.no_match}`;
+            return c === undefined ? DASH : `${c.match} / ${c.no_match}`;
           }),
         ]),
       ),
@@ -217,12 +403,13 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
       );
     }
   }
-  return out.join('\n');
+  return out.join('\n').trimEnd();
 }
 
-/** Only the summary table (what the CLI prints). */
+/** Only the summary table (what the CLI prints), after the warnings. */
 export function renderSummary(results: AblationResults, timing?: Timing): string {
-  return `${summaryTable(results, timing)}\n`;
+  const warnings = results.warnings.map((w) => `WARNING: ${w}\n`).join('');
+  return `${warnings}${summaryTable(results, timing)}\n`;
 }
 
 /** The report as Markdown. `timing` (run-dependent latencies) is optional. */
@@ -238,17 +425,20 @@ export function renderReport(results: AblationResults, timing?: Timing): string 
       `${d.clusters} ground-truth clusters${d.invalidLines > 0 ? `, ${d.invalidLines} invalid lines skipped` : ''}. ` +
       `Backend \`${results.backend}\`, prompt version \`${results.promptVersion}\`.`,
     '',
-    `CIs: ${Math.round(results.level * 100)}% percentile bootstrap, ${results.resamples} resamples clustered by ground truth, seed ${results.seed}. ` +
-      'Failures (judge_error, timeout, overloaded) are excluded from precision/recall and reported as the failure rate; ' +
-      'a rejected input (degenerate candidate) is a real no_match. `*` = added automatically (reference or equal-budget vote baseline).',
+    ...results.warnings.flatMap((w) => [`> **Warning**: ${w}.`, '']),
+    methodText(results),
     '',
     summaryTable(results, timing),
     '',
     'Plots: [precision vs recall](precision-recall.svg), [F1 vs tokens per judgment](f1-vs-tokens.svg).',
     '',
+    viewsTable(results),
+    '',
   ];
-  const paired = pairedTable(results);
+  const paired = pairedSection(results);
   if (paired !== null) parts.push(paired, '');
+  const baselines = baselineSection(results);
+  if (baselines !== null) parts.push(baselines, '');
   parts.push('## Per graph', '');
   for (const g of results.graphs) parts.push(graphSection(g, timing), '');
   return `${parts.join('\n').trimEnd()}\n`;

@@ -7,6 +7,7 @@ import { judgmentKey } from '../judge/key.js';
 import type { JudgmentInput, Router } from '../judge/types.js';
 import { PROMPT_VERSION } from '../roles/index.js';
 import { analyze } from './analysis.js';
+import { planByCalls, planByTokens, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
 import type { Dataset, DatasetItem } from './dataset.js';
 import { f1CostSvg, precisionRecallSvg } from './plots.js';
 import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from './pool.js';
@@ -17,8 +18,6 @@ import type { AblationResults, GraphEntry } from './types.js';
 import { timingSummary } from './usage.js';
 
 export interface ResolveOptions {
-  /** Add `vote-N` for every graph with N = llmCallsPerJudgment > 0 (default true). */
-  baseline?: boolean | undefined;
   /** Reference graph for paired comparisons, added if missing (default `default`; null = none). */
   reference?: string | null | undefined;
   /** Reads a graph JSON file (names ending in `.json`); injected so tests need no files. */
@@ -52,9 +51,33 @@ function asStage(graph: CompiledGraph, fallback: string): [string, CompiledGraph
 }
 
 /**
+ * Adds a graph to `entries` unless one with the same hash is there: then `label` becomes an alias of that
+ * entry (which stops being `auto` when asked for). Returns the entry that holds the graph.
+ */
+export function addEntry(
+  entries: GraphEntry[],
+  label: string,
+  graph: CompiledGraph,
+  auto: boolean,
+): GraphEntry {
+  const existing = entries.find((e) => e.graph.hash === graph.hash);
+  if (existing !== undefined) {
+    if (existing.label !== label && !existing.aliases.includes(label)) existing.aliases.push(label);
+    if (!auto) existing.auto = false;
+    return existing;
+  }
+  if (entries.some((e) => e.label === label)) {
+    throw new RewardError('RW_INVALID_GRAPH', `two different graphs are both named "${label}"`);
+  }
+  const entry: GraphEntry = { label, graph, aliases: [], baselineFor: [], auto };
+  entries.push(entry);
+  return entry;
+}
+
+/**
  * Turns graph names (presets or `*.json` spec files) into run entries: one entry per distinct graph hash
- * (a second name of the same graph becomes an alias), then the reference graph and the equal-budget
- * vote baselines, each added once.
+ * (a second name of the same graph becomes an alias), then the reference graph, added once. The
+ * budget-matched vote baselines are added by `runAblation`, once it has measured what each graph spends.
  */
 export async function resolveGraphs(
   names: readonly string[],
@@ -62,42 +85,20 @@ export async function resolveGraphs(
 ): Promise<{ entries: GraphEntry[]; reference: string | null }> {
   const read = options.readGraphFile ?? ((path: string) => readFile(path, 'utf8'));
   const entries: GraphEntry[] = [];
-  const byHash = new Map<string, GraphEntry>();
-  const add = (label: string, graph: CompiledGraph, auto: boolean): GraphEntry => {
-    const existing = byHash.get(graph.hash);
-    if (existing !== undefined) {
-      if (existing.label !== label && !existing.aliases.includes(label)) existing.aliases.push(label);
-      if (!auto) existing.auto = false;
-      return existing;
-    }
-    if (entries.some((e) => e.label === label)) {
-      throw new RewardError('RW_INVALID_GRAPH', `two different graphs are both named "${label}"`);
-    }
-    const entry: GraphEntry = { label, graph, aliases: [], baselineFor: [], auto };
-    entries.push(entry);
-    byHash.set(graph.hash, entry);
-    return entry;
-  };
   if (names.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no graphs given');
-  for (const name of names) add(name, await compileNamed(name, read), false);
+  for (const name of names) addEntry(entries, name, await compileNamed(name, read), false);
   const referenceName = options.reference === undefined ? 'default' : options.reference;
   // The reference may resolve to a graph asked for under another name (`default` = `analysts-2`).
   const reference =
-    referenceName === null ? null : add(referenceName, await compileNamed(referenceName, read), true).label;
+    referenceName === null
+      ? null
+      : addEntry(entries, referenceName, await compileNamed(referenceName, read), true).label;
   // A cascade is reported beside its two stages, so its savings and precision cost are read off one table.
   for (const entry of [...entries]) {
     const cascade = entry.graph.cascade;
     if (cascade === undefined) continue;
-    add(...asStage(cascade.first, `${entry.label}.first`), true);
-    add(...asStage(cascade.then, `${entry.label}.then`), true);
-  }
-  if (options.baseline ?? true) {
-    for (const entry of [...entries]) {
-      const n = entry.graph.llmCallsPerJudgment;
-      if (n <= 0) continue;
-      const vote = add(`vote-${n}`, voteGraph(n), true);
-      if (vote !== entry && !vote.baselineFor.includes(entry.label)) vote.baselineFor.push(entry.label);
-    }
+    addEntry(entries, ...asStage(cascade.first, `${entry.label}.first`), true);
+    addEntry(entries, ...asStage(cascade.then, `${entry.label}.then`), true);
   }
   return { entries, reference };
 }
@@ -118,6 +119,11 @@ export interface AblationOptions {
   limit?: number | undefined;
   /** Label of the reference graph for paired comparisons (must be among `entries`), or null. */
   reference?: string | null | undefined;
+  /**
+   * Add the budget-matched vote baselines (default true): after the entries ran, `vote-N` matched to each
+   * graph's measured mean calls, then to its mean tokens (N from the vote judges' tokens per call).
+   */
+  baseline?: boolean | undefined;
   limits?: { minChars: number; maxChars: number } | undefined;
   /** Re-run items whose stored result is a failure (default: a stored failure is a finished item). */
   retryFailed?: boolean | undefined;
@@ -142,10 +148,11 @@ export interface AblationRun {
 }
 
 /**
- * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives. Items
- * already in that file (same judgment key and item id) are not run again, so an interrupted run resumes.
- * When every item is done, writes `results.json` (deterministic for a given set of records and seed),
- * `timing.json` (latencies, run-dependent), `report.md` and the SVG plots.
+ * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the
+ * budget-matched vote baselines (which need the entries' measured spend). Items already in that file (same
+ * judgment key and item id) are not run again, so an interrupted run resumes. When every item is done,
+ * writes `results.json` (deterministic for a given set of records and seed), `timing.json` (latencies,
+ * run-dependent), `report.md` and the SVG plots.
  */
 export async function runAblation(options: AblationOptions): Promise<AblationRun> {
   const items =
@@ -154,84 +161,105 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   if (reference !== null && !options.entries.some((e) => e.label === reference)) {
     throw new RewardError('RW_BAD_REQUEST', `reference graph "${reference}" is not among the graphs`);
   }
+  // Copies: baselines are added and linked here, the caller's entries stay as they were.
+  const entries: GraphEntry[] = options.entries.map((e) => ({
+    ...e,
+    aliases: [...e.aliases],
+    baselineFor: [...e.baselineFor],
+  }));
   await mkdir(options.outDir, { recursive: true });
   const itemsPath = join(options.outDir, 'items.jsonl');
   const loaded = await loadRecords(itemsPath);
   const stored = loaded.records;
-
-  const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
   const keys = new Map<string, string[]>();
-  for (const entry of options.entries) keys.set(entry.label, []);
+  let ran = 0;
   let reused = 0;
-  // Item-major order: an interrupted run has paired results across graphs for the items it finished.
-  for (const item of items) {
-    const input = toInput(item);
-    for (const entry of options.entries) {
-      const key = judgmentKey(entry.graph, input, options.router);
-      keys.get(entry.label)?.push(key);
-      const previous = stored.get(recordId(key, item.id));
-      if (previous !== undefined && !(options.retryFailed === true && isFailure(previous))) reused++;
-      else tasks.push({ entry, item, input, key });
+
+  /** Judges `batch` over every item (what is not stored yet); false when interrupted. */
+  const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
+    const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
+    let done = 0;
+    // Item-major order: an interrupted run has paired results across graphs for the items it finished.
+    for (const entry of batch) keys.set(entry.label, []);
+    for (const item of items) {
+      const input = toInput(item);
+      for (const entry of batch) {
+        const key = judgmentKey(entry.graph, input, options.router);
+        keys.get(entry.label)?.push(key);
+        const previous = stored.get(recordId(key, item.id));
+        if (previous !== undefined && !(options.retryFailed === true && isFailure(previous))) done++;
+        else tasks.push({ entry, item, input, key });
+      }
+    }
+    reused += done;
+    const progress =
+      options.progress === undefined
+        ? undefined
+        : createProgress({ total: tasks.length + done, initial: done, label, stream: options.progress });
+    const sink = await openRecordSink(itemsPath);
+    try {
+      await runPool(
+        tasks,
+        options.concurrency ?? 8,
+        async ({ entry, item, input, key }) => {
+          const judgment = await judgeOnce(entry.graph, input, options.router, {
+            deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
+            signal: options.signal,
+            limits: options.limits,
+          });
+          // A judgment cut short by our own interruption is not a result: the next run redoes it.
+          if (options.signal?.aborted === true) return;
+          const record = toRecord(judgment, key, item.id);
+          stored.set(recordId(key, item.id), record);
+          await sink.append(record);
+          ran++;
+          progress?.tick();
+          options.onRecord?.(record);
+        },
+        options.signal,
+      );
+    } finally {
+      await sink.close();
+    }
+    progress?.done();
+    return options.signal?.aborted !== true;
+  };
+  const recordsOf = (label: string): ItemRecord[] => {
+    const list = keys.get(label) ?? [];
+    return items.map((item, i) => {
+      const record = stored.get(recordId(list[i] ?? '', item.id));
+      if (record === undefined) throw new Error(`no result for ${label} / ${item.id}`);
+      return record;
+    });
+  };
+  /** Adds the planned baselines and judges the new ones. */
+  const addBaselines = async (plan: readonly PlannedBaseline[], label: string): Promise<boolean> => {
+    const before = entries.length;
+    for (const b of plan) {
+      const vote = addEntry(entries, `vote-${b.n}`, voteGraph(b.n), true);
+      vote.baselineFor.push({ graph: b.graph, matchedOn: b.matchedOn });
+    }
+    return judgeAll(entries.slice(before), label);
+  };
+
+  let completed = await judgeAll(entries, 'ablate');
+  if (completed && (options.baseline ?? true)) {
+    completed = await addBaselines(planByCalls(entries, recordsOf), 'baselines (calls)');
+    const perCall = completed ? voteTokensPerCall(entries, recordsOf) : null;
+    if (completed && perCall !== null) {
+      completed = await addBaselines(planByTokens(entries, recordsOf, perCall), 'baselines (tokens)');
     }
   }
-
-  const progress =
-    options.progress === undefined
-      ? undefined
-      : createProgress({
-          total: tasks.length + reused,
-          initial: reused,
-          label: 'ablate',
-          stream: options.progress,
-        });
-  const sink = await openRecordSink(itemsPath);
-  let ran = 0;
-  try {
-    await runPool(
-      tasks,
-      options.concurrency ?? 8,
-      async ({ entry, item, input, key }) => {
-        const judgment = await judgeOnce(entry.graph, input, options.router, {
-          deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
-          signal: options.signal,
-          limits: options.limits,
-        });
-        // A judgment cut short by our own interruption is not a result: the next run redoes it.
-        if (options.signal?.aborted === true) return;
-        const record = toRecord(judgment, key, item.id);
-        stored.set(recordId(key, item.id), record);
-        await sink.append(record);
-        ran++;
-        progress?.tick();
-        options.onRecord?.(record);
-      },
-      options.signal,
-    );
-  } finally {
-    await sink.close();
-  }
-  progress?.done();
-  if (options.signal?.aborted === true) {
+  if (!completed) {
     return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [itemsPath] };
   }
 
-  const outcomes = new Map<string, ItemRecord[]>();
-  for (const entry of options.entries) {
-    const list = keys.get(entry.label) ?? [];
-    outcomes.set(
-      entry.label,
-      items.map((item, i) => {
-        const record = stored.get(recordId(list[i] ?? '', item.id));
-        if (record === undefined) throw new Error(`no result for ${entry.label} / ${item.id}`);
-        return record;
-      }),
-    );
-  }
+  const outcomes = new Map<string, ItemRecord[]>(entries.map((e) => [e.label, recordsOf(e.label)]));
   const results = analyze({
     items,
     datasetSha256: options.dataset.sha256,
     invalidLines: options.dataset.invalid.length,
-    entries: options.entries,
+    entries,
     outcomes,
     seed: options.seed ?? 1,
     resamples: options.resamples,
@@ -239,7 +267,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     promptVersion: PROMPT_VERSION,
     reference,
   });
-  const timing = timingSummary(options.entries, outcomes);
+  const timing = timingSummary(entries, outcomes);
   const files = {
     results: join(options.outDir, 'results.json'),
     timing: join(options.outDir, 'timing.json'),

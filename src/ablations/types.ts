@@ -4,14 +4,19 @@
  */
 import type { CompiledGraph } from '../judge/graph.js';
 import type { ItemRecord } from './records.js';
-import type {
-  Calibration,
-  Confusion,
-  PairedF1,
-  Proportion,
-  RatesWithCi,
-  ReviewerCalibration,
-} from './stats.js';
+import type { Calibration, ReviewerCalibration } from './stats/calibration.js';
+import type { EstimateMethod } from './stats/clustered.js';
+import type { Confusion } from './stats/confusion.js';
+import type { Proportion } from './stats/proportion.js';
+import type { PairedRates, RatesWithCi } from './stats/rates.js';
+
+/** Which budget a vote baseline matches: the graph's measured mean LLM calls, or its mean tokens. */
+export type MatchedOn = 'calls' | 'tokens';
+
+export interface BaselineOf {
+  graph: string;
+  matchedOn: MatchedOn;
+}
 
 /** A graph as it takes part in an ablation. */
 export interface GraphEntry {
@@ -20,8 +25,8 @@ export interface GraphEntry {
   graph: CompiledGraph;
   /** Other names asked for that resolved to the same graph hash (run once). */
   aliases: string[];
-  /** Labels of the graphs this one is the equal-budget vote baseline of. */
-  baselineFor: string[];
+  /** The graphs this one is the budget-matched vote baseline of, and on what it was matched. */
+  baselineFor: BaselineOf[];
   /** True when added automatically (baseline or reference), not asked for. */
   auto: boolean;
 }
@@ -83,12 +88,55 @@ export interface Usage {
   >;
 }
 
+/** Holm-adjusted p-values of one comparison within its report's family (same test, every comparison). */
+export interface HolmAdjusted {
+  f1: number | null;
+  precision: number | null;
+  recall: number | null;
+  /** McNemar exact and clustered (tests of accuracy). */
+  mcnemarExact: number | null;
+  mcnemarClustered: number | null;
+}
+
 export interface PairedComparison {
-  reference: string;
-  /** F1(this) − F1(reference) on items both decided, with a paired clustered-bootstrap CI. */
-  f1Difference: PairedF1;
-  /** b = only this graph right, c = only the reference right. */
-  mcnemar: { b: number; c: number; p: number };
+  /** The other graph: F1(this) − F1(other) etc., on the items both decided. */
+  against: string;
+  rates: PairedRates;
+  holm: HolmAdjusted;
+}
+
+/** What a graph spent per judgment and the vote baselines matched to it. */
+export interface Budget {
+  /** Mean LLM calls and tokens over judgments that reached the LLM (rejected inputs make no call). */
+  meanCalls: number;
+  meanTokens: number;
+  /** vote-N with the odd N nearest the mean calls (an exactly even mean takes the larger N). */
+  byCalls: { baseline: string; n: number } | null;
+  /** vote-N with the odd N nearest the mean tokens ÷ the vote judges' measured tokens per call. */
+  byTokens: { baseline: string; n: number; tokensPerCall: number } | null;
+}
+
+/** A graph against one of its budget-matched vote baselines. */
+export interface BaselineComparison extends PairedComparison {
+  graph: string;
+  /** What the baseline was matched on for this graph (both when the two budgets give the same N). */
+  matchedOn: MatchedOn[];
+  /** Both sides' mean calls and tokens per LLM-reaching judgment. */
+  graphCalls: number;
+  graphTokens: number;
+  baselineCalls: number | null;
+  baselineTokens: number | null;
+}
+
+/**
+ * Three views of the same graph when judgments fail: `complete` = over the items it decided (failures left
+ * out; graphs are then compared on different items), `common` = over the items every graph of the run
+ * decided, `failureAsWrong` = over every item, a failure counted as the wrong answer.
+ */
+export interface FailureViews {
+  complete: RatesWithCi;
+  common: RatesWithCi;
+  failureAsWrong: RatesWithCi;
 }
 
 export interface GraphResult {
@@ -97,7 +145,7 @@ export interface GraphResult {
   hash: string;
   description: string | null;
   aliases: string[];
-  baselineFor: string[];
+  baselineFor: BaselineOf[];
   auto: boolean;
   llmCallsPerJudgment: number;
   criticalPathCalls: number;
@@ -107,14 +155,16 @@ export interface GraphResult {
   /** Failures (judge_error, timeout, overloaded) over all items; excluded from every rate below. */
   failure: Proportion;
   failureCodes: Record<string, number>;
-  /** Over decided items (ok + rejected_input; a rejected input is a real no_match). */
+  /** Over decided items (ok + rejected_input; a rejected input is a real no_match): `views.complete`. */
   metrics: RatesWithCi;
+  views: FailureViews;
   calibration: ReviewerCalibration;
-  /** Per dataset kind (positive, hard_negative, easy_negative): decided items and how many got reward 1. */
-  byKind: Record<string, { decided: number; accepted: number; acceptRate: number | null }>;
+  /** Per dataset kind (positive, hard_negative, easy_negative): reward 1 among the decided items. */
+  byKind: Record<string, Proportion>;
   nodes: NodeCalibration[];
   scores: Calibration;
   usage: Usage;
+  budget: Budget | null;
   agreement: Agreement[];
   /** Judgments (ok) where some agent held the right stance at some point but the verdict was wrong. */
   oracleGap: Proportion | null;
@@ -125,7 +175,7 @@ export interface GraphResult {
 }
 
 export interface AblationResults {
-  version: 1;
+  version: 2;
   dataset: {
     sha256: string;
     items: number;
@@ -139,10 +189,18 @@ export interface AblationResults {
   resamples: number;
   level: number;
   biasTolerance: number;
+  /** How F1 and every difference got its interval (by the number of clusters); proportions are exact. */
+  method: EstimateMethod;
+  /** E.g. too few clusters for the bootstrap; printed at the top of the report. */
+  warnings: string[];
   backend: string;
   promptVersion: string;
   reference: string | null;
+  /** Items every graph of the run decided (the `common` view). */
+  commonItems: number;
   graphs: GraphResult[];
+  /** Each graph against its budget-matched vote baselines (Holm over this family). */
+  baselines: BaselineComparison[];
 }
 
 export interface LatencySummary {

@@ -1,7 +1,39 @@
 /** Cost of a graph per judgment: LLM calls and tokens (deterministic) and latency (run-dependent). */
-import type { GraphEntry, Timing, Usage } from './types.js';
+import { quantile } from './stats/clustered.js';
 import type { ItemRecord } from './records.js';
-import { summarize } from './stats.js';
+import type { GraphEntry, Timing, Usage } from './types.js';
+
+/** Mean, median and 95th percentile of a list of numbers (nulls when empty). */
+export function summarize(values: readonly number[]): {
+  mean: number | null;
+  p50: number | null;
+  p95: number | null;
+} {
+  if (values.length === 0) return { mean: null, p50: null, p95: null };
+  const sorted = [...values].sort((a, b) => a - b);
+  return {
+    mean: sorted.reduce((s, x) => s + x, 0) / sorted.length,
+    p50: quantile(sorted, 0.5),
+    p95: quantile(sorted, 0.95),
+  };
+}
+
+/**
+ * Mean LLM calls and tokens per judgment that reached the LLM (a rejected input makes no call, for a graph
+ * and for its vote baseline alike), or null when none did. What the budget-matched baselines are sized by.
+ */
+export function spend(records: readonly ItemRecord[]): { calls: number; tokens: number } | null {
+  let n = 0;
+  let calls = 0;
+  let tokens = 0;
+  for (const r of records) {
+    if (r.status === 'rejected_input') continue;
+    n++;
+    calls += r.usage.calls;
+    tokens += r.usage.promptTokens + r.usage.completionTokens;
+  }
+  return n === 0 ? null : { calls: calls / n, tokens: tokens / n };
+}
 
 export function usage(records: readonly ItemRecord[]): Usage {
   const n = records.length;

@@ -1,74 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { parallelGroups } from '../../src/ablations/agents.js';
 import { analyze } from '../../src/ablations/analysis.js';
-import type { DatasetItem } from '../../src/ablations/dataset.js';
 import { f1CostSvg, niceTicks, precisionRecallSvg } from '../../src/ablations/plots.js';
 import { formatProgress, createProgress } from '../../src/ablations/progress.js';
-import type { ItemRecord, StanceMessage } from '../../src/ablations/records.js';
 import { renderReport } from '../../src/ablations/report.js';
-import type { GraphEntry } from '../../src/ablations/types.js';
 import { getPreset } from '../../src/judge/presets.js';
-
-const item = (id: string, label: 0 | 1, gt = `gt-${id}`): DatasetItem => ({
-  id,
-  question: 'q',
-  candidate: 'c',
-  ground_truth: gt,
-  label,
-  kind: label === 1 ? 'positive' : 'hard_negative',
-  source: 's',
-  venue: 'v',
-  area: 'a',
-});
-
-type Msg = [round: number, nodeId: string, role: string, stance: 'match' | 'no_match' | null];
-
-function record(
-  itemId: string,
-  status: ItemRecord['status'],
-  verdict: 'match' | 'no_match' | null,
-  rounds: number,
-  stopReason: string,
-  messages: Msg[],
-): ItemRecord {
-  return {
-    v: 1,
-    key: `k-${itemId}`,
-    item: itemId,
-    graph: 'g',
-    graphHash: 'h',
-    status,
-    verdict,
-    reward: verdict === null ? null : verdict === 'match' ? 1 : 0,
-    score: verdict === null ? null : verdict === 'match' ? 0.8 : 0.2,
-    rounds,
-    stopReason,
-    usage: {
-      calls: messages.length,
-      promptTokens: 100 * messages.length,
-      completionTokens: 10 * messages.length,
-    },
-    roles: {},
-    messages: messages.map(([round, nodeId, role, stance]): StanceMessage => ({
-      round,
-      nodeId,
-      role,
-      stage: 'debate',
-      stance,
-      confidence: stance === null ? null : 0.9,
-    })),
-    latencyMs: 5,
-    ...(status === 'judge_error' ? { error: { code: 'RW_JUDGE_UNAVAILABLE', message: 'x' } } : {}),
-  };
-}
-
-const entry = (name: string, label = name): GraphEntry => ({
-  label,
-  graph: getPreset(name)!,
-  aliases: [],
-  baselineFor: [],
-  auto: false,
-});
+import { entry, item, record, type Msg } from './helpers.js';
 
 describe('analyze: debate dynamics', () => {
   const items = [item('a', 1), item('b', 0), item('c', 1)];
@@ -185,21 +122,23 @@ describe('analyze: agreement and paired comparison', () => {
   it('counts a rejected input as a real no_match', () => {
     expect(results.graphs[0]!.metrics.confusion).toEqual({ tp: 2, fp: 0, tn: 2, fn: 0 });
     expect(results.graphs[0]!.failure.hits).toBe(0);
-    expect(results.graphs[1]!.byKind).toEqual({
-      positive: { decided: 2, accepted: 1, acceptRate: 0.5 },
-      hard_negative: { decided: 2, accepted: 1, acceptRate: 0.5 },
+    expect(results.graphs[1]!.byKind).toMatchObject({
+      positive: { trials: 2, hits: 1, rate: 0.5 },
+      hard_negative: { trials: 2, hits: 1, rate: 0.5 },
     });
   });
 
   it('compares each graph with the reference: ΔF1 and McNemar b/c', () => {
     expect(results.graphs[0]!.paired).toBeNull();
     const p = results.graphs[1]!.paired!;
-    expect(p.reference).toBe('default');
+    expect(p.against).toBe('default');
     // lexical right only on d and c (both right there); default right everywhere: b = 0, c = 2.
-    expect(p.mcnemar).toEqual({ b: 0, c: 2, p: 0.5 });
+    expect(p.rates.mcnemar).toMatchObject({ b: 0, c: 2, exactP: 0.5 });
     // lexical: tp 1 (c), fp 1 (b), fn 1 (a) → F1 = 0.5; default F1 = 1.
-    expect(p.f1Difference.difference).toBeCloseTo(-0.5, 12);
-    expect(p.f1Difference.ci.hi!).toBeLessThanOrEqual(0);
+    expect(p.rates.f1.point).toBeCloseTo(-0.5, 12);
+    // 3 clusters: far too few for any interval to exclude 0 (jackknife-t on 2 degrees of freedom).
+    expect(results.method).toBe('jackknife-t');
+    expect(results.warnings[0]).toMatch(/only 3 ground-truth clusters/);
   });
 
   it('draws both plots as SVG naming every graph, with escaped text', () => {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { matchedVoteSize } from '../../src/ablations/baselines.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
 import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
@@ -17,14 +18,8 @@ afterEach(async () => {
 describe('ablating a cascade', () => {
   it('adds both stages and reports calls, tokens, P/R and stop counts beside them', async () => {
     const { entries, reference } = await resolveGraphs(['cascade']);
-    expect(entries.map((e) => e.label)).toEqual([
-      'cascade',
-      'default',
-      'single-judge',
-      'vote-4',
-      'vote-3',
-      'vote-1',
-    ]);
+    // The stages; the budget-matched vote baselines are added by the run, once the calls are measured.
+    expect(entries.map((e) => e.label)).toEqual(['cascade', 'default', 'single-judge']);
     expect(reference).toBe('default');
     const dir = await mkdtemp(join(tmpdir(), 'ablate-cascade-'));
     dirs.push(dir);
@@ -48,6 +43,9 @@ describe('ablating a cascade', () => {
     const calls = (cascade.cascade!.stops + 4 * cascade.cascade!.escalations) / cascade.items;
     expect(cascade.usage.callsPerJudgment).toBeCloseTo(calls, 9);
     expect(single.usage.callsPerJudgment).toBe(1);
+    // The cascade's baseline is sized by what it measurably spent, not by its 4-call maximum.
+    expect(cascade.budget!.meanCalls).toBeLessThan(4);
+    expect(cascade.budget!.byCalls!.baseline).toBe(`vote-${matchedVoteSize(cascade.budget!.meanCalls)}`);
     const report = await readFile(join(dir, 'report.md'), 'utf8');
     for (const name of ['cascade', 'default', 'single-judge'])
       expect(report).toMatch(new RegExp(`\\| ${name}\\*? \\|`));

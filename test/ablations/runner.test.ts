@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDataset, parseDataset, type Dataset } from '../../src/ablations/dataset.js';
-import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
+import { matchedVoteSize } from '../../src/ablations/baselines.js';
+import { resolveGraphs, runAblation, type AblationRun } from '../../src/ablations/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { BackendSettings } from '../../src/settings/routing-file.js';
@@ -67,17 +68,29 @@ function fakeRouter(baseURL: string, extra: Partial<BackendSettings> = {}): Rout
   });
 }
 
+/** Resolves `names` (no reference unless given) and runs them without baselines into a fresh directory. */
+async function runGraphs(
+  names: string[],
+  dataset: Dataset,
+  options: Partial<Parameters<typeof runAblation>[0]> = {},
+): Promise<AblationRun> {
+  const { entries, reference } = await resolveGraphs(names, { reference: null });
+  return runAblation({
+    dataset,
+    entries,
+    reference,
+    router: router!,
+    outDir: await tempDir(),
+    baseline: false,
+    ...options,
+  });
+}
+
 describe('runAblation resume', () => {
   it('an interrupted run, resumed, writes the same results.json as an uninterrupted run', async () => {
     const dataset = await loadDataset('datasets/sample.jsonl');
     const { entries, reference } = await resolveGraphs(['default', 'proposer-critic', 'lexical']);
-    expect(entries.map((e) => e.label)).toEqual([
-      'default',
-      'proposer-critic',
-      'lexical',
-      'vote-3',
-      'vote-6',
-    ]);
+    expect(entries.map((e) => e.label)).toEqual(['default', 'proposer-critic', 'lexical']);
 
     const whole = await tempDir();
     router = offlineRouter();
@@ -91,7 +104,11 @@ describe('runAblation resume', () => {
       concurrency: 4,
     });
     expect(full.completed).toBe(true);
-    expect(full.ran).toBe(dataset.items.length * entries.length);
+    // The asked graphs, then their budget-matched vote baselines (at least vote-3 for default).
+    const graphs = full.results!.graphs.map((g) => g.name);
+    expect(graphs.slice(0, 3)).toEqual(['default', 'proposer-critic', 'lexical']);
+    expect(graphs).toContain('vote-3');
+    expect(full.ran).toBe(dataset.items.length * graphs.length);
 
     const split = await tempDir();
     const controller = new AbortController();
@@ -146,9 +163,8 @@ describe('runAblation resume', () => {
 
   it('uses only the first --limit items', async () => {
     const dataset = await loadDataset('datasets/sample.jsonl');
-    const { entries, reference } = await resolveGraphs(['lexical'], { reference: null });
     router = offlineRouter();
-    const run = await runAblation({ dataset, entries, reference, router, outDir: await tempDir(), limit: 5 });
+    const run = await runGraphs(['lexical'], dataset, { limit: 5, baseline: true });
     expect(run.ran).toBe(5);
     expect(run.results?.dataset.items).toBe(5);
     expect(run.results?.graphs.map((g) => g.name)).toEqual(['lexical']);
@@ -172,15 +188,7 @@ describe('runAblation on the fake backend', () => {
       (i) => failing.has(i),
     );
     expect(dataset.items.filter((it, i) => failing.has(i) && it.label === 1)).toHaveLength(2);
-    const { entries, reference } = await resolveGraphs(['default'], { baseline: false });
-    const run = await runAblation({
-      dataset,
-      entries,
-      reference,
-      router,
-      outDir: await tempDir(),
-      concurrency: 6,
-    });
+    const run = await runGraphs(['default'], dataset, { concurrency: 6 });
     const g = run.results!.graphs[0]!;
     expect(g.statuses).toMatchObject({ ok: 36, judge_error: 4 });
     expect(g.failure.rate).toBeCloseTo(0.1, 12);
@@ -203,18 +211,7 @@ describe('runAblation on the fake backend', () => {
       (i) => i % 3 === 0,
       () => false,
     );
-    const { entries, reference } = await resolveGraphs(['single-judge'], {
-      baseline: false,
-      reference: null,
-    });
-    const run = await runAblation({
-      dataset,
-      entries,
-      reference,
-      router,
-      outDir: await tempDir(),
-      concurrency: 3,
-    });
+    const run = await runGraphs(['single-judge'], dataset, { concurrency: 3 });
     const g = run.results!.graphs[0]!;
     expect(g.metrics.point.precision).toBeCloseTo(10 / 30, 12);
     expect(g.metrics.point.recall).toBe(1);
@@ -238,18 +235,7 @@ describe('runAblation on the fake backend', () => {
       (i) => i % 2 === 0,
       (i) => i === 3,
     );
-    const { entries, reference } = await resolveGraphs(['single-judge'], {
-      baseline: false,
-      reference: null,
-    });
-    const run = await runAblation({
-      dataset,
-      entries,
-      reference,
-      router,
-      outDir: await tempDir(),
-      deadlineMs: 200,
-    });
+    const run = await runGraphs(['single-judge'], dataset, { deadlineMs: 200 });
     const g = run.results!.graphs[0]!;
     expect(g.statuses).toMatchObject({ ok: 9, timeout: 1 });
     expect(g.metrics.confusion).toEqual({ tp: 0, fp: 0, tn: 4, fn: 5 });
@@ -257,8 +243,53 @@ describe('runAblation on the fake backend', () => {
   });
 });
 
+describe('budget-matched vote baselines', () => {
+  it('sizes vote-N by measured mean calls (odd N; an even mean takes the larger N)', () => {
+    expect([0, 0.4, 1, 1.9, 2, 2.19, 3, 4, 4.9, 5.9, 6].map(matchedVoteSize)).toEqual([
+      1, 1, 1, 1, 3, 3, 3, 5, 5, 5, 7,
+    ]);
+  });
+
+  it("proposer-critic's baseline uses its measured calls, not its maximum of 6; a token-matched one too", async () => {
+    const dataset = await loadDataset('datasets/sample.jsonl');
+    router = offlineRouter();
+    const run = await runGraphs(['proposer-critic', 'lexical'], dataset, { baseline: true });
+    const results = run.results!;
+    const pc = results.graphs.find((g) => g.name === 'proposer-critic')!;
+    expect(pc.llmCallsPerJudgment).toBe(6);
+    const budget = pc.budget!;
+    // Mean over judgments that reached the LLM (a rejected input makes no call).
+    const reached = pc.items - pc.statuses.rejected_input;
+    expect(budget.meanCalls).toBeCloseTo((pc.usage.callsPerJudgment! * pc.items) / reached, 9);
+    expect(budget.meanCalls).toBeLessThan(6);
+    expect(budget.byCalls).toEqual({
+      baseline: `vote-${matchedVoteSize(budget.meanCalls)}`,
+      n: matchedVoteSize(budget.meanCalls),
+    });
+    expect(budget.byCalls!.n).not.toBe(6);
+    expect(budget.byTokens!.n).toBe(matchedVoteSize(budget.meanTokens / budget.byTokens!.tokensPerCall));
+    const names = results.graphs.map((g) => g.name);
+    expect(names).not.toContain('vote-6');
+    expect(names).toContain(budget.byCalls!.baseline);
+    // lexical makes no LLM call: no baseline. The table shows both sides' calls and tokens.
+    expect(results.graphs.find((g) => g.name === 'lexical')!.budget).toBeNull();
+    const row = results.baselines.find(
+      (b) => b.graph === 'proposer-critic' && b.against === budget.byCalls!.baseline,
+    )!;
+    expect(row.matchedOn).toContain('calls');
+    expect(row.graphCalls).toBeCloseTo(budget.meanCalls, 12);
+    expect(row.baselineCalls).toBeCloseTo(budget.byCalls!.n, 12);
+    expect(row.baselineTokens).toBeGreaterThan(0);
+    const md = await readFile(join(run.files[0]!, '..', 'report.md'), 'utf8');
+    expect(md).toContain('## Budget-matched vote baselines');
+    expect(md).toMatch(
+      new RegExp(`\\| proposer-critic \\| ${budget.meanCalls.toFixed(2)} \\| \\d+ \\| calls`),
+    );
+  });
+});
+
 describe('resolveGraphs', () => {
-  it('adds the reference and the equal-budget vote baseline once, and merges aliases by hash', async () => {
+  it('adds the reference once and merges aliases by hash', async () => {
     const { entries, reference } = await resolveGraphs(['analysts-2', 'ordinary', 'vote-3', 'lexical']);
     expect(reference).toBe('analysts-2');
     expect(entries.map((e) => [e.label, e.auto])).toEqual([
@@ -266,18 +297,10 @@ describe('resolveGraphs', () => {
       ['ordinary', false],
       ['vote-3', false],
       ['lexical', false],
-      ['vote-4', true],
     ]);
     expect(entries[0]!.aliases).toEqual(['default']);
-    expect(entries[2]!.baselineFor).toEqual(['analysts-2']);
-    expect(entries[4]!.baselineFor).toEqual(['ordinary']);
-  });
-
-  it('skips baselines with --no-baseline and for zero-call graphs', async () => {
-    const { entries } = await resolveGraphs(['lexical'], { baseline: false, reference: null });
-    expect(entries.map((e) => e.label)).toEqual(['lexical']);
-    const withBaseline = await resolveGraphs(['lexical'], { reference: null });
-    expect(withBaseline.entries.map((e) => e.label)).toEqual(['lexical']);
+    const none = await resolveGraphs(['lexical'], { reference: null });
+    expect(none.entries.map((e) => e.label)).toEqual(['lexical']);
   });
 
   it('rejects an unknown graph name', async () => {
