@@ -237,7 +237,7 @@ export function analyze(options: AnalyzeOptions): AblationResults {
       nodes: nodeCalibration(entry.graph, set, records, est),
       scores: calibration(scored, scoreKind(entry.graph.spec.decision)),
       usage: usage(records),
-      budget: own === null ? null : budgetOf(entry.label, own, entries, spendOf),
+      budget: own === null ? null : budgetOf(entry.label, own, entries),
       agreement: agreement(entry.graph, records),
       oracleGap: stanceNodes >= 2 ? clusteredProportion(gaps, LEVEL) : null,
       dynamics: entry.graph.spec.rounds > 1 ? dynamics(entry.graph, items, records) : null,
@@ -334,26 +334,26 @@ function budgetOf(
   label: string,
   own: { calls: number; tokens: number },
   entries: readonly GraphEntry[],
-  spendOf: ReadonlyMap<string, { calls: number; tokens: number } | null>,
 ): Budget | null {
-  const find = (on: 'calls' | 'tokens') =>
-    entries.find((e) => e.baselineFor.some((b) => b.graph === label && b.matchedOn === on));
+  const find = (on: 'calls' | 'tokens') => {
+    for (const e of entries) {
+      const link = e.baselineFor.find((b) => b.graph === label && b.matchedOn === on);
+      if (link !== undefined) return { entry: e, link };
+    }
+    return undefined;
+  };
   const byCalls = find('calls');
   const byTokens = find('tokens');
   if (byCalls === undefined && byTokens === undefined) return null;
   const size = (e: GraphEntry) => e.graph.spec.nodes.length;
-  let tokensPerCall: number | null = null;
-  if (byTokens !== undefined) {
-    const s = spendOf.get(byTokens.label) ?? null;
-    tokensPerCall = s === null || s.calls === 0 ? null : s.tokens / s.calls;
-  }
+  const tokensPerCall = byTokens?.link.tokensPerCall;
   return {
     meanCalls: own.calls,
     meanTokens: own.tokens,
-    byCalls: byCalls === undefined ? null : { baseline: byCalls.label, n: size(byCalls) },
+    byCalls: byCalls === undefined ? null : { baseline: byCalls.entry.label, n: size(byCalls.entry) },
     byTokens:
-      byTokens === undefined || tokensPerCall === null
+      byTokens === undefined || tokensPerCall === undefined
         ? null
-        : { baseline: byTokens.label, n: size(byTokens), tokensPerCall },
+        : { baseline: byTokens.entry.label, n: size(byTokens.entry), tokensPerCall },
   };
 }

@@ -26,6 +26,8 @@ export interface PlannedBaseline {
   graph: string;
   matchedOn: MatchedOn;
   n: number;
+  /** Token-matched only: the tokens per vote call N was computed with. */
+  tokensPerCall?: number | undefined;
 }
 
 /** Call-matched baselines for every entry that made LLM calls, except vote graphs (they are the baselines). */
@@ -74,7 +76,12 @@ export function planByTokens(
     if (isVote(entry)) continue;
     const s = spend(recordsOf(entry.label));
     if (s === null || !(s.calls > 0)) continue;
-    out.push({ graph: entry.label, matchedOn: 'tokens', n: matchedVoteSize(s.tokens / tokensPerCall) });
+    out.push({
+      graph: entry.label,
+      matchedOn: 'tokens',
+      n: matchedVoteSize(s.tokens / tokensPerCall),
+      tokensPerCall,
+    });
   }
   return out;
 }

@@ -237,7 +237,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     const before = entries.length;
     for (const b of plan) {
       const vote = addEntry(entries, `vote-${b.n}`, voteGraph(b.n), true);
-      vote.baselineFor.push({ graph: b.graph, matchedOn: b.matchedOn });
+      vote.baselineFor.push({ graph: b.graph, matchedOn: b.matchedOn, tokensPerCall: b.tokensPerCall });
     }
     return judgeAll(entries.slice(before), label);
   };

@@ -16,6 +16,8 @@ export type MatchedOn = 'calls' | 'tokens';
 export interface BaselineOf {
   graph: string;
   matchedOn: MatchedOn;
+  /** Token-matched only: the vote judges' measured tokens per call N was computed with. */
+  tokensPerCall?: number | undefined;
 }
 
 /** A graph as it takes part in an ablation. */
