@@ -2,13 +2,15 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Suites that start other processes: the built server (`dist/`, built once if stale), the ablate and probe
- * CLIs, and the bench harness smoke run. `vitest run` runs them with the rest (`npm test`);
- * `npm run test:unit` (`--project unit`) leaves them out for a fast loop.
+ * CLIs, and the bench harness smoke run; with them the docs/ablations check, which ablates and probes 600
+ * items afresh (~8 s of CPU). `vitest run` runs them with the rest (`npm test`); `npm run test:unit`
+ * (`--project unit`) leaves them out for a fast loop.
  */
 const PROCESS_SUITES = [
   'test/server/main.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
+  'test/ablations/docs.test.ts',
   'test/bench/harness.test.ts',
 ];
 

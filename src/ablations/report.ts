@@ -408,7 +408,7 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
 
 /** Only the summary table (what the CLI prints), after the warnings. */
 export function renderSummary(results: AblationResults, timing?: Timing): string {
-  const warnings = results.warnings.map((w) => `WARNING: ${w}\n`).join('');
+  const warnings = results.warnings.map((w) => `WARNING: ${w}\n\n`).join('');
   return `${warnings}${summaryTable(results, timing)}\n`;
 }
 

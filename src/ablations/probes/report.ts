@@ -3,7 +3,7 @@ import { num, pct, proportionCell, table } from '../format.js';
 import type { ProbeMetric } from './catalogue.js';
 import type { ProbeResult, ProbeResults } from './scoring.js';
 
-const METRIC_TEXT: Record<ProbeMetric, string> = {
+export const METRIC_TEXT: Readonly<Record<ProbeMetric, string>> = {
   fpr: 'FPR',
   attack: 'attack success',
   flip: 'flip rate',
