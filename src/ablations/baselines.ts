@@ -30,21 +30,6 @@ export interface PlannedBaseline {
   tokensPerCall?: number | undefined;
 }
 
-/** Call-matched baselines for every entry that made LLM calls, except vote graphs (they are the baselines). */
-export function planByCalls(
-  entries: readonly GraphEntry[],
-  recordsOf: (label: string) => readonly ItemRecord[],
-): PlannedBaseline[] {
-  const out: PlannedBaseline[] = [];
-  for (const entry of entries) {
-    if (isVote(entry)) continue;
-    const s = spend(recordsOf(entry.label));
-    if (s === null || !(s.calls > 0)) continue;
-    out.push({ graph: entry.label, matchedOn: 'calls', n: matchedVoteSize(s.calls) });
-  }
-  return out;
-}
-
 /**
  * Mean tokens per call of the vote judges that ran (every `vote-N` entry), or null when none made a call.
  * A vote judge's call is the unit of a token-matched baseline.
@@ -65,23 +50,31 @@ export function voteTokensPerCall(
   return calls === 0 ? null : tokens / calls;
 }
 
-/** Token-matched baselines: N = matchedVoteSize(mean tokens ÷ tokens per vote call). */
-export function planByTokens(
+/**
+ * A vote baseline for every entry that made LLM calls, except vote graphs (they are the baselines):
+ * call-matched (N = matchedVoteSize(mean calls)), or with `tokensPerCall` token-matched
+ * (N = matchedVoteSize(mean tokens ÷ tokens per vote call)).
+ */
+export function planBaselines(
   entries: readonly GraphEntry[],
   recordsOf: (label: string) => readonly ItemRecord[],
-  tokensPerCall: number,
+  tokensPerCall?: number,
 ): PlannedBaseline[] {
   const out: PlannedBaseline[] = [];
   for (const entry of entries) {
     if (isVote(entry)) continue;
     const s = spend(recordsOf(entry.label));
     if (s === null || !(s.calls > 0)) continue;
-    out.push({
-      graph: entry.label,
-      matchedOn: 'tokens',
-      n: matchedVoteSize(s.tokens / tokensPerCall),
-      tokensPerCall,
-    });
+    out.push(
+      tokensPerCall === undefined
+        ? { graph: entry.label, matchedOn: 'calls', n: matchedVoteSize(s.calls) }
+        : {
+            graph: entry.label,
+            matchedOn: 'tokens',
+            n: matchedVoteSize(s.tokens / tokensPerCall),
+            tokensPerCall,
+          },
+    );
   }
   return out;
 }

@@ -7,7 +7,7 @@ import { judgmentKey } from '../judge/key.js';
 import type { JudgmentInput, Router } from '../judge/types.js';
 import { PROMPT_VERSION } from '../roles/index.js';
 import { analyze } from './analysis.js';
-import { planByCalls, planByTokens, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
+import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
 import type { Dataset, DatasetItem } from './dataset.js';
 import { f1CostSvg, precisionRecallSvg } from './plots.js';
 import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from './pool.js';
@@ -244,10 +244,10 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
 
   let completed = await judgeAll(entries, 'ablate');
   if (completed && (options.baseline ?? true)) {
-    completed = await addBaselines(planByCalls(entries, recordsOf), 'baselines (calls)');
+    completed = await addBaselines(planBaselines(entries, recordsOf), 'baselines (calls)');
     const perCall = completed ? voteTokensPerCall(entries, recordsOf) : null;
     if (completed && perCall !== null) {
-      completed = await addBaselines(planByTokens(entries, recordsOf, perCall), 'baselines (tokens)');
+      completed = await addBaselines(planBaselines(entries, recordsOf, perCall), 'baselines (tokens)');
     }
   }
   if (!completed) {
