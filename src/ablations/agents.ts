@@ -8,7 +8,7 @@ import type { ItemRecord } from './records.js';
 import { fleissKappa } from './stats/agreement.js';
 import { reviewerCalibration } from './stats/calibration.js';
 import type { EstimateOptions } from './stats/clustered.js';
-import { increment, sumConfusions } from './stats/confusion.js';
+import { increment, sumConfusions, total } from './stats/confusion.js';
 import { biasClusters, type ItemSet } from './tallies.js';
 import type { Agreement, DebateDynamics, NodeCalibration, Switches } from './types.js';
 
@@ -40,7 +40,7 @@ export function nodeCalibration(
     out.push({
       nodeId: r.node.id,
       role: r.role.name,
-      n: confusion.tp + confusion.fp + confusion.tn + confusion.fn,
+      n: total(confusion),
       confusion,
       ...reviewerCalibration(clusters, { ...options, hardNegatives: set.hardNegatives }),
     });

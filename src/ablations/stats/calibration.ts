@@ -4,7 +4,7 @@
  */
 import { clusteredProportion, type Proportion, type Tally } from './proportion.js';
 import { estimate, type Estimate, type EstimateOptions } from './clustered.js';
-import { ratio, type Confusion } from './confusion.js';
+import { ratio, sumConfusions, type Confusion } from './confusion.js';
 
 /**
  * What a graph's `score` is: the deciding node's `confidence` turned towards match, a `vote-share` (the
@@ -112,10 +112,7 @@ export function reviewerCalibration(
     const neg = negativeTally(c);
     return [neg.hits, neg.trials, c.all.fn, c.all.fn + c.all.tp];
   });
-  const all = clusters.reduce(
-    (s, c) => ({ tp: s.tp + c.all.tp, fp: s.fp + c.all.fp, tn: s.tn + c.all.tn, fn: s.fn + c.all.fn }),
-    { tp: 0, fp: 0, tn: 0, fn: 0 },
-  );
+  const all = sumConfusions(clusters.map((c) => c.all));
   const tpr = ratio(all.tp, all.tp + all.fn);
   const tnr = ratio(all.tn, all.tn + all.fp);
   const negativeFpr = clusteredProportion(clusters.map(negativeTally), options.level);

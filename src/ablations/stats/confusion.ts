@@ -17,8 +17,6 @@ export interface Rates {
   accuracy: number | null;
   specificity: number | null;
 }
-export type RateName = keyof Rates;
-export const RATE_NAMES: readonly RateName[] = ['precision', 'recall', 'f1', 'accuracy', 'specificity'];
 
 /** A fresh, mutable all-zero confusion matrix. */
 export function emptyConfusion(): Confusion {
@@ -45,14 +43,15 @@ export function toConfusion(rows: Iterable<{ label: 0 | 1; predicted: 0 | 1 }>):
   return cm;
 }
 
-export function addConfusion(a: Confusion, b: Confusion): Confusion {
-  return { tp: a.tp + b.tp, fp: a.fp + b.fp, tn: a.tn + b.tn, fn: a.fn + b.fn };
-}
-
 export function sumConfusions(list: readonly Confusion[]): Confusion {
-  let total = emptyConfusion();
-  for (const cm of list) total = addConfusion(total, cm);
-  return total;
+  const sum = emptyConfusion();
+  for (const cm of list) {
+    sum.tp += cm.tp;
+    sum.fp += cm.fp;
+    sum.tn += cm.tn;
+    sum.fn += cm.fn;
+  }
+  return sum;
 }
 
 export function total(cm: Confusion): number {

@@ -124,14 +124,6 @@ export function clusteredProportion(tallies: readonly Tally[], level = DEFAULT_L
   };
 }
 
-/** A proportion of independent trials (one cluster per trial). */
-export function proportion(hits: number, trials: number, level = DEFAULT_LEVEL): Proportion {
-  return clusteredProportion(
-    Array.from({ length: trials }, (_, i) => ({ hits: i < hits ? 1 : 0, trials: 1 })),
-    level,
-  );
-}
-
 /**
  * The number of trials at which a rate like the observed one (same rate, same design effect) would have
  * an upper bound at or below `gate`; null when no sample can show it (the rate is at or above the gate,
