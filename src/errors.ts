@@ -21,6 +21,10 @@ const STATUS = {
   RW_CLIENT_ABORTED: 499,
   RW_INTERNAL: 500,
   RW_JUDGE_UNPARSABLE: 502,
+  /** The judge ran out of `max_tokens` (finish_reason `length`) and a larger budget did not help or fit. */
+  RW_JUDGE_TRUNCATED: 502,
+  /** The prompt (or a re-ask) does not fit the judge's context window. */
+  RW_JUDGE_CONTEXT_OVERFLOW: 502,
   RW_JUDGE_FAILED: 503,
   RW_JUDGE_UNAVAILABLE: 503,
   /** A judge call cut because its judgment had already ended (a sibling node failed). Metrics only. */

@@ -1,5 +1,6 @@
 /**
- * Per-replica admission: an in-flight semaphore (FIFO) and optional RPM / TPM token buckets. Every wait is
+ * Per-replica admission: an in-flight semaphore (by priority, FIFO among equals) and optional RPM / TPM
+ * token buckets. Every wait is
  * abortable and bounded by the call's deadline (RW_JUDGE_TIMEOUT when it cannot be met).
  *
  * The semaphore's size is adaptive (AIMD, like TCP congestion control): a real server queues instead of
@@ -57,6 +58,8 @@ export interface AcquireOptions {
   signal: AbortSignal;
   /** Absolute deadline (epoch ms). */
   deadline: number;
+  /** Slot order: a higher priority is served first, equal priorities in arrival order. Default 0. */
+  priority?: number | undefined;
 }
 
 /** Call exactly once when the HTTP attempt is over. */
@@ -123,6 +126,56 @@ interface Waiter {
   reject: (error: unknown) => void;
 }
 
+/** A max-heap of waiter ids by (priority desc, id asc); ids no longer waiting are skipped when popped. */
+interface Ticket {
+  id: number;
+  priority: number;
+}
+
+const before = (a: Ticket, b: Ticket): boolean =>
+  a.priority > b.priority || (a.priority === b.priority && a.id < b.id);
+
+function heapPush(heap: Ticket[], ticket: Ticket): void {
+  heap.push(ticket);
+  let i = heap.length - 1;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    const p = heap[parent];
+    if (p === undefined || !before(ticket, p)) break;
+    heap[i] = p;
+    i = parent;
+  }
+  heap[i] = ticket;
+}
+
+function heapPop(heap: Ticket[]): Ticket | undefined {
+  const top = heap[0];
+  const last = heap.pop();
+  if (top === undefined || last === undefined || heap.length === 0) return top;
+  let i = 0;
+  for (;;) {
+    const l = 2 * i + 1;
+    const r = l + 1;
+    let best = last;
+    let at = i;
+    const left = heap[l];
+    const right = heap[r];
+    if (left !== undefined && before(left, best)) {
+      best = left;
+      at = l;
+    }
+    if (right !== undefined && before(right, best)) {
+      best = right;
+      at = r;
+    }
+    if (at === i) break;
+    heap[i] = best;
+    i = at;
+  }
+  heap[i] = last;
+  return top;
+}
+
 export function createLimiter(options: LimiterOptions): Limiter {
   const { maxInflight } = options;
   const now = options.now ?? Date.now;
@@ -148,29 +201,46 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const rpm = options.rpm === undefined ? undefined : createBucket(options.rpm, now());
   const tpm = options.tpm === undefined ? undefined : createBucket(options.tpm, now());
   let inflight = 0;
-  // Insertion-ordered: the first key is the longest waiter; delete on abort is O(1).
+  // Waiters by id (delete on abort is O(1)); `order` ranks them by priority, then arrival.
   const waiters = new Map<number, Waiter>();
+  const order: Ticket[] = [];
   let waiterSeq = 0;
 
+  /** Drops the tickets of waiters that left (aborted, timed out) once they outnumber the live ones. */
+  const forget = (id: number): void => {
+    waiters.delete(id);
+    if (order.length <= 2 * waiters.size + 1024) return;
+    const live = order.filter((t) => waiters.has(t.id));
+    order.length = 0;
+    for (const t of live) heapPush(order, t);
+  };
+
+  /** The first waiter by priority, then arrival, removed from the queue; undefined when none waits. */
+  const nextWaiter = (): Waiter | undefined => {
+    for (let ticket = heapPop(order); ticket !== undefined; ticket = heapPop(order)) {
+      const waiter = waiters.get(ticket.id);
+      if (waiter === undefined) continue; // aborted or timed out while waiting
+      waiters.delete(ticket.id);
+      return waiter;
+    }
+    return undefined;
+  };
+
   const release = (): void => {
-    const head = waiters.entries().next();
     // After a decrease the slot is retired instead of handed over.
-    if (head.done === true || inflight > slots()) {
+    const waiter = inflight > slots() ? undefined : nextWaiter();
+    if (waiter === undefined) {
       inflight -= 1;
       return;
     }
-    const [id, waiter] = head.value;
-    waiters.delete(id);
     waiter.resolve(); // hands the slot over: inflight unchanged
   };
 
   /** After an increase: admit waiters into the new slots, in order. */
   const admitWaiters = (): void => {
     while (inflight < slots()) {
-      const head = waiters.entries().next();
-      if (head.done === true) return;
-      const [id, waiter] = head.value;
-      waiters.delete(id);
+      const waiter = nextWaiter();
+      if (waiter === undefined) return;
       inflight += 1;
       waiter.resolve();
     }
@@ -224,21 +294,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
     };
   };
 
-  const waitForSlot = ({ signal, deadline }: AcquireOptions): Promise<void> =>
+  const waitForSlot = ({ signal, deadline, priority }: AcquireOptions): Promise<void> =>
     new Promise<void>((resolve, reject) => {
       const id = waiterSeq++;
+      heapPush(order, { id, priority: priority ?? 0 });
       const cleanup = (): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
       };
       const onAbort = (): void => {
-        waiters.delete(id);
+        forget(id);
         cleanup();
         reject(abortError(signal));
       };
       const timer = setTimeout(
         () => {
-          waiters.delete(id);
+          forget(id);
           cleanup();
           reject(
             new RewardError(

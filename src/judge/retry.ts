@@ -24,8 +24,11 @@ export interface RetryDecision {
   retryAfterMs?: number | undefined;
 }
 
-/** Why the loop stopped without a value. `lastError` is what the final attempt threw. */
-export type RetryStop = 'fatal' | 'exhausted' | 'deadline' | 'aborted';
+/**
+ * Why the loop stopped without a value. `lastError` is what the final attempt threw. `budget`: the
+ * backend's retry budget denied the retry.
+ */
+export type RetryStop = 'fatal' | 'exhausted' | 'deadline' | 'aborted' | 'budget';
 
 export class RetryError extends Error {
   readonly reason: RetryStop;
@@ -53,6 +56,8 @@ export interface RetryOptions {
   sleep?: Sleep | undefined;
   now?: (() => number) | undefined;
   onRetry?: ((event: { attempt: number; delayMs: number; error: unknown }) => void) | undefined;
+  /** Asked before each retry (after classify said yes); false stops the loop with `budget`. */
+  allowRetry?: (() => boolean) | undefined;
 }
 
 /** Full-jitter delay for the `retryIndex`-th retry (0-based). */
@@ -129,6 +134,7 @@ export async function withRetry<T>(
       const decision = options.classify(error);
       if (!decision.retry) throw new RetryError('fatal', n, error);
       if (n >= maxAttempts) throw new RetryError('exhausted', n, error);
+      if (options.allowRetry?.() === false) throw new RetryError('budget', n, error);
       const delayMs = Math.max(backoffDelayMs(n - 1, options.policy, random), decision.retryAfterMs ?? 0);
       if (now() + delayMs >= options.deadline) throw new RetryError('deadline', n, error);
       options.onRetry?.({ attempt: n, delayMs, error });
@@ -139,4 +145,79 @@ export async function withRetry<T>(
       }
     }
   }
+}
+
+export interface RetryBudgetOptions {
+  /** Retries allowed per first attempt over the window, 0–1 (0.2: retries ≤ 20 % of calls). */
+  ratio: number;
+  /** Sliding window, ms. */
+  windowMs: number;
+  /** Retries always allowed per window, so a quiet backend can still retry its rare failure. */
+  minPerWindow: number;
+  now?: (() => number) | undefined;
+}
+
+export interface RetryBudget {
+  /** Counts one call (its first attempt). */
+  recordCall(): void;
+  /** True (and the retry is counted) when retries in the window stay ≤ minPerWindow + ratio × calls. */
+  tryRetry(): boolean;
+  /** Calls and retries in the current window. */
+  readonly calls: number;
+  readonly retries: number;
+}
+
+/** Number of buckets the window is split into (the window slides one bucket at a time). */
+const BUDGET_BUCKETS = 10;
+
+/**
+ * A retry budget (Finagle's RetryBudget, gRPC's retry throttling): over a sliding window, retries may not
+ * exceed `minPerWindow + ratio × calls`. When a backend fails every call, retries stop multiplying its load
+ * by `max_retries + 1`; isolated failures are still retried.
+ */
+export function createRetryBudget(options: RetryBudgetOptions): RetryBudget {
+  const now = options.now ?? Date.now;
+  const bucketMs = Math.max(1, options.windowMs / BUDGET_BUCKETS);
+  const calls = new Float64Array(BUDGET_BUCKETS);
+  const retries = new Float64Array(BUDGET_BUCKETS);
+  let current = Math.floor(now() / bucketMs);
+  let callSum = 0;
+  let retrySum = 0;
+
+  const advance = (): number => {
+    const bucket = Math.floor(now() / bucketMs);
+    const steps = Math.min(BUDGET_BUCKETS, bucket - current);
+    for (let i = 1; i <= steps; i++) {
+      const slot = (current + i) % BUDGET_BUCKETS;
+      callSum -= calls[slot] ?? 0;
+      retrySum -= retries[slot] ?? 0;
+      calls[slot] = 0;
+      retries[slot] = 0;
+    }
+    if (bucket > current) current = bucket;
+    return current % BUDGET_BUCKETS;
+  };
+
+  return {
+    recordCall() {
+      const slot = advance();
+      calls[slot] = (calls[slot] ?? 0) + 1;
+      callSum += 1;
+    },
+    tryRetry() {
+      const slot = advance();
+      if (retrySum + 1 > options.minPerWindow + options.ratio * callSum) return false;
+      retries[slot] = (retries[slot] ?? 0) + 1;
+      retrySum += 1;
+      return true;
+    },
+    get calls() {
+      advance();
+      return callSum;
+    },
+    get retries() {
+      advance();
+      return retrySum;
+    },
+  };
 }

@@ -55,6 +55,12 @@ export interface Judgment {
   reward: 0 | 1 | null;
   /** Committee's estimated probability of `match` in [0,1]; null on failure. */
   score: number | null;
+  /**
+   * The verdict and the score disagree: a `match` with score < 0.5 or a `no_match` with score > 0.5 (an
+   * Evaluator answering `no_match` with confidence 0.1 says P(match) = 0.9). The verdict still decides the
+   * reward; the flag marks the judgment for filtering and is counted in metrics. False unless `ok`.
+   */
+  incoherent: boolean;
   /** Why an input was rejected, or why the judgment failed. */
   reason?: string | undefined;
   error?: { code: ErrorCode; message: string } | undefined;
@@ -101,12 +107,22 @@ export interface LlmReply {
   latencyMs: number;
   /** HTTP attempts made, ≥ 1. */
   attempts: number;
+  /** `finish_reason` of the reply; `length` means it was cut at `max_tokens` (or the context's end). */
+  finishReason: string;
 }
 
 export interface CallOptions {
   signal: AbortSignal;
   /** Absolute deadline (epoch ms): no attempt or backoff may extend past it. */
   deadline: number;
+  /**
+   * Order among calls waiting for a backend slot: higher first, equal in arrival order. The executor
+   * ranks calls of judgments that are further along (and then older) first, so that under a deadline the
+   * judgments already started finish instead of every judgment getting halfway. Default 0.
+   */
+  priority?: number | undefined;
+  /** Told about each retry the backend wants to make (allowed or denied by its retry budget). */
+  observer?: JudgeObserver | undefined;
 }
 
 /** How one HTTP attempt on a replica ended (a bounded label set). */
@@ -157,6 +173,11 @@ export interface Backend {
   replicas?(): ReplicaSnapshot[];
   /** Calls held back so a sibling's prefix prefill could finish first (cumulative). */
   staggeredCalls?(): number;
+  /**
+   * Context window per request (per slot) in tokens, when known: configured (`context_tokens`) or learned
+   * from an overflow error that named it (llama.cpp's `n_ctx`). The executor checks re-asks against it.
+   */
+  contextTokens?(): number | undefined;
   close?(): Promise<void>;
 }
 
@@ -191,7 +212,14 @@ export interface CallEvent {
   cachedPromptTokens: number | null;
 }
 
+/** A retry a backend wanted to make, and whether its retry budget allowed it. */
+export interface RetryEvent {
+  backend: string;
+  allowed: boolean;
+}
+
 /** Observer hooks so serving can count calls without the engine knowing about metrics. */
 export interface JudgeObserver {
   onCall?(event: CallEvent): void;
+  onRetry?(event: RetryEvent): void;
 }

@@ -21,6 +21,12 @@ export const BACKEND_DEFAULTS = Object.freeze({
   prefixStaggerMs: 50,
   /** Header carrying the per-ground-truth routing key, for an external router. */
   routingKeyHeader: 'x-reward-routing-key',
+  /** Retries per call allowed over the retry-budget window (0.2: retries ≤ 20 % of calls). */
+  retryBudget: 0.2,
+  /** Sliding window of the retry budget, ms. */
+  retryBudgetWindowMs: 10_000,
+  /** Retries always allowed per window, whatever the call count. */
+  retryBudgetMin: 10,
 } as const);
 
 /** Trimmed-candidate length limits, in characters (Unicode code points). */

@@ -41,6 +41,13 @@ export const BackendSettings = z
       .regex(HEADER_NAME, 'must be an HTTP header name')
       .transform((h) => h.toLowerCase())
       .default(BACKEND_DEFAULTS.routingKeyHeader),
+    /**
+     * Context window per request, in tokens (vLLM `--max-model-len`; llama.cpp `--ctx-size` ÷ `--parallel`).
+     * Optional: re-asks are checked against it (or against a size the backend names in an overflow error).
+     */
+    context_tokens: z.number().int().min(256).optional(),
+    /** Retry budget: retries ≤ this fraction of calls over a sliding window (plus a small floor). */
+    retry_budget: z.number().min(0).max(1).default(BACKEND_DEFAULTS.retryBudget),
   })
   .superRefine((s, ctx) => {
     if ((s.base_url === undefined) === (s.base_urls === undefined)) {

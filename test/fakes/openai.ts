@@ -21,7 +21,69 @@ export type FakeReply =
   /** Waits `ms` (on top of `latencyMs`) then plays `then`. */
   | { kind: 'slow'; ms: number; then: FakeReply }
   /** Destroys the socket without answering. */
-  | { kind: 'reset' };
+  | { kind: 'reset' }
+  /**
+   * Like a model that needs `needTokens` completion tokens for `body`: with `max_tokens` ≥ needTokens (or
+   * none) it answers `body`; with fewer it answers HTTP 200 with the JSON cut after `max_tokens` tokens
+   * (4 chars each) and `finish_reason: "length"`, as llama.cpp and vLLM do.
+   */
+  | { kind: 'budget'; body: unknown; needTokens: number };
+
+/** llama.cpp's 400 when the prompt does not fit the slot's context (server.cpp, `exceed_context_size_error`). */
+export function llamaContextOverflow(nPromptTokens: number, nCtx: number): FakeReply {
+  return {
+    kind: 'status',
+    status: 400,
+    body: {
+      error: {
+        code: 400,
+        message: 'the request exceeds the available context size, try increasing it',
+        type: 'exceed_context_size_error',
+        n_prompt_tokens: nPromptTokens,
+        n_ctx: nCtx,
+      },
+    },
+  };
+}
+
+/** OpenAI's 400 for a prompt + max_tokens over the model's context. */
+export function openaiContextOverflow(): FakeReply {
+  return {
+    kind: 'status',
+    status: 400,
+    body: {
+      error: {
+        message:
+          "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    },
+  };
+}
+
+/**
+ * llama.cpp's answer when it cannot turn a json_schema into a grammar: a 400 `invalid_request_error`
+ * (current llama-server) or a 500 `server_error` (older builds, `"json_schema": …` prefix). The message
+ * names neither response_format nor json_schema in a way the old regex matched.
+ */
+export function llamaSchemaFailed(status: 400 | 500 = 400): FakeReply {
+  return {
+    kind: 'status',
+    status,
+    body: {
+      error: {
+        code: status,
+        message:
+          status === 400
+            ? 'JSON schema conversion failed:\nUnrecognized schema: {"description":"x"}'
+            : "\"json_schema\": JSON schema conversion failed:\nPattern must start with '^' and end with '$'",
+        type: status === 400 ? 'invalid_request_error' : 'server_error',
+      },
+    },
+  };
+}
 
 /** The parsed request body, as the client sent it. */
 export interface FakeChatRequest {
@@ -85,6 +147,13 @@ export interface FakeOpenAIOptions {
    * (default off: usage then has no such field, like a backend that does not report it).
    */
   blockCache?: BlockCacheOptions | boolean;
+  /**
+   * Context per request, in tokens (4 chars each), like llama.cpp's slot: a prompt of more tokens is
+   * answered with `llamaContextOverflow` before the script plays (and does not consume a script entry).
+   */
+  contextTokens?: number;
+  /** Answer every `json_schema` request with `llamaSchemaFailed(status)` (json_object requests play on). */
+  rejectJsonSchema?: 400 | 500;
 }
 
 /** vLLM-like prefix cache over characters: fixed-size blocks, each keyed by its whole prefix, LRU. */
@@ -386,6 +455,16 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         sendJson(res, call, reply.status, JSON.stringify(errorBody), headers);
         return;
       }
+      case 'budget': {
+        const budget = typeof body.max_tokens === 'number' ? body.max_tokens : Infinity;
+        if (budget >= reply.needTokens) {
+          play({ kind: 'json', body: reply.body }, body, call, req, res);
+        } else {
+          const cut = JSON.stringify(reply.body).slice(0, budget * 4);
+          play({ kind: 'text', text: cut, finishReason: 'length' }, body, call, req, res);
+        }
+        return;
+      }
       case 'json':
       case 'text': {
         const content = reply.kind === 'json' ? JSON.stringify(reply.body) : reply.text;
@@ -393,7 +472,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         if (cached !== undefined && !registerOnArrival) blockCache?.register(promptText(body));
         // With a block cache, tokens count the rendered template, the text the cache works on.
         const promptTokens = estimateTokens(cached === undefined ? promptChars(body) : cached.textChars);
-        const completionTokens = content === null ? 0 : estimateTokens(content.length);
+        const cutAt = reply.finishReason === 'length' && typeof body.max_tokens === 'number';
+        const completionTokens =
+          content === null ? 0 : cutAt ? (body.max_tokens ?? 0) : estimateTokens(content.length);
         const cachedChars = cached?.cachedChars;
         // Tokens ≈ chars / 4 like prompt_tokens; a cached token is a whole one, so round down.
         const details =
@@ -471,7 +552,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         prefill.promptChars += text.length;
         prefill.cachedChars += cached;
       }
-      const reply = nextReply(body, call);
+      const promptTokens = estimateTokens(promptChars(body));
+      const reply =
+        options.contextTokens !== undefined && promptTokens > options.contextTokens
+          ? llamaContextOverflow(promptTokens, options.contextTokens)
+          : options.rejectJsonSchema !== undefined && body.response_format?.type === 'json_schema'
+            ? llamaSchemaFailed(options.rejectJsonSchema)
+            : nextReply(body, call);
       if (latencyMs > 0 && reply.kind !== 'hang' && reply.kind !== 'reset') {
         later(latencyMs, () => play(reply, body, call, req, res));
       } else {

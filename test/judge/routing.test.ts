@@ -50,6 +50,7 @@ describe('BackendSettings', () => {
       replica_policy: 'affinity',
       prefix_stagger_ms: 50,
       routing_key_header: 'x-reward-routing-key',
+      retry_budget: 0.2,
     });
   });
 });

@@ -219,6 +219,7 @@ export function createOfflineBackend(): Backend {
         completionTokens: estimateTokens(text.length),
         latencyMs: performance.now() - started,
         attempts: 1,
+        finishReason: 'stop',
       };
     },
     ping: () => Promise.resolve(true),

@@ -26,6 +26,8 @@ export interface Completion {
   completionTokens: number;
   /** `usage.prompt_tokens_details.cached_tokens` (vLLM, OpenAI); null when the backend does not report it. */
   cachedPromptTokens: number | null;
+  /** `choices[0].finish_reason` (`stop`, `length`, …); `unknown` when the server sent none. */
+  finishReason: string;
 }
 
 /** A 200 body read as a completion, or why it is not one (unparsable: no content, not JSON…). */
@@ -58,9 +60,98 @@ export function errorSnippet(text: string): string {
   return oneLine.length > ERROR_SNIPPET_CHARS ? `${oneLine.slice(0, ERROR_SNIPPET_CHARS)}…` : oneLine;
 }
 
-/** A 400/422 that blames structured output: the backend does not support json_schema. */
-export const rejectsJsonSchema = (status: number, text: string): boolean =>
-  (status === 400 || status === 422) && /response_format|json_schema/i.test(text);
+/**
+ * The fields of an error body that say what went wrong, from OpenAI-style `{error: {...}}` or the
+ * top-level shape of vLLM / SGLang (`{object: "error", message, type, code}`). `nCtx` / `nPromptTokens`
+ * are llama.cpp's fields on `exceed_context_size_error`.
+ */
+export interface WireError {
+  message: string;
+  type: string | undefined;
+  code: string | undefined;
+  param: string | undefined;
+  nCtx: number | undefined;
+  nPromptTokens: number | undefined;
+}
+
+const str = (value: unknown): string | undefined =>
+  typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined;
+const int = (value: unknown): number | undefined =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : undefined;
+
+/** Reads an error body; a body that is not JSON is its own (shortened) message with no fields. */
+export function readWireError(text: string): WireError {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  const inner = isRecord(parsed) && isRecord(parsed['error']) ? parsed['error'] : parsed;
+  if (!isRecord(inner)) {
+    return {
+      message: errorSnippet(text),
+      type: undefined,
+      code: undefined,
+      param: undefined,
+      nCtx: undefined,
+      nPromptTokens: undefined,
+    };
+  }
+  return {
+    message: errorSnippet(text),
+    type: str(inner['type']),
+    code: str(inner['code']),
+    param: str(inner['param']),
+    nCtx: int(inner['n_ctx']),
+    nPromptTokens: int(inner['n_prompt_tokens']),
+  };
+}
+
+/** Same status, type, code and message: a failure that will repeat if the same request is sent again. */
+export const errorSignature = (status: number, error: WireError): string =>
+  `${status}|${error.type ?? ''}|${error.code ?? ''}|${error.message}`;
+
+/**
+ * The prompt does not fit the model's context: llama.cpp's `exceed_context_size_error` (with `n_ctx`),
+ * OpenAI's `context_length_exceeded` code. vLLM and SGLang answer a plain 400 `BadRequestError` with no
+ * distinguishing field, so for them (and only when type/code say nothing else) their fixed wording is read.
+ */
+export function isContextOverflow(status: number, error: WireError): boolean {
+  if (status !== 400 && status !== 413) return false;
+  if (error.type === 'exceed_context_size_error' || error.code === 'context_length_exceeded') return true;
+  if (error.nCtx !== undefined && error.nPromptTokens !== undefined) return true;
+  const plain = error.type === undefined || error.type === 'BadRequestError' || error.type === 'invalid_request_error';
+  return plain && /maximum context length|longer than the model's context length/i.test(error.message);
+}
+
+/** Error types that blame the caller's identity, quota or target, never the request's shape. */
+const NOT_SHAPE_TYPES = new Set([
+  'authentication_error',
+  'permission_error',
+  'permission_denied',
+  'not_found_error',
+  'rate_limit_error',
+  'insufficient_quota',
+  'exceed_context_size_error',
+]);
+/** Statuses that are about something other than the request body's shape. */
+const NOT_SHAPE_STATUSES = new Set([401, 402, 403, 404, 408, 409, 413, 429]);
+
+/**
+ * A 4xx that rejects the request's shape — the body, not who sent it, what it targets or how often — and
+ * does not name another parameter (`param` set to something other than `response_format`). In
+ * `json_schema` mode the one optional feature of the body is the schema, so such a rejection is answered by
+ * trying `json_object` once (llama.cpp's "JSON schema conversion failed" is a 400 `invalid_request_error`
+ * with no param). Decided from status class and the type/code/param fields, never the message text.
+ */
+export function isShapeRejection(status: number, error: WireError): boolean {
+  if (status < 400 || status >= 500 || NOT_SHAPE_STATUSES.has(status)) return false;
+  if (isContextOverflow(status, error)) return false;
+  if (error.type !== undefined && NOT_SHAPE_TYPES.has(error.type)) return false;
+  if (error.code !== undefined && NOT_SHAPE_TYPES.has(error.code)) return false;
+  return error.param === undefined || /response_format|json_schema/.test(error.param);
+}
 
 const schemaInstructions = new WeakMap<Record<string, unknown>, string>();
 
@@ -123,25 +214,42 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
   const first: unknown = Array.isArray(choices) ? choices[0] : undefined;
   const message = isRecord(first) ? first['message'] : undefined;
   const content = isRecord(message) ? message['content'] : undefined;
+  const finish =
+    isRecord(first) && typeof first['finish_reason'] === 'string' ? first['finish_reason'] : 'unknown';
+  const usage = isRecord(json['usage']) ? json['usage'] : {};
+  const details = usage['prompt_tokens_details'];
+  const cachedPromptTokens = isRecord(details) ? reported(details['cached_tokens']) : null;
+  const model = typeof json['model'] === 'string' ? json['model'] : requestedModel;
+  // Out of budget before any content (e.g. a reasoning model spent it all thinking): a truncated reply.
+  if ((typeof content !== 'string' || content.trim() === '') && finish === 'length') {
+    return {
+      ok: true,
+      completion: {
+        text: '',
+        model,
+        promptTokens: count(usage['prompt_tokens']),
+        completionTokens: count(usage['completion_tokens']),
+        cachedPromptTokens,
+        finishReason: finish,
+      },
+    };
+  }
   if (typeof content !== 'string' || content.trim() === '') {
-    const finish =
-      isRecord(first) && typeof first['finish_reason'] === 'string' ? first['finish_reason'] : 'none';
     const refusal =
       isRecord(message) && typeof message['refusal'] === 'string'
         ? `; refusal: ${errorSnippet(message['refusal'])}`
         : '';
     return { ok: false, message: `judge reply has no content (finish_reason ${finish}${refusal})` };
   }
-  const usage = isRecord(json['usage']) ? json['usage'] : {};
-  const details = usage['prompt_tokens_details'];
   return {
     ok: true,
     completion: {
       text: content,
-      model: typeof json['model'] === 'string' ? json['model'] : requestedModel,
+      model,
       promptTokens: count(usage['prompt_tokens']),
       completionTokens: count(usage['completion_tokens']),
-      cachedPromptTokens: isRecord(details) ? reported(details['cached_tokens']) : null,
+      cachedPromptTokens,
+      finishReason: finish,
     },
   };
 }

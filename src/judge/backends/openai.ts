@@ -22,7 +22,9 @@ import {
   type Breaker,
   type BreakerOptions,
 } from '../replicas.js';
+import { BACKEND_DEFAULTS } from '../../settings/defaults.js';
 import {
+  createRetryBudget,
   DEFAULT_RETRY_POLICY,
   parseRetryAfterMs,
   RetryError,
@@ -32,13 +34,16 @@ import {
   type Sleep,
 } from '../retry.js';
 import { createPrefixStagger, type StaggerTurn } from '../stagger.js';
-import type { Backend, LlmReply, LlmRequest, ReplicaOutcome } from '../types.js';
+import type { Backend, CallOptions, LlmReply, LlmRequest, ReplicaOutcome } from '../types.js';
 import {
-  errorSnippet,
+  errorSignature,
+  isContextOverflow,
+  isShapeRejection,
   readCompletion,
-  rejectsJsonSchema,
+  readWireError,
   toChatParams,
   type Completion,
+  type WireError,
 } from './openai-wire.js';
 
 export interface OpenAICompatibleBackendOptions {
@@ -51,10 +56,17 @@ export interface OpenAICompatibleBackendOptions {
   sleep?: Sleep | undefined;
   /** Circuit-breaker thresholds (tests shorten the open period). */
   breaker?: BreakerOptions | undefined;
+  /** Clock of the retry budget's window (epoch ms). */
+  now?: (() => number) | undefined;
+  /** Told once when the backend switches from json_schema to json_object. */
+  onResponseFormatFallback?:
+    ((event: { backend: string; status: number; error: WireError }) => void) | undefined;
 }
 
 const PING_TIMEOUT_MS = 5_000;
 const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+/** Distinct errors remembered as "not about the schema" (each would otherwise cost a probe per call). */
+const MAX_PROBE_MEMO = 64;
 
 type FailureKind = 'timeout' | 'connection' | 'status' | 'unparsable';
 
@@ -63,18 +75,32 @@ class AttemptError extends Error {
   readonly kind: FailureKind;
   readonly status: number | undefined;
   readonly retryAfterMs: number | undefined;
+  /** The error body's fields (status failures only). */
+  readonly wire: WireError | undefined;
+  /** A 500 identical to the call's previous attempt's (status, type, code, message): deterministic. */
+  readonly repeated: boolean;
   constructor(
     kind: FailureKind,
     message: string,
-    extra: { status?: number; retryAfterMs?: number | undefined; cause?: unknown } = {},
+    extra: {
+      status?: number;
+      retryAfterMs?: number | undefined;
+      wire?: WireError | undefined;
+      repeated?: boolean;
+      cause?: unknown;
+    } = {},
   ) {
     super(message, { cause: extra.cause });
     this.name = 'AttemptError';
     this.kind = kind;
     this.status = extra.status;
     this.retryAfterMs = extra.retryAfterMs;
+    this.wire = extra.wire;
+    this.repeated = extra.repeated ?? false;
   }
 }
+
+const isOk = (status: number): boolean => status >= 200 && status < 300;
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -90,17 +116,22 @@ function retryAfterFrom(headers: Record<string, string | string[] | undefined>):
 /** 408, 429 and 5xx are worth another attempt; other statuses are the request's fault. */
 const isRetryableStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500;
 
+/**
+ * Timeouts, connection errors, 408, 429 and 5xx are retried, except a context overflow (never: the same
+ * prompt cannot fit) and a deterministic 500 — one whose status, error type, code and message repeat those
+ * of the call's previous attempt (`repeated`) — which is therefore retried at most once.
+ */
 function classify(error: unknown): RetryDecision {
   if (!(error instanceof AttemptError)) return { retry: false };
   switch (error.kind) {
     case 'timeout':
     case 'connection':
       return { retry: true };
-    case 'status':
-      return {
-        retry: error.status !== undefined && isRetryableStatus(error.status),
-        retryAfterMs: error.retryAfterMs,
-      };
+    case 'status': {
+      const status = error.status ?? 0;
+      if (error.wire !== undefined && isContextOverflow(status, error.wire)) return { retry: false };
+      return { retry: !error.repeated && isRetryableStatus(status), retryAfterMs: error.retryAfterMs };
+    }
     case 'unparsable':
       return { retry: false };
   }
@@ -128,9 +159,11 @@ const UNDICI_TIMEOUTS = new Set([
  * 408/429/5xx/connection errors/timeouts with full-jitter backoff honouring Retry-After, and never
  * attempts or sleeps past `deadline`. Rejects with a RewardError: RW_JUDGE_TIMEOUT (timeouts, the deadline),
  * RW_CLIENT_ABORTED (the caller's abort — unless the abort reason is itself a RewardError, which is rethrown), RW_JUDGE_UNAVAILABLE
- * (statuses, connection errors; the status is in the message and `details`), RW_JUDGE_UNPARSABLE (no
- * content). A backend that rejects `json_schema` (400/422 naming response_format) is switched to
- * `json_object` for the rest of its life, with the schema appended to the system prompt.
+ * (statuses, connection errors; the status is in the message and `details`), RW_JUDGE_CONTEXT_OVERFLOW
+ * (the prompt does not fit; not retried), RW_JUDGE_UNPARSABLE (no content). A deterministic 500 (same
+ * error twice) is not retried again, and retries stay within the backend's retry budget. A backend that
+ * rejects `json_schema` for the request's shape (see isShapeRejection) is switched to `json_object` for the
+ * rest of its life once a json_object probe succeeds, with the schema appended to the system prompt.
  */
 export function createOpenAICompatibleBackend(
   settings: BackendSettings,
@@ -168,6 +201,16 @@ export function createOpenAICompatibleBackend(
     maxRetries: settings.max_retries,
   };
   let mode = settings.response_format;
+  /** Errors whose json_object probe failed too (not about the schema): not probed again. Bounded. */
+  const probeFailed = new Set<string>();
+  /** Context per request: configured, else learned from an overflow error that named it. */
+  let contextTokens = settings.context_tokens;
+  const budget = createRetryBudget({
+    ratio: settings.retry_budget,
+    windowMs: BACKEND_DEFAULTS.retryBudgetWindowMs,
+    minPerWindow: BACKEND_DEFAULTS.retryBudgetMin,
+    now: options.now,
+  });
 
   /** One HTTP exchange under an attempt signal; throws AttemptError for anything but a 200. */
   const post = async (
@@ -188,12 +231,19 @@ export function createOpenAICompatibleBackend(
     return { status: res.statusCode, text, retryAfterMs };
   };
 
+  /**
+   * One attempt (plus, in json_schema mode, at most one json_object probe). `previous` is the signature of
+   * this call's previous failed attempt: a json_schema request rejected for its shape (4xx, see
+   * isShapeRejection) or failing with the same 500 twice is sent once as json_object; only a success
+   * switches the backend to json_object for the rest of its life.
+   */
   const attemptOnce = async (
     replica: Replica,
     key: string,
     request: LlmRequest,
     deadline: number,
     outer: AbortSignal,
+    previous: { signature: string | undefined },
   ): Promise<Completion> => {
     const timeoutMs = Math.min(settings.timeout_ms, deadline - Date.now());
     if (timeoutMs <= 0) throw new AttemptError('timeout', 'no time left before the deadline');
@@ -206,23 +256,46 @@ export function createOpenAICompatibleBackend(
       controller.abort();
     }, timeoutMs);
     try {
-      let sentMode = mode;
+      const sentMode = mode;
       let reply = await post(
         replica,
         JSON.stringify(toChatParams(request, sentMode)),
         controller.signal,
         key,
       );
-      if (sentMode === 'json_schema' && rejectsJsonSchema(reply.status, reply.text)) {
-        mode = 'json_object';
-        sentMode = mode;
-        reply = await post(replica, JSON.stringify(toChatParams(request, sentMode)), controller.signal, key);
-      }
-      if (reply.status < 200 || reply.status >= 300) {
-        throw new AttemptError('status', `HTTP ${reply.status}: ${errorSnippet(reply.text)}`, {
+      if (!isOk(reply.status)) {
+        const wire = readWireError(reply.text);
+        const signature = errorSignature(reply.status, wire);
+        const repeated500 = reply.status === 500 && signature === previous.signature;
+        previous.signature = signature;
+        const failed = new AttemptError('status', `HTTP ${reply.status}: ${wire.message}`, {
           status: reply.status,
           retryAfterMs: reply.retryAfterMs,
+          wire,
+          repeated: repeated500,
         });
+        const suspect = isShapeRejection(reply.status, wire) || repeated500;
+        if (sentMode === 'json_schema' && suspect && !probeFailed.has(signature)) {
+          const probe = await post(
+            replica,
+            JSON.stringify(toChatParams(request, 'json_object')),
+            controller.signal,
+            key,
+          );
+          if (isOk(probe.status)) {
+            if (mode === 'json_schema') {
+              mode = 'json_object';
+              options.onResponseFormatFallback?.({ backend: name, status: reply.status, error: wire });
+            }
+            reply = probe;
+          } else if (probeFailed.size < MAX_PROBE_MEMO) {
+            probeFailed.add(signature);
+          }
+        }
+        if (!isOk(reply.status)) {
+          if (isContextOverflow(reply.status, wire) && wire.nCtx !== undefined) contextTokens = wire.nCtx;
+          throw failed;
+        }
       }
       const read = readCompletion(reply.text, request.model);
       if (!read.ok) throw new AttemptError('unparsable', read.message, { cause: read.cause });
@@ -259,18 +332,28 @@ export function createOpenAICompatibleBackend(
       );
     }
     if (lastError instanceof RewardError) return lastError;
-    const gaveUp = reason === 'deadline' ? ', giving up: the next retry would pass the deadline' : '';
+    const gaveUp =
+      reason === 'deadline'
+        ? ', giving up: the next retry would pass the deadline'
+        : reason === 'budget'
+          ? ', not retried: retry budget exhausted'
+          : lastError instanceof AttemptError && lastError.repeated
+            ? ', not retried again: the same error repeated'
+            : '';
     if (!(lastError instanceof AttemptError)) {
       return new RewardError('RW_JUDGE_UNAVAILABLE', `judge backend ${name} failed${gaveUp}`, {
         cause: lastError,
       });
     }
+    const overflow = lastError.wire !== undefined && isContextOverflow(lastError.status ?? 0, lastError.wire);
     const code: ErrorCode =
       lastError.kind === 'timeout'
         ? 'RW_JUDGE_TIMEOUT'
         : lastError.kind === 'unparsable'
           ? 'RW_JUDGE_UNPARSABLE'
-          : 'RW_JUDGE_UNAVAILABLE';
+          : overflow
+            ? 'RW_JUDGE_CONTEXT_OVERFLOW'
+            : 'RW_JUDGE_UNAVAILABLE';
     return new RewardError(
       code,
       `judge backend ${name}: ${lastError.message} (attempt ${attempts}/${policy.maxRetries + 1}${gaveUp})`,
@@ -280,6 +363,12 @@ export function createOpenAICompatibleBackend(
           backend: name,
           attempts,
           ...(lastError.status === undefined ? {} : { status: lastError.status }),
+          ...(lastError.wire?.type === undefined ? {} : { type: lastError.wire.type }),
+          ...(lastError.wire?.nCtx === undefined ? {} : { n_ctx: lastError.wire.nCtx }),
+          ...(lastError.wire?.nPromptTokens === undefined
+            ? {}
+            : { n_prompt_tokens: lastError.wire.nPromptTokens }),
+          ...(reason === 'budget' ? { retry_budget: 'exhausted' } : {}),
         },
       },
     );
@@ -287,7 +376,7 @@ export function createOpenAICompatibleBackend(
 
   const complete = async (
     request: LlmRequest,
-    { signal, deadline }: { signal: AbortSignal; deadline: number },
+    { signal, deadline, priority, observer }: CallOptions,
   ): Promise<LlmReply> => {
     const started = performance.now();
     // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -301,6 +390,8 @@ export function createOpenAICompatibleBackend(
     let avoid: number | undefined;
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
+      budget.recordCall();
+      const previous: { signature: string | undefined } = { signature: undefined };
       const { value, attempts } = await withRetry(
         async () => {
           const index = picker.pick(key, avoid);
@@ -325,7 +416,7 @@ export function createOpenAICompatibleBackend(
               }
               if (turn.waitedMs > 0) staggered += 1;
             }
-            release = await replica.limiter.acquire(tokens, { signal, deadline });
+            release = await replica.limiter.acquire(tokens, { signal, deadline, priority });
           } catch (error) {
             replica.breaker.settle('neutral');
             throw error;
@@ -336,7 +427,7 @@ export function createOpenAICompatibleBackend(
             if (buckets !== undefined) (await buckets.acquire(tokens, { signal, deadline }))();
             sentAt = Date.now();
             turn?.sent(sentAt);
-            const completion = await attemptOnce(replica, key, request, deadline, signal);
+            const completion = await attemptOnce(replica, key, request, deadline, signal, previous);
             outcome = 'ok';
             return completion;
           } catch (error) {
@@ -349,7 +440,19 @@ export function createOpenAICompatibleBackend(
             release();
           }
         },
-        { policy, deadline, signal, classify, random: options.random, sleep: options.sleep },
+        {
+          policy,
+          deadline,
+          signal,
+          classify,
+          random: options.random,
+          sleep: options.sleep,
+          allowRetry: () => {
+            const allowed = budget.tryRetry();
+            observer?.onRetry?.({ backend: name, allowed });
+            return allowed;
+          },
+        },
       );
       const reply: LlmReply = {
         text: value.text,
@@ -359,6 +462,7 @@ export function createOpenAICompatibleBackend(
         cachedPromptTokens: value.cachedPromptTokens,
         latencyMs: performance.now() - started,
         attempts,
+        finishReason: value.finishReason,
       };
       return reply;
     } catch (error) {
@@ -419,6 +523,7 @@ export function createOpenAICompatibleBackend(
         circuitOpens: r.breaker.opens,
       })),
     staggeredCalls: () => staggered,
+    contextTokens: () => contextTokens,
     async close() {
       // Calls still in flight at close time would hold `close()` open; they are cut instead.
       await Promise.all(replicas.map((r) => (r.limiter.inflight === 0 ? r.pool.close() : r.pool.destroy())));

@@ -6,7 +6,13 @@ import {
 } from '../../../src/judge/backends/openai.js';
 import { BackendSettings, type BackendSettingsInput } from '../../../src/settings/routing-file.js';
 import type { Backend, LlmRequest } from '../../../src/judge/types.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeReply } from '../../fakes/openai.js';
+import {
+  openaiContextOverflow,
+  startFakeOpenAI,
+  universalReply,
+  type FakeOpenAI,
+  type FakeReply,
+} from '../../fakes/openai.js';
 
 const SCHEMA = {
   type: 'object',
@@ -185,16 +191,16 @@ describe('createOpenAICompatibleBackend: retries and failures', () => {
     expect((await call(b)).attempts).toBe(2);
   });
 
-  it('fails with RW_JUDGE_UNAVAILABLE after max_retries + 1 attempts of 500', async () => {
+  it('fails with RW_JUDGE_UNAVAILABLE after max_retries + 1 attempts of 503', async () => {
     const {
       backend: b,
       fake: f,
       sleeps,
-    } = await setup({ fallback: { kind: 'status', status: 500 } }, { max_retries: 3 });
+    } = await setup({ fallback: { kind: 'status', status: 503 } }, { max_retries: 3 });
     const error = await failure(call(b));
     expect(error.code).toBe('RW_JUDGE_UNAVAILABLE');
-    expect(error.message).toContain('HTTP 500');
-    expect(error.details).toMatchObject({ attempts: 4, status: 500 });
+    expect(error.message).toContain('HTTP 503');
+    expect(error.details).toMatchObject({ attempts: 4, status: 503 });
     expect(f.calls).toHaveLength(4);
     expect(sleeps).toEqual([125, 250, 500]);
   });
@@ -358,5 +364,140 @@ describe('createOpenAICompatibleBackend: ping', () => {
     await f.close();
     fake = undefined;
     expect(await b.ping?.(new AbortController().signal)).toBe(false);
+  });
+});
+
+describe('createOpenAICompatibleBackend: real inference-server behaviour', () => {
+  const formats = (f: FakeOpenAI) => f.calls.map((c) => c.body.response_format?.type);
+
+  it('retries a deterministic 500 (same body, same error) at most once', async () => {
+    const { backend: b, fake: f } = await setup(
+      { fallback: { kind: 'status', status: 500 } },
+      { max_retries: 3, response_format: 'json_object' },
+    );
+    const error = await failure(call(b));
+    expect(error.code).toBe('RW_JUDGE_UNAVAILABLE');
+    expect(error.message).toContain('the same error repeated');
+    expect(f.calls).toHaveLength(2);
+  });
+
+  it('keeps retrying 500s whose error differs (a transient failure), up to max_retries', async () => {
+    const { backend: b, fake: f } = await setup(
+      {
+        fallback: (_body, c) => ({
+          kind: 'status',
+          status: 500,
+          body: { error: { message: `worker ${c.index} crashed`, type: 'server_error' } },
+        }),
+      },
+      { max_retries: 3, response_format: 'json_object' },
+    );
+    expect((await failure(call(b))).details).toMatchObject({ attempts: 4 });
+    expect(f.calls).toHaveLength(4);
+  });
+
+  it("falls back to json_object on llama.cpp's 400 'JSON schema conversion failed', and remembers it", async () => {
+    const fallbacks: number[] = [];
+    const { backend: b, fake: f } = await setup(
+      { rejectJsonSchema: 400, fallback: MATCH },
+      {},
+      { onResponseFormatFallback: (e) => fallbacks.push(e.status) },
+    );
+    expect((await call(b)).attempts).toBe(1);
+    await call(b);
+    expect(formats(f)).toEqual(['json_schema', 'json_object', 'json_object']);
+    expect(fallbacks).toEqual([400]);
+    expect(f.calls[1]?.body.messages?.[0]?.content).toContain('JSON Schema');
+  });
+
+  it("falls back on llama.cpp's 500 schema failure once it repeats (deterministic), not on the first", async () => {
+    const { backend: b, fake: f } = await setup(
+      { rejectJsonSchema: 500, fallback: MATCH },
+      { max_retries: 3 },
+    );
+    const reply = await call(b);
+    expect(reply.attempts).toBe(2);
+    await call(b);
+    expect(formats(f)).toEqual(['json_schema', 'json_schema', 'json_object', 'json_object']);
+  });
+
+  it('does not fall back on a 400 that names another parameter', async () => {
+    const bad: FakeReply = {
+      kind: 'status',
+      status: 400,
+      body: {
+        error: { message: 'temperature out of range', type: 'invalid_request_error', param: 'temperature' },
+      },
+    };
+    const { backend: b, fake: f } = await setup({ script: [bad], fallback: MATCH });
+    expect((await failure(call(b))).code).toBe('RW_JUDGE_UNAVAILABLE');
+    expect(f.calls).toHaveLength(1);
+  });
+
+  it('stays on json_schema when the json_object probe fails too (the 400 was not about the schema)', async () => {
+    const bad: FakeReply = {
+      kind: 'status',
+      status: 400,
+      body: { error: { message: 'bad', type: 'invalid_request_error' } },
+    };
+    const { backend: b, fake: f } = await setup({ script: [bad, bad], fallback: MATCH });
+    expect((await failure(call(b))).code).toBe('RW_JUDGE_UNAVAILABLE');
+    await call(b);
+    expect(formats(f)).toEqual(['json_schema', 'json_object', 'json_schema']);
+  });
+
+  it("names llama.cpp's exceed_context_size_error RW_JUDGE_CONTEXT_OVERFLOW, never retries it, learns n_ctx", async () => {
+    const { backend: b, fake: f } = await setup({ contextTokens: 10 }, { max_retries: 3 });
+    expect(b.contextTokens?.()).toBeUndefined();
+    const error = await failure(call(b));
+    expect(error.code).toBe('RW_JUDGE_CONTEXT_OVERFLOW');
+    expect(error.details).toMatchObject({ status: 400, type: 'exceed_context_size_error', n_ctx: 10 });
+    expect(f.calls).toHaveLength(1);
+    expect(b.contextTokens?.()).toBe(10);
+  });
+
+  it("names OpenAI's context_length_exceeded RW_JUDGE_CONTEXT_OVERFLOW", async () => {
+    const { backend: b, fake: f } = await setup({ script: [openaiContextOverflow()] }, { max_retries: 3 });
+    expect((await failure(call(b))).code).toBe('RW_JUDGE_CONTEXT_OVERFLOW');
+    expect(f.calls).toHaveLength(1);
+  });
+
+  it('passes finish_reason through (length: cut at max_tokens)', async () => {
+    const { backend: b } = await setup({
+      script: [{ kind: 'budget', body: universalReply('match'), needTokens: 500 }],
+    });
+    const reply = await call(b, { maxTokens: 20 });
+    expect(reply.finishReason).toBe('length');
+    expect(reply.text).toHaveLength(80);
+    expect(reply.completionTokens).toBe(20);
+  });
+
+  it('keeps retries within the retry budget against a backend that always fails', async () => {
+    const retries = { allowed: 0, denied: 0 };
+    const { backend: b, fake: f } = await setup(
+      { fallback: { kind: 'status', status: 503 } },
+      { max_retries: 3, retry_budget: 0.2, response_format: 'json_object' },
+    );
+    const observer = {
+      onRetry: (e: { allowed: boolean }) => void (e.allowed ? retries.allowed++ : retries.denied++),
+    };
+    const calls = 100;
+    const errors = await Promise.all(
+      Array.from({ length: calls }, () =>
+        failure(
+          b.complete(request(), {
+            signal: new AbortController().signal,
+            deadline: Date.now() + 10_000,
+            observer,
+          }),
+        ),
+      ),
+    );
+    // Without a budget: 100 × 4 attempts. With it: ≤ 10 (floor) + 20 % of 100 retries in the window.
+    expect(retries.allowed).toBeLessThanOrEqual(10 + 0.2 * calls);
+    expect(retries.allowed).toBeGreaterThanOrEqual(10);
+    expect(retries.denied).toBeGreaterThan(0);
+    expect(f.calls).toHaveLength(calls + retries.allowed);
+    expect(errors.filter((e) => e.message.includes('retry budget exhausted')).length).toBe(retries.denied);
   });
 });
