@@ -38,7 +38,7 @@ const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, 
 function judgment(
   graph: GraphIdentity,
   head: Pick<Judgment, 'status' | 'verdict' | 'reward' | 'score' | 'stopReason'> &
-    Partial<Pick<Judgment, 'error' | 'reason'>>,
+    Partial<Pick<Judgment, 'error' | 'reason' | 'incoherent'>>,
   run: JudgmentRun,
 ): Judgment {
   return {
@@ -46,6 +46,7 @@ function judgment(
     verdict: head.verdict,
     reward: head.reward,
     score: head.score,
+    incoherent: head.incoherent ?? false,
     reason: head.reason,
     error: head.error,
     rounds: run.rounds,
@@ -58,19 +59,28 @@ function judgment(
   };
 }
 
-/** The committee decided. `score` is rounded to 1e-6 (`1 - 0.9921` is 0.0079, not 0.007900000000000018). */
+/** A verdict its own score contradicts (see `Judgment.incoherent`); 0.5 is coherent with either. */
+export const isIncoherent = (verdict: Verdict, score: number): boolean =>
+  verdict === 'match' ? score < 0.5 : score > 0.5;
+
+/**
+ * The committee decided. The verdict gives the reward; `score` (rounded to 1e-6: `1 - 0.9921` is 0.0079,
+ * not 0.007900000000000018) is reported as derived, and a verdict it contradicts is flagged `incoherent`.
+ */
 export function okJudgment(
   graph: GraphIdentity,
   decided: { verdict: Verdict; score: number; stopReason: string },
   run: JudgmentRun,
 ): Judgment {
+  const score = Math.round(decided.score * 1e6) / 1e6;
   return judgment(
     graph,
     {
       status: 'ok',
       verdict: decided.verdict,
       reward: decided.verdict === 'match' ? 1 : 0,
-      score: Math.round(decided.score * 1e6) / 1e6,
+      score,
+      incoherent: isIncoherent(decided.verdict, score),
       stopReason: decided.stopReason,
     },
     run,

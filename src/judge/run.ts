@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
+import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -31,6 +32,8 @@ export interface RunOptions {
   limits?: { minChars: number; maxChars: number } | undefined;
   /** Fence nonce; random per judgment unless a test pins it. */
   nonce?: string | undefined;
+  /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
+  progress?: number | undefined;
 }
 
 interface Execution {
@@ -41,7 +44,20 @@ interface Execution {
   signal: AbortSignal;
   transcript: TranscriptMessage[];
   usage: Usage;
+  /** `performance.now()` at start: older judgments' calls go first among equals. */
+  startedAt: number;
+  /** LLM replies received so far: judgments further along get backend slots first. */
+  progress: number;
 }
+
+/** Progress dominates age: 2^40 ms is 34 years of `performance.now()`. */
+const PROGRESS_WEIGHT = 2 ** 40;
+
+/**
+ * A call's backend-slot priority: judgments that have received more replies first (a final-stage call
+ * before a first-stage one), then older judgments. Under a deadline, started judgments finish.
+ */
+const callPriority = (exec: Execution): number => exec.progress * PROGRESS_WEIGHT - exec.startedAt;
 
 /**
  * Runs one judgment through a graph. Never rejects because a judge failed: failures come back as
@@ -80,6 +96,8 @@ export async function runJudgment(
     signal: controller.signal,
     transcript: [],
     usage: { calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 },
+    startedAt: started,
+    progress: options.progress ?? 0,
   };
   // Snapshots: a judgment, once returned (and maybe cached), never changes.
   const spent = (rounds: number): JudgmentRun => ({
@@ -186,7 +204,8 @@ async function runCascade(
   if (stops || ended) {
     return relabel(graph, first, stops ? 'cascade_stop' : first.stopReason, first, started);
   }
-  const second = await runJudgment(cascade.then, input, staged);
+  // The escalation is a later stage of the same judgment: its calls keep the first stage's progress.
+  const second = await runJudgment(cascade.then, input, { ...staged, progress: first.usage.calls });
   return relabel(graph, second, second.status === 'ok' ? 'escalated' : second.stopReason, first, started);
 }
 
@@ -204,6 +223,7 @@ function relabel(
     verdict: decided.verdict,
     reward: decided.reward,
     score: decided.score,
+    incoherent: decided.incoherent,
     reason: decided.reason,
     error: decided.error,
     graph: { name: graph.name, hash: graph.hash },
@@ -366,7 +386,10 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     );
   };
 
-  for (let ask = 0; ; ask++) {
+  let maxTokens = route.maxTokens ?? node.max_tokens ?? defaultMaxTokens(role.name);
+  let reasksLeft = MAX_REASKS;
+  let raisesLeft = 1;
+  for (;;) {
     exec.usage.calls += 1;
     const callStarted = performance.now();
     let reply;
@@ -382,12 +405,17 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           // Operator routing overrides (config file) win over the graph's own sampling values.
           temperature: route.temperature ?? node.temperature,
           topP: route.topP ?? node.top_p,
-          maxTokens: route.maxTokens ?? node.max_tokens,
+          maxTokens,
           seed: node.seed,
           focus: node.focus,
           context: ctx,
         },
-        { signal: exec.signal, deadline: exec.options.deadline },
+        {
+          signal: exec.signal,
+          deadline: exec.options.deadline,
+          priority: callPriority(exec),
+          observer: exec.options.observer,
+        },
       );
     } catch (err) {
       const failure = toFailure(err);
@@ -405,6 +433,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
       fail(failure.code, failure.message);
       throw err;
     }
+    exec.progress += 1;
     attempts += reply.attempts;
     promptTokens += reply.promptTokens;
     completionTokens += reply.completionTokens;
@@ -415,11 +444,12 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     cachedPromptTokens = addKnown(cachedPromptTokens, cached);
     exec.usage.cachedPromptTokens = addKnown(exec.usage.cachedPromptTokens, cached);
     const parsed = parseReply(reply.text, role.output);
+    const truncated = !parsed.ok && reply.finishReason === 'length';
     exec.options.observer?.onCall?.({
       role: role.name,
       model: route.model,
       backend: route.backend.name,
-      outcome: parsed.ok ? 'ok' : 'RW_JUDGE_UNPARSABLE',
+      outcome: parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE',
       latencyMs: reply.latencyMs,
       promptTokens: reply.promptTokens,
       completionTokens: reply.completionTokens,
@@ -442,12 +472,46 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
       );
       return;
     }
-    if (ask >= MAX_REASKS) {
-      const message = `node '${node.id}': invalid output after ${ask + 1} replies (${parsed.error})`;
+    const contextTokens = route.backend.contextTokens?.();
+    const counted = { messages: messages.length, tokens: reply.promptTokens };
+    if (truncated) {
+      // A cut reply is re-asked as it was, with a larger budget: echoing the cut JSON back would only
+      // lengthen the prompt, and the same budget would be cut again.
+      const prompt = countPrompt(messages, counted);
+      const next = raisesLeft > 0 ? raisedBudget(maxTokens, prompt, contextTokens) : undefined;
+      if (next === undefined) {
+        const why =
+          raisesLeft > 0
+            ? `no larger budget fits${contextTokens === undefined ? '' : ` the context (${contextTokens} tokens, prompt ~${prompt})`}`
+            : 'also with the raised budget';
+        const message = `node '${node.id}': reply cut at max_tokens ${maxTokens} (finish_reason length), ${why}`;
+        fail('RW_JUDGE_TRUNCATED', message);
+        throw new RewardError('RW_JUDGE_TRUNCATED', message);
+      }
+      raisesLeft -= 1;
+      reasks += 1;
+      maxTokens = next;
+      continue;
+    }
+    if (reasksLeft <= 0) {
+      const message = `node '${node.id}': invalid output after ${reasks + 1} replies (${parsed.error})`;
       fail('RW_JUDGE_UNPARSABLE', message);
       throw new RewardError('RW_JUDGE_UNPARSABLE', message);
     }
+    const reask = reaskMessages(reply.text, parsed.error);
+    if (contextTokens !== undefined) {
+      // The re-ask appends to the prompt: it must itself fit, or it is not sent.
+      const prompt = countPrompt([...messages, ...reask], counted);
+      if (prompt + maxTokens > contextTokens) {
+        const message =
+          `node '${node.id}': invalid output (${parsed.error}); the re-ask (~${prompt} prompt + ` +
+          `${maxTokens} completion tokens) would not fit the context of ${contextTokens} tokens, not sent`;
+        fail('RW_JUDGE_UNPARSABLE', message);
+        throw new RewardError('RW_JUDGE_UNPARSABLE', message);
+      }
+    }
+    reasksLeft -= 1;
     reasks += 1;
-    messages.push(...reaskMessages(reply.text, parsed.error));
+    messages.push(...reask);
   }
 }

@@ -149,7 +149,10 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
-  const observer: JudgeObserver = { onCall: (event) => metrics.observeCall(event) };
+  const observer: JudgeObserver = {
+    onCall: (event) => metrics.observeCall(event),
+    onRetry: (event) => metrics.observeRetry(event),
+  };
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
   const miss = metrics.cacheLookups.labels('miss');

@@ -5,7 +5,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-import type { Backend, CallEvent, Judgment, ReplicaSnapshot } from '../judge/types.js';
+import type { Backend, CallEvent, Judgment, ReplicaSnapshot, RetryEvent } from '../judge/types.js';
 
 /**
  * prom-client's default gauges whose `_total` suffix breaks the Prometheus rule that only counters end in
@@ -67,6 +67,12 @@ export interface Metrics {
   recentMean: Gauge<'graph'>;
   /** Transcript lines that could not be written (the reward is still answered). */
   transcriptErrors: Counter;
+  /** Computed judgments whose verdict their own score contradicts, by graph. */
+  incoherentJudgments: Counter<'graph'>;
+  /** Backend retries wanted, by backend and result (`allowed` or `denied` by the retry budget). */
+  backendRetries: Counter<'backend' | 'result'>;
+  /** Feeds reward_backend_retries_total; pass as the engine's JudgeObserver.onRetry. */
+  observeRetry(event: RetryEvent): void;
   /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
   observeCall(event: CallEvent): void;
   /** Counts one computed judgment under its graph label (a preset name or `custom`). */
@@ -251,6 +257,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       }
     },
   });
+  const incoherentJudgments = new Counter({
+    name: 'reward_incoherent_judgments_total',
+    help: 'Computed judgments whose verdict contradicts their own score (e.g. no_match with P(match) 0.9), by graph.',
+    labelNames: ['graph'] as const,
+    registers,
+  });
+  const backendRetries = new Counter({
+    name: 'reward_backend_retries_total',
+    help: 'Retries of judge backend calls, by backend and result: allowed or denied by the retry budget.',
+    labelNames: ['backend', 'result'] as const,
+    registers,
+  });
 
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
@@ -272,6 +290,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     queueDepth,
     recentMean,
     transcriptErrors,
+    incoherentJudgments,
+    backendRetries,
+    observeRetry(event) {
+      backendRetries.labels(backendLabel(event.backend), event.allowed ? 'allowed' : 'denied').inc();
+    },
     observeCall(event) {
       const role = roleLabel(event.role);
       const model = modelLabel(event.model);
@@ -290,6 +313,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     observeJudgment(graph, judgment) {
       judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
       judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);
+      if (judgment.incoherent) incoherentJudgments.labels(graph).inc();
       if (judgment.reward !== null) {
         let window = windows.get(graph);
         if (window === undefined) {

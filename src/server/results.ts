@@ -7,6 +7,8 @@ export interface ItemResult {
   verdict: 'match' | 'no_match' | null;
   status: string;
   score: number | null;
+  /** The verdict and the score disagree (the verdict decided the reward); always false unless `ok`. */
+  incoherent: boolean;
   cached: boolean;
   calls: number;
   /** The judgment's own prompt tokens and the part its backend served from cache (null: not reported). */
@@ -30,6 +32,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
     verdict: j.verdict,
     status: j.status,
     score: j.score,
+    incoherent: j.incoherent,
     cached: item.cached,
     calls: j.usage.calls,
     prompt_tokens: j.usage.promptTokens,

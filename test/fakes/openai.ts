@@ -24,8 +24,8 @@ export type FakeReply =
   | { kind: 'reset' }
   /**
    * Like a model that needs `needTokens` completion tokens for `body`: with `max_tokens` ≥ needTokens (or
-   * none) it answers `body`; with fewer it answers HTTP 200 with the JSON cut after `max_tokens` tokens
-   * (4 chars each) and `finish_reason: "length"`, as llama.cpp and vLLM do.
+   * none) it answers `body`; with fewer it answers HTTP 200 with the JSON cut at the fraction
+   * max_tokens / needTokens and `finish_reason: "length"` (usage: max_tokens), as llama.cpp and vLLM do.
    */
   | { kind: 'budget'; body: unknown; needTokens: number };
 
@@ -460,7 +460,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         if (budget >= reply.needTokens) {
           play({ kind: 'json', body: reply.body }, body, call, req, res);
         } else {
-          const cut = JSON.stringify(reply.body).slice(0, budget * 4);
+          // The model wanted needTokens for the whole body: it got the same fraction of it.
+          const full = JSON.stringify(reply.body);
+          const cut = full.slice(0, Math.floor((full.length * budget) / reply.needTokens));
           play({ kind: 'text', text: cut, finishReason: 'length' }, body, call, req, res);
         }
         return;

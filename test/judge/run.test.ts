@@ -251,7 +251,7 @@ describe('runJudgment on the fake backend', () => {
 
   it('a failed node cancels its siblings: no call outlives the judgment', async () => {
     const { fake, router } = await setup({
-      script: [{ kind: 'status', status: 400 }],
+      script: [{ kind: 'status', status: 401 }],
       fallback: { kind: 'hang' },
     });
     const outcomes: string[] = [];

@@ -121,7 +121,8 @@ export function isContextOverflow(status: number, error: WireError): boolean {
   if (status !== 400 && status !== 413) return false;
   if (error.type === 'exceed_context_size_error' || error.code === 'context_length_exceeded') return true;
   if (error.nCtx !== undefined && error.nPromptTokens !== undefined) return true;
-  const plain = error.type === undefined || error.type === 'BadRequestError' || error.type === 'invalid_request_error';
+  const plain =
+    error.type === undefined || error.type === 'BadRequestError' || error.type === 'invalid_request_error';
   return plain && /maximum context length|longer than the model's context length/i.test(error.message);
 }
 
