@@ -318,3 +318,35 @@ describe('adaptive in-flight limit (AIMD)', () => {
     for (const w of waiters) (await w)();
   });
 });
+
+describe('slot priority', () => {
+  it('hands a freed slot to the highest priority waiter, equal priorities in arrival order', async () => {
+    const limiter = createLimiter({ maxInflight: 1 });
+    const held = await limiter.acquire(1, open());
+    const order: string[] = [];
+    const wait = (name: string, priority?: number) =>
+      limiter.acquire(1, { ...open(), priority }).then((release) => {
+        order.push(name);
+        release();
+      });
+    const all = Promise.all([wait('a0'), wait('b5', 5), wait('c0'), wait('d5', 5), wait('e9', 9)]);
+    held();
+    await all;
+    expect(order).toEqual(['e9', 'b5', 'd5', 'a0', 'c0']);
+  });
+
+  it('skips waiters that left (aborted) and keeps counting them out of `waiting`', async () => {
+    const limiter = createLimiter({ maxInflight: 1 });
+    const held = await limiter.acquire(1, open());
+    const gone = new AbortController();
+    const leaving = limiter.acquire(1, { signal: gone.signal, deadline: Date.now() + 60_000, priority: 9 });
+    const staying = limiter.acquire(1, { ...open(), priority: 1 });
+    expect(limiter.waiting).toBe(2);
+    gone.abort();
+    await expect(leaving).rejects.toThrow();
+    expect(limiter.waiting).toBe(1);
+    held();
+    (await staying)();
+    expect(limiter.inflight).toBe(0);
+  });
+});
