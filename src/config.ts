@@ -93,11 +93,21 @@ const JudgeEnv = z
     JUDGE_REPLICA_POLICY: ReplicaPolicy.default(BACKEND_DEFAULTS.replicaPolicy),
     JUDGE_PREFIX_STAGGER_MS: int(0, 10_000).default(BACKEND_DEFAULTS.prefixStaggerMs),
     JUDGE_ROUTING_KEY_HEADER: z.string().min(1).default(BACKEND_DEFAULTS.routingKeyHeader),
+    JUDGE_CONTEXT_TOKENS: int(256).optional(),
+    JUDGE_RETRY_BUDGET: z.coerce.number().min(0).max(1).default(BACKEND_DEFAULTS.retryBudget),
     REWARD_CONFIG: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
     if (env.JUDGE_BASE_URL !== undefined && env.JUDGE_MODEL === undefined) {
       ctx.addIssue({ code: 'custom', path: ['JUDGE_MODEL'], message: 'required when JUDGE_BASE_URL is set' });
+    }
+    // A model with nowhere to send it would silently run the offline heuristic instead of the judge.
+    if (env.JUDGE_MODEL !== undefined && env.JUDGE_BASE_URL === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['JUDGE_BASE_URL'],
+        message: 'required when JUDGE_MODEL is set (without it the server would run the offline backend)',
+      });
     }
   })
   .transform((e, ctx) => {
@@ -118,6 +128,8 @@ const JudgeEnv = z
         replica_policy: e.JUDGE_REPLICA_POLICY,
         prefix_stagger_ms: e.JUDGE_PREFIX_STAGGER_MS,
         routing_key_header: e.JUDGE_ROUTING_KEY_HEADER,
+        context_tokens: e.JUDGE_CONTEXT_TOKENS,
+        retry_budget: e.JUDGE_RETRY_BUDGET,
       });
       if (parsed.success) judgeDefault = parsed.data;
       else {
@@ -188,11 +200,17 @@ const RecordsEnv = z
   .object({
     TRANSCRIPTS_PATH: z.string().min(1).optional(),
     RECENT_WINDOW: int(1).default(512),
+    FAILURE_WARN_RATE: z.coerce.number().min(0).max(1).default(0.05),
+    FAILURE_WARN_INTERVAL_MS: int(1000).default(60_000),
   })
   .transform((e) => ({
     transcriptsPath: e.TRANSCRIPTS_PATH,
     /** Completed judgments per graph behind `reward_recent_mean`. */
     recentWindow: e.RECENT_WINDOW,
+    /** A warning is logged when this fraction of judgments over an interval fail or time out. */
+    failureWarnRate: e.FAILURE_WARN_RATE,
+    /** The failure warning's interval (and rate limit: at most one warning per interval), ms. */
+    failureWarnIntervalMs: e.FAILURE_WARN_INTERVAL_MS,
   }));
 
 export type Config = z.output<typeof ServerEnv> &

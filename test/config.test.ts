@@ -67,6 +67,8 @@ describe('loadConfig', () => {
       replica_policy: 'affinity',
       prefix_stagger_ms: 50,
       routing_key_header: 'x-reward-routing-key',
+      context_tokens: undefined,
+      retry_budget: 0.2,
     });
   });
 
@@ -131,6 +133,28 @@ describe('loadConfig', () => {
       /MIN_CANDIDATE_CHARS/,
     );
     expect(() => loadConfig({ FAILURE_REWARD: 'none' })).toThrow(/FAILURE_REWARD/);
+  });
+
+  it('refuses JUDGE_MODEL without JUDGE_BASE_URL instead of running offline', () => {
+    expect(() => loadConfig({ JUDGE_MODEL: 'qwen' })).toThrow(
+      /JUDGE_BASE_URL: required when JUDGE_MODEL is set/,
+    );
+  });
+
+  it('reads the judge context, retry budget and failure-warning settings', () => {
+    const c = loadConfig({
+      JUDGE_BASE_URL: 'http://127.0.0.1:1/v1',
+      JUDGE_MODEL: 'm',
+      JUDGE_CONTEXT_TOKENS: '4096',
+      JUDGE_RETRY_BUDGET: '0.1',
+      FAILURE_WARN_RATE: '0.2',
+      FAILURE_WARN_INTERVAL_MS: '30000',
+    });
+    expect(c.judge.default).toMatchObject({ context_tokens: 4096, retry_budget: 0.1 });
+    expect([c.failureWarnRate, c.failureWarnIntervalMs]).toEqual([0.2, 30_000]);
+    expect(loadConfig({}).failureWarnRate).toBe(0.05);
+    expect(() => loadConfig({ JUDGE_RETRY_BUDGET: '1.5' })).toThrow(/JUDGE_RETRY_BUDGET/);
+    expect(() => loadConfig({ JUDGE_CONTEXT_TOKENS: '10' })).toThrow(/JUDGE_CONTEXT_TOKENS/);
   });
 
   it('reads and validates the routing file named by REWARD_CONFIG', () => {

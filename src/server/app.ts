@@ -18,6 +18,7 @@ import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { Admission } from './admission.js';
 import { presetChoice, type ServerContext } from './context.js';
+import { createFailureMonitor } from './failure-log.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -101,9 +102,21 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       metrics.queueDepth.set(waiting);
     },
   });
+  const failures = createFailureMonitor({
+    rate: config.failureWarnRate,
+    intervalMs: config.failureWarnIntervalMs,
+    warn: (fields, message) => app.log.warn(fields, message),
+  });
   const service = createJudgeService({
     router,
-    metrics,
+    // The service counts every computed judgment here; the failure monitor sees the same ones.
+    metrics: {
+      ...metrics,
+      observeJudgment: (graph, judgment) => {
+        metrics.observeJudgment(graph, judgment);
+        failures.record(judgment);
+      },
+    },
     admission,
     cacheSize: config.cacheSize,
     candidateLimits: config.candidateLimits,

@@ -5,9 +5,11 @@
  */
 import { loadConfig } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
+import { createOpenAICompatibleBackend } from '../judge/backends/openai.js';
 import { createRouter } from '../judge/routing.js';
 import { buildApp } from './app.js';
 import { createMetrics } from './metrics.js';
+import { startupFields } from './startup.js';
 import { createFileTranscriptSink, type TranscriptSink } from './transcripts.js';
 
 const OFFLINE_BANNER = [
@@ -26,10 +28,26 @@ const HARD_EXIT_MARGIN_MS = 10_000;
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const router = createRouter({ ...config.judge, offline: createOfflineBackend });
+  // The logger exists once the app does; the backends are built before it.
+  const logSink: {
+    error?: (err: unknown) => void;
+    warn?: (fields: Record<string, unknown>, message: string) => void;
+  } = {};
+  const router = createRouter({
+    ...config.judge,
+    offline: createOfflineBackend,
+    createBackend: (settings, name) =>
+      createOpenAICompatibleBackend(settings, {
+        name,
+        onResponseFormatFallback: ({ backend, status, error }) =>
+          logSink.warn?.(
+            { backend, status, type: error.type, code: error.code, message: error.message },
+            'backend rejected response_format json_schema: using json_object (schema in the prompt) from now on',
+          ),
+      }),
+  });
   const metrics = createMetrics({ recentWindow: config.recentWindow });
 
-  const logSink: { error?: (err: unknown) => void } = {};
   let transcripts: TranscriptSink | undefined;
   if (config.transcriptsPath !== undefined) {
     transcripts = await createFileTranscriptSink(config.transcriptsPath, {
@@ -41,6 +59,7 @@ async function main(): Promise<void> {
   }
   const server = buildApp({ config, router, metrics, transcripts, logger: { level: config.logLevel } });
   logSink.error = (err) => server.log.error({ err }, 'transcript write failed');
+  logSink.warn = (fields, message) => server.log.warn(fields, message);
 
   if (router.name === 'offline') {
     console.error(OFFLINE_BANNER);
@@ -84,7 +103,7 @@ async function main(): Promise<void> {
   });
 
   const address = await server.listen({ port: config.port, host: config.host });
-  server.log.info({ url: address, backend: router.name }, 'reward server listening');
+  server.log.info({ url: address, ...startupFields(config, router.name) }, 'reward server listening');
 }
 
 main().catch((err: unknown) => {

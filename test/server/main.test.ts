@@ -22,6 +22,9 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 interface Server {
   child: ChildProcess;
   url: string;
+  /** The `reward server listening` log entry. */
+  listening: Json;
+  stdout: () => string;
   stderr: () => string;
   exit: Promise<number | null>;
 }
@@ -53,15 +56,15 @@ async function startServer(env: Record<string, string>): Promise<Server> {
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffer = '';
+  let buffer = '';
+  const listening = await new Promise<Json>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       buffer += chunk.toString();
       for (const line of buffer.split('\n')) {
         if (!line.startsWith('{')) continue;
         try {
           const entry = JSON.parse(line);
-          if (entry.msg === 'reward server listening') resolve(entry.url);
+          if (entry.msg === 'reward server listening') resolve(entry);
         } catch {
           // a partial line; wait for the rest
         }
@@ -69,7 +72,7 @@ async function startServer(env: Record<string, string>): Promise<Server> {
     });
     child.once('exit', (code) => reject(new Error(`server exited (${code}) before listening: ${stderr}`)));
   });
-  return { child, url, stderr: () => stderr, exit };
+  return { child, url: listening.url, listening, stdout: () => buffer, stderr: () => stderr, exit };
 }
 
 const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GROUND_TRUTH, candidates });
@@ -83,6 +86,55 @@ async function post(url: string, body: unknown): Promise<Response> {
 }
 
 describe('node dist/server/main.js', () => {
+  it('names backend URL (no secrets), model, response format, auth and transcripts in its start-up line', async () => {
+    fake = await startFakeOpenAI({});
+    dir = mkdtempSync(join(tmpdir(), 'main-'));
+    const transcripts = join(dir, 'judgments.jsonl');
+    const secretUrl = fake.baseURL.replace('http://', 'http://user:hunter2@') + '?api-key=hunter3';
+    const server = await startServer({
+      JUDGE_BASE_URL: secretUrl,
+      JUDGE_MODEL: 'fake-model',
+      JUDGE_API_KEY: 'sk-hunter4',
+      JUDGE_CONTEXT_TOKENS: '4096',
+      REWARD_API_KEY: 'hunter5',
+      TRANSCRIPTS_PATH: transcripts,
+    });
+    expect(server.listening).toMatchObject({
+      level: 30,
+      backend: 'openai-compatible',
+      backends: [
+        {
+          name: 'default',
+          urls: [`${fake.baseURL}?…`],
+          model: 'fake-model',
+          response_format: 'json_schema',
+          context_tokens: 4096,
+          api_key: 'set',
+        },
+      ],
+      auth: 'on',
+      transcripts,
+    });
+    expect(server.stdout() + server.stderr()).not.toMatch(/hunter/);
+    server.child.kill('SIGTERM');
+    expect(await server.exit).toBe(0);
+  });
+
+  it('refuses to start with JUDGE_MODEL but no JUDGE_BASE_URL (no silent offline run)', async () => {
+    const child = spawn(process.execPath, [MAIN], {
+      cwd: ROOT,
+      env: { PATH: process.env['PATH'] ?? '', PORT: '0', JUDGE_MODEL: 'qwen' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain('JUDGE_BASE_URL');
+    expect(stderr).not.toContain('OFFLINE BACKEND');
+  });
+
   it('serves offline with a loud banner, answers /healthz, and exits 0 on SIGTERM', async () => {
     const server = await startServer({});
     expect(server.stderr()).toContain('OFFLINE BACKEND');
