@@ -115,6 +115,7 @@ export function toTranscriptRecord(
     verdict: j.verdict,
     reward: j.reward,
     score: j.score,
+    incoherent: j.incoherent,
     reason: j.reason,
     error: j.error,
     rounds: j.rounds,

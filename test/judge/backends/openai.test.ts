@@ -440,10 +440,12 @@ describe('createOpenAICompatibleBackend: real inference-server behaviour', () =>
       status: 400,
       body: { error: { message: 'bad', type: 'invalid_request_error' } },
     };
-    const { backend: b, fake: f } = await setup({ script: [bad, bad], fallback: MATCH });
+    const { backend: b, fake: f } = await setup({ script: [bad, bad, bad], fallback: MATCH });
+    expect((await failure(call(b))).code).toBe('RW_JUDGE_UNAVAILABLE');
+    // The same error again is not probed again: one wasted call per distinct error, not one per call.
     expect((await failure(call(b))).code).toBe('RW_JUDGE_UNAVAILABLE');
     await call(b);
-    expect(formats(f)).toEqual(['json_schema', 'json_object', 'json_schema']);
+    expect(formats(f)).toEqual(['json_schema', 'json_object', 'json_schema', 'json_schema']);
   });
 
   it("names llama.cpp's exceed_context_size_error RW_JUDGE_CONTEXT_OVERFLOW, never retries it, learns n_ctx", async () => {
