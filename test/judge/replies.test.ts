@@ -137,6 +137,26 @@ describe('context overflow', () => {
     expect(f.calls.every((c) => c.status === 200)).toBe(true);
   });
 
+  it("learns llama.cpp's n_ctx from an overflow and then keeps re-asks inside it", async () => {
+    const { fake: f, router: r } = await setup({
+      contextTokens: 1_800,
+      fallback: { kind: 'text', text: `not json ${'x'.repeat(3_000)}` },
+    });
+    const long = {
+      ...input,
+      candidate: `${input.candidate} ${'and more detail '.repeat(400)}`.slice(0, 7_000),
+    };
+    const first = await runJudgment(single(), long, { router: r, deadline: soon() });
+    expect(first.error?.code).toBe('RW_JUDGE_CONTEXT_OVERFLOW');
+    expect(r.backends()[0]?.contextTokens?.()).toBe(1_800);
+    f.resetStats();
+    // Without the learned size the re-ask would be sent and come back a 400 overflow.
+    const second = await runJudgment(single(), input, { router: r, deadline: soon() });
+    expect(second.error?.code).toBe('RW_JUDGE_UNPARSABLE');
+    expect(second.error?.message).toContain('would not fit the context of 1800 tokens');
+    expect(f.calls).toHaveLength(1);
+  });
+
   it('a re-ask that fits is sent (the check is not a blanket refusal)', async () => {
     const { fake: f, router: r } = await setup(
       {
