@@ -5,7 +5,15 @@ export interface Decided {
   verdict: Verdict;
   /** Estimated probability of `match` in [0,1]. */
   score: number;
+  /**
+   * A reply the decision read contradicts itself: its confidence in its own stance is below 0.5 (an
+   * Evaluator's `no_match` with confidence 0.1 says P(match) = 0.9). The stance still counts as given.
+   */
+  incoherent: boolean;
 }
+
+/** Confidence is the probability that the node's own stance is correct: below 0.5 it argues against it. */
+const isIncoherentReply = (m: TranscriptMessage): boolean => m.confidence !== null && m.confidence < 0.5;
 
 /** Probability of `match` expressed by one message: its confidence turned towards `match`. */
 export function matchProbability(stance: Verdict, confidence: number | null): number {
@@ -31,7 +39,11 @@ export function decide(
   if (decision.rule === 'evaluator') {
     const m = last.get(decision.node);
     if (m?.stance == null) return null;
-    return { verdict: m.stance, score: matchProbability(m.stance, m.confidence) };
+    return {
+      verdict: m.stance,
+      score: matchProbability(m.stance, m.confidence),
+      incoherent: isIncoherentReply(m),
+    };
   }
   const ids = decision.nodes ?? voters;
   const messages: TranscriptMessage[] = [];
@@ -42,11 +54,12 @@ export function decide(
   }
   const matches = messages.filter((m) => m.stance === 'match').length;
   const share = matches / messages.length;
+  const incoherent = messages.some(isIncoherentReply);
   switch (decision.rule) {
     case 'majority':
-      return { verdict: matches * 2 > messages.length ? 'match' : 'no_match', score: share };
+      return { verdict: matches * 2 > messages.length ? 'match' : 'no_match', score: share, incoherent };
     case 'unanimous':
-      return { verdict: matches === messages.length ? 'match' : 'no_match', score: share };
+      return { verdict: matches === messages.length ? 'match' : 'no_match', score: share, incoherent };
     case 'confidence_weighted': {
       let total = 0;
       let sum = 0;
@@ -57,7 +70,7 @@ export function decide(
         sum += w * matchProbability(stance, m.confidence);
       }
       const score = total > 0 ? sum / total : share;
-      return { verdict: score > 0.5 ? 'match' : 'no_match', score };
+      return { verdict: score > 0.5 ? 'match' : 'no_match', score, incoherent };
     }
     default: {
       const exhaustive: never = decision;

@@ -59,17 +59,13 @@ function judgment(
   };
 }
 
-/** A verdict its own score contradicts (see `Judgment.incoherent`); 0.5 is coherent with either. */
-export const isIncoherent = (verdict: Verdict, score: number): boolean =>
-  verdict === 'match' ? score < 0.5 : score > 0.5;
-
 /**
  * The committee decided. The verdict gives the reward; `score` (rounded to 1e-6: `1 - 0.9921` is 0.0079,
- * not 0.007900000000000018) is reported as derived, and a verdict it contradicts is flagged `incoherent`.
+ * not 0.007900000000000018) is reported as derived; `incoherent` as the decision found it.
  */
 export function okJudgment(
   graph: GraphIdentity,
-  decided: { verdict: Verdict; score: number; stopReason: string },
+  decided: { verdict: Verdict; score: number; incoherent?: boolean | undefined; stopReason: string },
   run: JudgmentRun,
 ): Judgment {
   const score = Math.round(decided.score * 1e6) / 1e6;
@@ -80,7 +76,7 @@ export function okJudgment(
       verdict: decided.verdict,
       reward: decided.verdict === 'match' ? 1 : 0,
       score,
-      incoherent: isIncoherent(decided.verdict, score),
+      incoherent: decided.incoherent ?? false,
       stopReason: decided.stopReason,
     },
     run,

@@ -133,7 +133,7 @@ export async function runJudgment(
     }
     return okJudgment(
       graph,
-      { verdict: decided.verdict, score: decided.score, stopReason },
+      { verdict: decided.verdict, score: decided.score, incoherent: decided.incoherent, stopReason },
       spent(roundsUsed),
     );
   } catch (err) {

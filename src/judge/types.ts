@@ -56,9 +56,9 @@ export interface Judgment {
   /** Committee's estimated probability of `match` in [0,1]; null on failure. */
   score: number | null;
   /**
-   * The verdict and the score disagree: a `match` with score < 0.5 or a `no_match` with score > 0.5 (an
-   * Evaluator answering `no_match` with confidence 0.1 says P(match) = 0.9). The verdict still decides the
-   * reward; the flag marks the judgment for filtering and is counted in metrics. False unless `ok`.
+   * A reply the decision read (the deciding node, or a voter) gave its own stance a confidence below 0.5:
+   * an Evaluator answering `no_match` with confidence 0.1 says P(match) = 0.9. The stance still decides
+   * the reward; the flag marks the judgment for filtering and is counted in metrics. False unless `ok`.
    */
   incoherent: boolean;
   /** Why an input was rejected, or why the judgment failed. */

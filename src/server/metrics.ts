@@ -67,7 +67,7 @@ export interface Metrics {
   recentMean: Gauge<'graph'>;
   /** Transcript lines that could not be written (the reward is still answered). */
   transcriptErrors: Counter;
-  /** Computed judgments whose verdict their own score contradicts, by graph. */
+  /** Computed judgments in which a deciding reply contradicts itself (confidence < 0.5), by graph. */
   incoherentJudgments: Counter<'graph'>;
   /** Backend retries wanted, by backend and result (`allowed` or `denied` by the retry budget). */
   backendRetries: Counter<'backend' | 'result'>;
@@ -259,7 +259,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const incoherentJudgments = new Counter({
     name: 'reward_incoherent_judgments_total',
-    help: 'Computed judgments whose verdict contradicts their own score (e.g. no_match with P(match) 0.9), by graph.',
+    help: 'Computed judgments in which a deciding reply gave its own stance a confidence below 0.5 (no_match with P(match) 0.9), by graph.',
     labelNames: ['graph'] as const,
     registers,
   });

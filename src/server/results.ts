@@ -7,7 +7,7 @@ export interface ItemResult {
   verdict: 'match' | 'no_match' | null;
   status: string;
   score: number | null;
-  /** The verdict and the score disagree (the verdict decided the reward); always false unless `ok`. */
+  /** A deciding reply gave its own stance a confidence < 0.5 (its stance decided); false unless `ok`. */
   incoherent: boolean;
   cached: boolean;
   calls: number;

@@ -201,6 +201,25 @@ describe('incoherent replies', () => {
     expect([j.status, j.verdict, j.reward, j.score, j.incoherent]).toEqual(['ok', 'no_match', 0, 0.9, true]);
   });
 
+  it('a vote that the rule decides against its share is not flagged (unanimous: 1 of 2 say match)', async () => {
+    // no-evaluator: Moderator → Analyst (match) → Critic (no_match), decided by unanimity.
+    const { router: r } = await setup({
+      script: [
+        { kind: 'json', body: universalReply('match', 0.9) },
+        { kind: 'json', body: universalReply('match', 0.9) },
+        { kind: 'json', body: universalReply('no_match', 0.9) },
+      ],
+    });
+    const j = await runJudgment(getPreset('no-evaluator')!, input, { router: r, deadline: soon() });
+    expect([j.verdict, j.score, j.incoherent]).toEqual(['no_match', 0.5, false]);
+  });
+
+  it('a voter whose confidence argues against its own stance flags the judgment', async () => {
+    const { router: r } = await setup({ fallback: { kind: 'json', body: universalReply('match', 0.3) } });
+    const j = await runJudgment(getPreset('vote-3')!, input, { router: r, deadline: soon() });
+    expect([j.verdict, j.reward, j.incoherent]).toEqual(['match', 1, true]);
+  });
+
   it('a coherent verdict is not flagged', async () => {
     const { router: r } = await setup({
       fallback: { kind: 'json', body: { reasoning: 'r', verdict: 'no_match', confidence: 0.8 } },
