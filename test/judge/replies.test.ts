@@ -73,7 +73,7 @@ describe('finish_reason length (a reply cut at max_tokens)', () => {
   });
 
   it('is not re-asked when no larger budget fits the context', async () => {
-    // The prompt is ~860 tokens: a 1 200-token context leaves less than 1.25 × 768 for the answer.
+    // The prompt is ~950 tokens: a 1 200-token context leaves less than 1.25 × 768 for the answer.
     const { fake: f, router: r } = await setup(
       { fallback: { kind: 'budget', body: universalReply('match'), needTokens: 5_000 } },
       { context_tokens: 1_200 },
@@ -125,7 +125,7 @@ describe('context overflow', () => {
   });
 
   it('a re-ask that would not fit the context is not sent', async () => {
-    // First prompt ~860 tokens fits 1 800; the re-ask appends ~2 000 chars of echoed reply and would not.
+    // First prompt ~950 tokens fits 1 800; the re-ask appends ~2 000 chars of echoed reply and would not.
     const { fake: f, router: r } = await setup(
       { contextTokens: 1_800, fallback: { kind: 'text', text: `not json ${'x'.repeat(3_000)}` } },
       { context_tokens: 1_800 },
