@@ -92,6 +92,8 @@ describe('retry budget in metrics', () => {
     expect(value('allowed')).toBeLessThanOrEqual(22);
     expect(value('allowed')).toBeGreaterThanOrEqual(10);
     expect(value('denied')).toBeGreaterThan(0);
-    expect(h.fake.callCount).toBe(60 + value('allowed'));
+    // An allowed retry may still send nothing: the replica's circuit breaker can be open by then.
+    expect(h.fake.callCount).toBeGreaterThanOrEqual(60);
+    expect(h.fake.callCount).toBeLessThanOrEqual(60 + value('allowed'));
   });
 });
