@@ -182,17 +182,37 @@ const RequestEnv = z
 /** How much judging runs and waits at once, and what is kept. */
 const CapacityEnv = z
   .object({
-    MAX_QUEUE: int(0).default(4096),
+    MAX_QUEUED_JUDGMENTS: int(0).default(32_768),
     MAX_CONCURRENT_JUDGMENTS: int(1).default(512),
     CACHE_SIZE: int(0).default(10_000),
+    IDEMPOTENCY_WINDOW_MS: int(0).default(600_000),
+    IDEMPOTENCY_LINGER_MS: int(0).default(30_000),
+    // Removed: refused with a message rather than silently reinterpreted (an old small value would bring
+    // back refusals of work that fits the deadline).
+    MAX_QUEUE: z.string().optional(),
+  })
+  .superRefine((env, ctx) => {
+    if (env.MAX_QUEUE !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['MAX_QUEUE'],
+        message:
+          'no longer supported: admission is by predicted completion within REQUEST_DEADLINE_MS; the queue ' +
+          'is bounded by memory with MAX_QUEUED_JUDGMENTS (default 32768). Unset MAX_QUEUE',
+      });
+    }
   })
   .transform((e) => ({
-    /** Judgments that may wait for a run slot; beyond it a request is refused with 503. */
-    maxQueue: e.MAX_QUEUE,
+    /** Judgments admitted and waiting for a run slot (the memory bound; admission is by deadline). */
+    maxQueuedJudgments: e.MAX_QUEUED_JUDGMENTS,
     /** Judgments running at once. */
     maxConcurrentJudgments: e.MAX_CONCURRENT_JUDGMENTS,
     /** Completed judgments kept in the LRU (0 disables the cache; single-flight stays on). */
     cacheSize: e.CACHE_SIZE,
+    /** A request id's completed judgments are replayed to a retry within this window, ms. */
+    idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS,
+    /** A request with an id whose client left keeps its judgments running this long for a retry, ms. */
+    idempotencyLingerMs: e.IDEMPOTENCY_LINGER_MS,
   }));
 
 /** What the server records about its judgments. */

@@ -27,7 +27,9 @@ describe('loadConfig', () => {
       metricsPublic: false,
       defaultGraph: 'default',
       requestDeadlineMs: 110_000,
-      maxQueue: 4096,
+      maxQueuedJudgments: 32_768,
+      idempotencyWindowMs: 600_000,
+      idempotencyLingerMs: 30_000,
       maxConcurrentJudgments: 512,
       cacheSize: 10_000,
       maxCandidates: 1024,
@@ -106,26 +108,32 @@ describe('loadConfig', () => {
       METRICS_PUBLIC: 'true',
       FAILURE_REWARD: '0',
       REWARD_API_KEY: '',
-      MAX_QUEUE: '0',
+      MAX_QUEUED_JUDGMENTS: '0',
       CACHE_SIZE: '0',
     });
     expect(c.port).toBe(0);
     expect(c.metricsPublic).toBe(true);
     expect(c.failureReward).toBe(0);
     expect(c.apiKey).toBeUndefined();
-    expect(c.maxQueue).toBe(0);
+    expect(c.maxQueuedJudgments).toBe(0);
     expect(c.cacheSize).toBe(0);
     expect(loadConfig({ METRICS_PUBLIC: '0' }).metricsPublic).toBe(false);
+  });
+
+  it('refuses the removed MAX_QUEUE at start-up, naming its replacement', () => {
+    expect(() => loadConfig({ MAX_QUEUE: '4096' })).toThrow(
+      /MAX_QUEUE: no longer supported: admission is by predicted completion.*MAX_QUEUED_JUDGMENTS/,
+    );
   });
 
   it('names every invalid variable', () => {
     let message = '';
     try {
-      loadConfig({ PORT: 'eighty', MAX_QUEUE: '-1', METRICS_PUBLIC: 'maybe' });
+      loadConfig({ PORT: 'eighty', MAX_QUEUED_JUDGMENTS: '-1', METRICS_PUBLIC: 'maybe' });
     } catch (err) {
       message = (err as Error).message;
     }
-    for (const name of ['PORT', 'MAX_QUEUE', 'METRICS_PUBLIC'])
+    for (const name of ['PORT', 'MAX_QUEUED_JUDGMENTS', 'METRICS_PUBLIC'])
       expect(message).toMatch(new RegExp(`^  ${name}: `, 'm'));
     expect(() => loadConfig({ JUDGE_BASE_URL: 'http://127.0.0.1:1/v1' })).toThrow(/JUDGE_MODEL/);
     expect(() => loadConfig({ JUDGE_BASE_URL: 'not a url', JUDGE_MODEL: 'm' })).toThrow(/JUDGE_BASE_URL/);

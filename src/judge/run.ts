@@ -25,7 +25,11 @@ import type {
 
 export interface RunOptions {
   router: Router;
-  /** Absolute deadline, epoch ms. Unfinished judgments end with status `timeout`. */
+  /**
+   * Absolute deadline, epoch ms. Unfinished judgments end with status `timeout`. Read again whenever it
+   * matters (a getter may move it later while the judgment runs: serving extends a flight joined by a
+   * later request); it never moves earlier.
+   */
   deadline: number;
   signal?: AbortSignal | undefined;
   observer?: JudgeObserver | undefined;
@@ -35,6 +39,9 @@ export interface RunOptions {
   /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
   progress?: number | undefined;
 }
+
+/** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
+const DEADLINE_CUT_MARGIN_MS = 50;
 
 interface Execution {
   graph: CompiledGraph;
@@ -80,13 +87,17 @@ export async function runJudgment(
   if (options.signal?.aborted === true) controller.abort(options.signal.reason);
   else options.signal?.addEventListener('abort', onAbort, { once: true });
   const remainingMs = options.deadline - Date.now();
-  const timer = setTimeout(
-    () => {
-      timedOut = true;
-      controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
-    },
-    Math.max(0, remainingMs),
-  );
+  let timer: NodeJS.Timeout;
+  const onDeadline = (): void => {
+    const left = options.deadline - Date.now();
+    if (left > 0) {
+      timer = setTimeout(onDeadline, left);
+      return;
+    }
+    timedOut = true;
+    controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
+  };
+  timer = setTimeout(onDeadline, Math.max(0, remainingMs));
 
   const exec: Execution = {
     graph,
@@ -392,6 +403,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
   for (;;) {
     exec.usage.calls += 1;
     const callStarted = performance.now();
+    const callDeadline = exec.options.deadline;
     let reply;
     try {
       reply = await route.backend.complete(
@@ -412,7 +424,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
         },
         {
           signal: exec.signal,
-          deadline: exec.options.deadline,
+          deadline: callDeadline,
           priority: callPriority(exec),
           observer: exec.options.observer,
         },
@@ -420,6 +432,14 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     } catch (err) {
       const failure = toFailure(err);
       attempts += 1;
+      // Cut by the deadline it was given, which has moved later since (a request joined the judgment):
+      // ask again under the new one; not a re-ask, the reply never came.
+      const extended =
+        failure.code === 'RW_JUDGE_TIMEOUT' &&
+        !exec.signal.aborted &&
+        Date.now() >= callDeadline - DEADLINE_CUT_MARGIN_MS &&
+        exec.options.deadline > callDeadline &&
+        exec.options.deadline > Date.now();
       exec.options.observer?.onCall?.({
         role: role.name,
         model: route.model,
@@ -430,6 +450,10 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
         completionTokens: 0,
         cachedPromptTokens: null,
       });
+      if (extended) {
+        ask -= 1;
+        continue;
+      }
       fail(failure.code, failure.message);
       throw err;
     }

@@ -1,9 +1,24 @@
 /**
- * Admission control for judgments: at most `maxConcurrent` run at once and at most `maxQueue` wait for a
- * slot. A request is admitted whole or not at all (`canAdmit(n)` before starting any of its judgments), so
- * a refused request never leaves half its work queued.
+ * Admission control by predicted completion. Work is counted in backend calls: every admitted judgment
+ * adds its graph's expected calls to the backlog until it ends, and the backlog drains at the measured
+ * rate (calls/s). A request is admitted, whole or not at all, while its new work is predicted to finish
+ * inside the request deadline; a refused one is told the predicted wait (Retry-After). Admitted judgments
+ * are never dropped for capacity: they run (FIFO for a run slot) until they finish, time out at their
+ * deadline, or their callers leave.
+ *
+ * Drain rate: calls completed per second over the last DRAIN_WINDOW_MS during which the server stayed
+ * backlogged (judgments waiting for a run slot, or a backend saturated) — an idle server measures its
+ * demand, not its capacity. Without such a measurement the last one (if under LAST_DRAIN_TTL_MS old)
+ * stands in; before any (cold start), capacity = backend call slots / call latency (unloaded calls'
+ * smoothed latency; COLD_CALL_MS before any call finished). A graph costs its smoothed measured calls per
+ * judgment (its static call count until one finished), so a graph's drain rate in judgments/s is the
+ * calls/s drain divided by that cost.
+ *
+ * Memory: the queue of judgments waiting for a run slot is bounded by `maxQueued` (sized from the
+ * measured bytes per queued judgment, README "Configuration"), not by a small count.
  */
 import { toError } from '../errors.js';
+import type { CompiledGraph } from '../judge/graph.js';
 
 type Release = () => void;
 
@@ -11,29 +26,97 @@ interface Waiter {
   resolve(release: Release): void;
 }
 
-export interface AdmissionOptions {
-  maxConcurrent: number;
-  maxQueue: number;
-  /** Called whenever the running or waiting count changes (feeds the gauges). */
-  onChange?: ((running: number, waiting: number) => void) | undefined;
+/** What admission publishes after every change (feeds the gauges). */
+export interface AdmissionState {
+  running: number;
+  waiting: number;
+  /** Seconds the admitted backlog needs at the current drain rate. */
+  predictedWaitS: number;
+  /** Estimated drain rate, backend calls per second. */
+  drainCallsPerS: number;
 }
 
-const MIN_RETRY_AFTER_S = 1;
-const MAX_RETRY_AFTER_S = 60;
-/** Smoothing of the judgment-duration average behind Retry-After. */
+/** Why a request was refused, with what a log line and the client need. */
+export interface Refusal {
+  reason: 'deadline' | 'memory';
+  /** Seconds until the backlog admitted so far has drained (what Retry-After says). */
+  waitS: number;
+  /** Seconds the backlog plus this request's new work would need. */
+  completionS: number;
+  /** Seconds the request had (the admission horizon: a fraction of its deadline). */
+  horizonS: number;
+  drainCallsPerS: number;
+  /** Calls/s that would finish backlog plus this request inside the horizon. */
+  neededCallsPerS: number;
+  /** Judgments waiting for a run slot (memory bound). */
+  waiting: number;
+}
+
+export type AdmissionDecision = { ok: true } | { ok: false; refusal: Refusal };
+
+/** One admitted judgment's share of the backlog; `done` once it ended (any way). */
+export interface Ticket {
+  done(calls: number | undefined): void;
+}
+
+export interface AdmissionOptions {
+  /** Judgments running at once (holding a run slot). */
+  maxConcurrent: number;
+  /** Judgments admitted and waiting for a run slot: the memory bound. */
+  maxQueued: number;
+  /** Backend calls in flight at once (the default backend's max_inflight): the cold-start capacity. */
+  callSlots: number;
+  /** Epoch-ms clock (default Date.now). */
+  now?: (() => number) | undefined;
+  /** True while some backend has calls queueing for a slot (the backend is the bottleneck). */
+  isBackendSaturated?: (() => boolean) | undefined;
+  /** Called after every change of the running/waiting counts or of the backlog. */
+  onChange?: ((state: AdmissionState) => void) | undefined;
+}
+
+/** Fraction of the request deadline the predicted completion must fit in (the rest absorbs error). */
+export const ADMIT_WITHIN = 0.9;
+/** Assumed latency of one backend call before any call finished, ms. */
+export const COLD_CALL_MS = 1000;
+const SLOT_MS = 250;
+const DRAIN_WINDOW_MS = 10_000;
+const SLOTS = DRAIN_WINDOW_MS / SLOT_MS;
+/** Backlogged time needed before a drain measurement counts. */
+const MIN_BUSY_MS = 4000;
+/** How long the last drain measurement stands in once the server is no longer backlogged. */
+const LAST_DRAIN_TTL_MS = 600_000;
+/** Smoothing of call latency and of calls per judgment. */
 const EWMA_ALPHA = 0.1;
+/** Graph hashes whose call cost is tracked (inline graphs are client-chosen); then the static count. */
+const MAX_TRACKED_GRAPHS = 256;
+const MAX_RETRY_AFTER_S = 3600;
 
 export class Admission {
   readonly maxConcurrent: number;
-  readonly maxQueue: number;
+  readonly maxQueued: number;
+  readonly callSlots: number;
   #running = 0;
   readonly #waiters = new Set<Waiter>();
-  readonly #onChange: ((running: number, waiting: number) => void) | undefined;
-  #avgDurationMs = 1000;
+  readonly #now: () => number;
+  readonly #isBackendSaturated: () => boolean;
+  readonly #onChange: ((state: AdmissionState) => void) | undefined;
+  /** Expected calls of every admitted judgment that has not ended. */
+  #backlogCalls = 0;
+  #callLatencyMs: number | undefined;
+  readonly #callsPerJudgment = new Map<string, number>();
+  // Ring of SLOT_MS slots over DRAIN_WINDOW_MS: calls finished in each.
+  readonly #slotCalls = new Float64Array(SLOTS);
+  readonly #slotIndex = new Float64Array(SLOTS).fill(-1);
+  /** Since when the server has been seen backlogged at every observation; undefined when not. */
+  #busySince: number | undefined;
+  #lastDrain: { callsPerS: number; at: number } | undefined;
 
   constructor(options: AdmissionOptions) {
     this.maxConcurrent = options.maxConcurrent;
-    this.maxQueue = options.maxQueue;
+    this.maxQueued = options.maxQueued;
+    this.callSlots = options.callSlots;
+    this.#now = options.now ?? Date.now;
+    this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
   }
 
@@ -45,26 +128,133 @@ export class Admission {
     return this.#waiters.size;
   }
 
-  /** True when `n` more judgments fit in the free run slots plus the free queue places. */
-  canAdmit(n: number): boolean {
-    return this.#running + this.#waiters.size + n <= this.maxConcurrent + this.maxQueue;
+  /** Expected backend calls of the admitted judgments that have not ended. */
+  get backlogCalls(): number {
+    return this.#backlogCalls;
   }
 
-  /** Not even one more judgment would be admitted. */
-  get saturated(): boolean {
-    return !this.canAdmit(1);
+  /** Expected calls per judgment of `graph`: measured (smoothed), else its static count. */
+  costOf(graph: CompiledGraph): number {
+    return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
   }
 
-  /** Seconds a refused client should wait: the queue ahead of it divided by the drain rate, 1–60 s. */
-  retryAfterSeconds(n = 1): number {
-    const ahead = this.#waiters.size + n;
-    const seconds = Math.ceil(((ahead / this.maxConcurrent) * this.#avgDurationMs) / 1000);
-    return Math.min(MAX_RETRY_AFTER_S, Math.max(MIN_RETRY_AFTER_S, seconds));
+  /** Estimated drain rate in backend calls per second (> 0). */
+  drainCallsPerS(): number {
+    const now = this.#now();
+    const measured = this.#measuredDrain(now);
+    if (measured !== undefined) return measured;
+    if (this.#lastDrain !== undefined && now - this.#lastDrain.at < LAST_DRAIN_TTL_MS)
+      return this.#lastDrain.callsPerS;
+    return (this.callSlots * 1000) / (this.#callLatencyMs ?? COLD_CALL_MS);
   }
 
-  /** Feeds the duration average behind `retryAfterSeconds`. */
-  recordDuration(ms: number): void {
-    this.#avgDurationMs += EWMA_ALPHA * (ms - this.#avgDurationMs);
+  /** A graph's drain rate in judgments per second. */
+  drainJudgmentsPerS(graph: CompiledGraph): number {
+    return this.drainCallsPerS() / Math.max(1, this.costOf(graph));
+  }
+
+  /** Seconds the admitted backlog needs at the current drain rate. */
+  predictedWaitS(): number {
+    return this.#backlogCalls / this.drainCallsPerS();
+  }
+
+  /** True when a one-judgment request of `graph` with a full deadline would be refused now. */
+  saturated(graph: CompiledGraph, deadlineMs: number): boolean {
+    return !this.decide([graph], deadlineMs).ok;
+  }
+
+  /**
+   * Whether the new judgments (one entry per judgment) fit: their run-slot wait within the memory bound,
+   * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs`. With nothing admitted
+   * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time out.
+   */
+  decide(graphs: readonly CompiledGraph[], remainingMs: number): AdmissionDecision {
+    const n = graphs.length;
+    if (n === 0) return { ok: true };
+    let calls = 0;
+    let critical = 0;
+    for (const g of graphs) {
+      calls += this.costOf(g);
+      critical = Math.max(critical, g.criticalPathCalls);
+    }
+    this.#observe(this.#now());
+    const drain = this.drainCallsPerS();
+    const waitS = this.#backlogCalls / drain;
+    const callS = (this.#callLatencyMs ?? COLD_CALL_MS) / 1000;
+    const completionS = Math.max((this.#backlogCalls + calls) / drain, critical * callS);
+    const horizonS = (ADMIT_WITHIN * Math.max(0, remainingMs)) / 1000;
+    const freeSlots = Math.max(0, this.maxConcurrent - this.#running);
+    const queuedAfter = this.#waiters.size + Math.max(0, n - freeSlots);
+    const refusal = (reason: Refusal['reason']): AdmissionDecision => ({
+      ok: false,
+      refusal: {
+        reason,
+        waitS,
+        completionS,
+        horizonS,
+        drainCallsPerS: drain,
+        neededCallsPerS: horizonS > 0 ? (this.#backlogCalls + calls) / horizonS : Infinity,
+        waiting: this.#waiters.size,
+      },
+    });
+    if (queuedAfter > this.maxQueued) return refusal('memory');
+    if (this.#backlogCalls > 0 && completionS > horizonS) return refusal('deadline');
+    return { ok: true };
+  }
+
+  /** Retry-After for a refusal: the predicted wait, whole seconds, 1 s – 1 h. */
+  static retryAfterSeconds(refusal: Refusal): number {
+    return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(refusal.waitS)));
+  }
+
+  /** Adds one admitted judgment of `graph` to the backlog; call `done` exactly once when it ended. */
+  admit(graph: CompiledGraph): Ticket {
+    const cost = this.costOf(graph);
+    this.#backlogCalls += cost;
+    let finished = false;
+    return {
+      done: (calls) => {
+        if (finished) return;
+        finished = true;
+        this.#backlogCalls = Math.max(0, this.#backlogCalls - cost);
+        if (calls !== undefined) this.#recordCost(graph.hash, calls);
+        this.#changed();
+      },
+    };
+  }
+
+  /** One backend call finished (any outcome): feeds the drain rate and, when unloaded, the call latency. */
+  recordCall(latencyMs: number): void {
+    const now = this.#now();
+    const busy = this.#observe(now);
+    const slot = Math.floor(now / SLOT_MS);
+    const i = slot % SLOTS;
+    if (this.#slotIndex[i] !== slot) {
+      this.#slotIndex[i] = slot;
+      this.#slotCalls[i] = 0;
+    }
+    this.#slotCalls[i] = (this.#slotCalls[i] ?? 0) + 1;
+    // Under saturation a call's latency includes its wait for a backend slot: not a service time.
+    if (!busy && Number.isFinite(latencyMs) && latencyMs >= 0)
+      this.#callLatencyMs =
+        this.#callLatencyMs === undefined
+          ? latencyMs
+          : this.#callLatencyMs + EWMA_ALPHA * (latencyMs - this.#callLatencyMs);
+  }
+
+  /** Samples the backlogged state (every call, admission and slot change); true when backlogged. */
+  #observe(now: number): boolean {
+    const busy = this.#waiters.size > 0 || this.#isBackendSaturated();
+    if (!busy) {
+      if (this.#busySince !== undefined) {
+        const measured = this.#measuredDrain(now);
+        if (measured !== undefined) this.#lastDrain = { callsPerS: measured, at: now };
+      }
+      this.#busySince = undefined;
+    } else if (this.#busySince === undefined) {
+      this.#busySince = now;
+    }
+    return busy;
   }
 
   /**
@@ -95,6 +285,28 @@ export class Admission {
     });
   }
 
+  /** Calls/s over the part of the window in which the server stayed backlogged, when long enough. */
+  #measuredDrain(now: number): number | undefined {
+    if (this.#busySince === undefined) return undefined;
+    // Whole slots only: from the first full slot after busySince to the slot now filling (excluded).
+    const current = Math.floor(now / SLOT_MS);
+    const first = Math.max(Math.floor(this.#busySince / SLOT_MS) + 1, current - SLOTS + 1);
+    if ((current - first) * SLOT_MS < MIN_BUSY_MS) return undefined;
+    let calls = 0;
+    for (let slot = first; slot < current; slot++) {
+      const i = slot % SLOTS;
+      if (this.#slotIndex[i] === slot) calls += this.#slotCalls[i] ?? 0;
+    }
+    if (calls === 0) return undefined;
+    return calls / (((current - first) * SLOT_MS) / 1000);
+  }
+
+  #recordCost(hash: string, calls: number): void {
+    const prev = this.#callsPerJudgment.get(hash);
+    if (prev === undefined && this.#callsPerJudgment.size >= MAX_TRACKED_GRAPHS) return;
+    this.#callsPerJudgment.set(hash, prev === undefined ? calls : prev + EWMA_ALPHA * (calls - prev));
+  }
+
   #releaser(): Release {
     let released = false;
     return () => {
@@ -113,6 +325,13 @@ export class Admission {
   }
 
   #changed(): void {
-    this.#onChange?.(this.#running, this.#waiters.size);
+    this.#observe(this.#now());
+    if (this.#onChange === undefined) return;
+    this.#onChange({
+      running: this.#running,
+      waiting: this.#waiters.size,
+      predictedWaitS: this.predictedWaitS(),
+      drainCallsPerS: this.drainCallsPerS(),
+    });
   }
 }

@@ -16,7 +16,8 @@ import Fastify, {
 import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
-import { Admission } from './admission.js';
+import { BACKEND_DEFAULTS } from '../settings/defaults.js';
+import { Admission, type Refusal } from './admission.js';
 import { presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
@@ -39,6 +40,27 @@ export interface AppDeps {
   /** Epoch-ms clock for request deadlines (default Date.now). */
   now?: (() => number) | undefined;
   transcripts?: TranscriptSink | undefined;
+}
+
+/** Idempotency records kept (each holds references to its completed judgments). */
+const IDEMPOTENCY_MAX_ENTRIES = 65_536;
+/** At most one admission warning per this many ms; the line counts the refusals in between. */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
+
+/** Rate-limits the refusal log line: the first refusal logs, then one line per interval with a count. */
+function refusalLogger(
+  log: (refusal: Refusal, refused: number) => void,
+  now: () => number,
+): (refusal: Refusal) => void {
+  let last = -Infinity;
+  let refused = 0;
+  return (refusal) => {
+    refused += 1;
+    if (now() - last < REFUSAL_LOG_INTERVAL_MS) return;
+    last = now();
+    log(refusal, refused);
+    refused = 0;
+  };
 }
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
@@ -94,12 +116,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
   });
 
+  const now = deps.now ?? Date.now;
   const admission = new Admission({
     maxConcurrent: config.maxConcurrentJudgments,
-    maxQueue: config.maxQueue,
-    onChange: (running, waiting) => {
-      metrics.inflightJudgments.set(running);
-      metrics.queueDepth.set(waiting);
+    maxQueued: config.maxQueuedJudgments,
+    callSlots:
+      config.judge.default === 'offline' ? BACKEND_DEFAULTS.maxInflight : config.judge.default.max_inflight,
+    now,
+    isBackendSaturated: () => router.backends().some((b) => b.isSaturated?.() ?? false),
+    onChange: (state) => {
+      metrics.inflightJudgments.set(state.running);
+      metrics.queueDepth.set(state.waiting);
+      metrics.predictedWait.set(state.predictedWaitS);
+      metrics.drainRate.set(state.drainCallsPerS);
     },
   });
   const failures = createFailureMonitor({
@@ -122,6 +151,34 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     candidateLimits: config.candidateLimits,
     transcripts: deps.transcripts,
     onInternalError: (err) => app.log.error({ err }, 'judgment failed unexpectedly'),
+    onRefusal: refusalLogger((refusal, refused) => {
+      const missing = refusal.neededCallsPerS / refusal.drainCallsPerS;
+      app.log.warn(
+        {
+          reason: refusal.reason,
+          refused_requests: refused,
+          predicted_wait_s: Math.round(refusal.waitS),
+          deadline_horizon_s: Math.round(refusal.horizonS),
+          drain_calls_per_s: Math.round(refusal.drainCallsPerS),
+          needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
+            ? Math.round(refusal.neededCallsPerS)
+            : null,
+          queued_judgments: refusal.waiting,
+        },
+        refusal.reason === 'memory'
+          ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
+          : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
+              `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
+              `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
+              `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
+      );
+    }, now),
+    now,
+    idempotency: {
+      windowMs: config.idempotencyWindowMs,
+      lingerMs: config.idempotencyLingerMs,
+      maxEntries: IDEMPOTENCY_MAX_ENTRIES,
+    },
   });
   const ctx: ServerContext = {
     config,
@@ -132,7 +189,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     schemas: createSchemas(config.maxCandidates),
     defaultGraph,
     lifecycle: { closing: false },
-    now: deps.now ?? Date.now,
+    now,
   };
 
   const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);

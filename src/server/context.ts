@@ -1,5 +1,5 @@
 /** What every route needs, built once by `buildApp`. */
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
@@ -71,4 +71,21 @@ export function requestScope(
     if (!res.writableFinished) controller.abort(new DOMException('client disconnected', 'AbortError'));
   });
   return { signal: controller.signal, deadline: ctx.now() + ctx.config.requestDeadlineMs };
+}
+
+const MAX_ID_CHARS = 200;
+
+/**
+ * The idempotency id of a request, scoped by route: the body's own id (`request_id`, `rollout_id`, the
+ * NeMo-Gym rollout index) when it has one, else the `Idempotency-Key` header; undefined without either.
+ */
+export function idempotencyKey(
+  route: string,
+  request: FastifyRequest,
+  bodyId: string | number | undefined,
+): string | undefined {
+  if (bodyId !== undefined) return `${route}\u0000${String(bodyId)}`;
+  const header = request.headers['idempotency-key'];
+  if (typeof header !== 'string' || header === '' || header.length > MAX_ID_CHARS) return undefined;
+  return `${route}\u0000${header}`;
 }

@@ -1,7 +1,14 @@
 /**
- * The serving-side judging service: coalescing (LRU + single-flight), admission (bounded queue, whole
- * request or nothing), the per-request deadline, metrics and transcripts. Routes hand it items and get one
- * `JudgedItem` per item back, in order; it never rejects for a judge failure, only for overload.
+ * The serving-side judging service: coalescing (LRU + single-flight), admission by predicted completion
+ * (whole request or nothing), the per-request deadline, idempotent retries, metrics and transcripts.
+ * Routes hand it items and get one `JudgedItem` per item back, in order; it never rejects for a judge
+ * failure, only for overload.
+ *
+ * A flight (one judgment in progress) runs under the latest deadline of the requests waiting for it: a
+ * retry that joins it extends it. A request with an idempotency id (`request_id`, `rollout_id`, a NeMo-Gym
+ * rollout index, an `Idempotency-Key` header) is remembered for IDEMPOTENCY_WINDOW_MS: a retry with the
+ * same id and the same items gets the completed judgments back even after the LRU dropped them, and when
+ * its client disconnects, its flights are held for IDEMPOTENCY_LINGER_MS so the retry can join them.
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -13,7 +20,7 @@ import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
-import type { Admission } from './admission.js';
+import { Admission, type Refusal, type Ticket } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { toTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
@@ -43,6 +50,11 @@ export interface JudgeRequest {
   /** Aborts when the client goes away: the request lets go of its flights. */
   signal?: AbortSignal | undefined;
   requestId?: string | undefined;
+  /**
+   * Idempotency id, scoped by the caller (e.g. `reward:<request_id>`): a retry with the same id and the
+   * same items joins or replays this request's judgments.
+   */
+  idempotencyKey?: string | undefined;
 }
 
 export interface JudgeService {
@@ -67,7 +79,21 @@ export interface JudgeServiceOptions {
   candidateLimits: { minChars: number; maxChars: number };
   transcripts?: TranscriptSink | undefined;
   onInternalError?: ((err: unknown) => void) | undefined;
+  /** Called on every refusal (the app rate-limits the log line). */
+  onRefusal?: ((refusal: Refusal) => void) | undefined;
+  /** Epoch-ms clock (default Date.now); the same one as the request deadlines. */
+  now?: (() => number) | undefined;
+  idempotency?: { windowMs: number; lingerMs: number; maxEntries: number } | undefined;
 }
+
+/** What an idempotency id remembers: the items' judgment keys and their completed judgments. */
+interface IdempotencyRecord {
+  keys: string;
+  done: Array<StoredJudgment | undefined>;
+  expiresAt: number;
+}
+
+const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536 };
 
 /** How long after the deadline the request stops waiting for judgments that have not answered. */
 const DEADLINE_SLACK_MS = 50;
@@ -150,41 +176,109 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
   const observer: JudgeObserver = {
-    onCall: (event) => metrics.observeCall(event),
+    onCall: (event) => {
+      metrics.observeCall(event);
+      admission.recordCall(event.latencyMs);
+    },
     onRetry: (event) => metrics.observeRetry(event),
   };
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
   const miss = metrics.cacheLookups.labels('miss');
 
+  /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
+  const flightDeadlines = new Map<string, { at: number }>();
+  const records = new Map<string, IdempotencyRecord>();
+  const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
+  const now = options.now ?? Date.now;
+
   /** One flight: wait for a run slot, run, count, write the transcript, then hand the result out. */
   const compute = async (
     item: JudgeItem,
     signal: AbortSignal,
-    deadline: number,
+    deadline: { at: number },
+    ticket: Ticket,
     requestId: string | undefined,
   ): Promise<StoredJudgment> => {
-    const release = await admission.acquire(signal);
-    let judgment: Judgment;
+    let calls: number | undefined;
     try {
-      judgment = await runJudgment(item.graph.graph, item.input, {
-        router,
-        deadline,
-        signal,
-        observer,
-        limits: options.candidateLimits,
-      });
+      const release = await admission.acquire(signal);
+      let judgment: Judgment;
+      try {
+        judgment = await runJudgment(item.graph.graph, item.input, {
+          router,
+          // Read again by the engine whenever it needs it: a joining retry moves it later.
+          get deadline() {
+            return deadline.at;
+          },
+          signal,
+          observer,
+          limits: options.candidateLimits,
+        });
+      } finally {
+        release();
+      }
+      calls = judgment.usage.calls;
+      metrics.observeJudgment(item.graph.label, judgment);
+      const stored: StoredJudgment = { id: randomUUID(), judgment };
+      if (transcripts !== undefined)
+        await transcripts.write(
+          toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
+        );
+      return stored;
     } finally {
-      release();
+      ticket.done(calls);
     }
-    admission.recordDuration(judgment.latencyMs);
-    metrics.observeJudgment(item.graph.label, judgment);
-    const stored: StoredJudgment = { id: randomUUID(), judgment };
-    if (transcripts !== undefined)
-      await transcripts.write(
-        toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
-      );
-    return stored;
+  };
+
+  const refuse = (refusal: Refusal, n: number): RewardError => {
+    metrics.admissionRefusals.labels(refusal.reason).inc();
+    options.onRefusal?.(refusal);
+    const retryAfterS = Admission.retryAfterSeconds(refusal);
+    const why =
+      refusal.reason === 'memory'
+        ? `the queue is full (${refusal.waiting} judgments waiting for a run slot)`
+        : `the backlog needs ${refusal.completionS.toFixed(1)} s with them, the deadline allows ` +
+          `${refusal.horizonS.toFixed(1)} s`;
+    return new RewardError('RW_OVERLOADED', `server busy: ${n} new judgments refused: ${why}`, {
+      details: {
+        retry_after_s: retryAfterS,
+        reason: refusal.reason,
+        predicted_wait_s: Math.round(refusal.waitS * 10) / 10,
+        drain_calls_per_s: Math.round(refusal.drainCallsPerS),
+        needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
+          ? Math.round(refusal.neededCallsPerS)
+          : null,
+      },
+    });
+  };
+
+  /** The id's remembered judgments, when the request has the same items; expired records go. */
+  const recall = (key: string | undefined, itemKeys: string): IdempotencyRecord | undefined => {
+    if (key === undefined) return undefined;
+    const record = records.get(key);
+    if (record === undefined) return undefined;
+    if (record.expiresAt <= now()) {
+      records.delete(key);
+      return undefined;
+    }
+    // Same id, other items: a client reusing an id for other work. Judge what was sent, never replay.
+    return record.keys === itemKeys ? record : undefined;
+  };
+
+  const remember = (key: string, itemKeys: string, results: readonly JudgedItem[]): void => {
+    const done = results.map((r) =>
+      r.judgmentId !== null && isCacheable({ id: r.judgmentId, judgment: r.judgment })
+        ? { id: r.judgmentId, judgment: r.judgment }
+        : undefined,
+    );
+    records.delete(key);
+    records.set(key, { keys: itemKeys, done, expiresAt: now() + idem.windowMs });
+    while (records.size > idem.maxEntries) {
+      const oldest = records.keys().next();
+      if (oldest.done === true) break;
+      records.delete(oldest.value);
+    }
   };
 
   const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
@@ -194,11 +288,15 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     const results: Array<JudgedItem | undefined> = [];
     /** Index of the item that starts each new flight. */
     const starters = new Map<string, number>();
+    for (const item of items) keys.push(judgmentKey(item.graph.graph, item.input, router));
+    const itemKeys = request.idempotencyKey === undefined ? '' : keys.join('\n');
+    const record = recall(request.idempotencyKey, itemKeys);
+    if (request.idempotencyKey !== undefined)
+      metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
     let hits = 0;
-    for (const [i, item] of items.entries()) {
-      const key = judgmentKey(item.graph.graph, item.input, router);
-      keys.push(key);
-      const cached = cache.get(key);
+    for (let i = 0; i < items.length; i++) {
+      const key = keys[i] ?? '';
+      const cached = record?.done[i] ?? cache.get(key);
       if (cached !== undefined) {
         results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
         hits += 1;
@@ -207,35 +305,47 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       }
     }
     // A request larger than the whole capacity could never be admitted: a retryable 503 would loop forever.
-    const capacity = admission.maxConcurrent + admission.maxQueue;
+    const capacity = admission.maxConcurrent + admission.maxQueued;
     if (starters.size > capacity) {
       throw new RewardError(
         'RW_BAD_REQUEST',
         `request needs ${starters.size} new judgments but this server admits at most ${capacity} at once ` +
-          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUE): split it into smaller requests',
+          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): split it into smaller requests',
         { details: { new_judgments: starters.size, capacity } },
       );
     }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
-    if (starters.size > 0 && !admission.canAdmit(starters.size)) {
-      throw new RewardError(
-        'RW_OVERLOADED',
-        `server busy: ${starters.size} new judgments do not fit (running ${admission.running}, queued ${admission.waiting})`,
-        { details: { retry_after_s: admission.retryAfterSeconds(starters.size) } },
-      );
+    if (starters.size > 0) {
+      const graphs: CompiledGraph[] = [];
+      for (const i of starters.values()) {
+        const item = items[i];
+        if (item !== undefined) graphs.push(item.graph.graph);
+      }
+      const decision = admission.decide(graphs, deadline - now());
+      if (!decision.ok) throw refuse(decision.refusal, starters.size);
     }
     if (hits > 0) hit.inc(hits);
     if (starters.size > 0) miss.inc(starters.size);
     const joined = items.length - hits - starters.size;
     if (joined > 0) coalesced.inc(joined);
-    if (hits === items.length) return complete(items, results);
+    if (hits === items.length) {
+      const answered = complete(items, results);
+      if (request.idempotencyKey !== undefined) remember(request.idempotencyKey, itemKeys, answered);
+      return answered;
+    }
 
     const controller = new AbortController();
     // One listener per waiting item (a group may hold a thousand); Node warns past 10.
     if (items.length >= 10) setMaxListeners(0, controller.signal);
     const outer = request.signal;
-    const onOuterAbort = (): void => controller.abort(outer?.reason);
-    if (outer?.aborted === true) controller.abort(outer.reason);
+    let linger: NodeJS.Timeout | undefined;
+    const onOuterAbort = (): void => {
+      // A client that gave an idempotency id may retry: hold its flights a little for the retry to join.
+      const holdMs = Math.min(idem.lingerMs, deadline - Date.now());
+      if (request.idempotencyKey === undefined || holdMs <= 0) controller.abort(outer?.reason);
+      else linger = setTimeout(() => controller.abort(outer?.reason), holdMs);
+    };
+    if (outer?.aborted === true) onOuterAbort();
     else outer?.addEventListener('abort', onOuterAbort, { once: true });
     // Just past the deadline, so the engine's own timeout (with its partial transcript) normally answers
     // first; this catches judgments still waiting for a run slot.
@@ -249,9 +359,26 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (results[i] !== undefined) continue;
       const key = keys[i] ?? '';
       const own = starters.get(key) === i;
-      const flight = own
-        ? cache.run(key, (signal) => compute(item, signal, deadline, request.requestId), controller.signal)
-        : cache.join(key, controller.signal);
+      let flight: Promise<StoredJudgment> | undefined;
+      if (own) {
+        const flightDeadline = { at: deadline };
+        flightDeadlines.set(key, flightDeadline);
+        const ticket = admission.admit(item.graph.graph);
+        flight = cache.run(
+          key,
+          (signal) => compute(item, signal, flightDeadline, ticket, request.requestId),
+          controller.signal,
+        );
+        const forget = (): void => {
+          if (flightDeadlines.get(key) === flightDeadline) flightDeadlines.delete(key);
+        };
+        flight.then(forget, forget);
+      } else {
+        flight = cache.join(key, controller.signal);
+        // The flight now also answers this request: it may run until this request's deadline.
+        const running = flightDeadlines.get(key);
+        if (flight !== undefined && running !== undefined && running.at < deadline) running.at = deadline;
+      }
       const settle = (judged: JudgedItem): void => {
         results[i] = judged;
       };
@@ -283,9 +410,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       await Promise.all(waits);
     } finally {
       clearTimeout(timer);
+      clearTimeout(linger);
       outer?.removeEventListener('abort', onOuterAbort);
     }
-    return complete(items, results);
+    const answered = complete(items, results);
+    if (request.idempotencyKey !== undefined) remember(request.idempotencyKey, itemKeys, answered);
+    return answered;
   };
 
   const judgeOne = async (item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem> => {

@@ -64,6 +64,12 @@ export interface Metrics {
   cacheLookups: Counter<'result'>;
   inflightJudgments: Gauge;
   queueDepth: Gauge;
+  /** Seconds the admitted backlog needs at the measured drain rate. */
+  predictedWait: Gauge;
+  /** Estimated judge capacity, backend calls per second. */
+  drainRate: Gauge;
+  admissionRefusals: Counter<'reason'>;
+  idempotencyLookups: Counter<'result'>;
   recentMean: Gauge<'graph'>;
   /** Transcript lines that could not be written (the reward is still answered). */
   transcriptErrors: Counter;
@@ -166,6 +172,28 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const queueDepth = new Gauge({
     name: 'reward_queue_depth',
     help: 'Judgments admitted and waiting for a run slot.',
+    registers,
+  });
+  const predictedWait = new Gauge({
+    name: 'reward_predicted_wait_seconds',
+    help: 'Seconds the admitted backlog needs at the measured drain rate; above the request deadline, new work is refused.',
+    registers,
+  });
+  const drainRate = new Gauge({
+    name: 'reward_drain_calls_per_second',
+    help: 'Estimated judge capacity in backend calls per second (measured while backlogged, else modelled).',
+    registers,
+  });
+  const admissionRefusals = new Counter({
+    name: 'reward_admission_refusals_total',
+    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late) or memory (queue full).',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const idempotencyLookups = new Counter({
+    name: 'reward_idempotency_lookups_total',
+    help: 'Requests carrying an idempotency id: hit (same id and items seen within the window) or miss.',
+    labelNames: ['result'] as const,
     registers,
   });
   const recentMean = new Gauge({
@@ -288,6 +316,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     cacheLookups,
     inflightJudgments,
     queueDepth,
+    predictedWait,
+    drainRate,
+    admissionRefusals,
+    idempotencyLookups,
     recentMean,
     transcriptErrors,
     incoherentJudgments,

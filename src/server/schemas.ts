@@ -108,6 +108,8 @@ export function createSchemas(maxCandidates: number) {
     prompt: z.union([Text, z.array(Message)], { error: 'prompt must be a string or a list of messages' }),
     response: Text,
     label: Label,
+    /** Idempotency id: a retry with the same id and body joins or replays the judgment. */
+    rollout_id: z.union([z.string().min(1).max(200), z.number().int()]).optional(),
   });
 
   const ResponsesInputItem = z.looseObject({

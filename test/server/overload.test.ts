@@ -24,10 +24,57 @@ afterEach(async () => {
 const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GROUND_TRUTH, candidates });
 
 describe('admission', () => {
-  it('refuses a request whose new judgments do not fit with 503 RW_OVERLOADED and Retry-After, starting none of them', async () => {
-    // One judgment runs, one waits; the backend hangs so nothing finishes.
+  it('refuses a request whose new work would finish after the deadline: 503 RW_OVERLOADED, Retry-After = predicted wait, none started', async () => {
+    // Cold start: 1 backend slot at the assumed 1 s per call drains 1 call/s; the deadline allows 0.9 × 5 s.
     h = await startHarness({
-      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '1', REQUEST_DEADLINE_MS: '3000' },
+      env: { JUDGE_MAX_INFLIGHT: '1', REQUEST_DEADLINE_MS: '5000' },
+      fake: { fallback: { kind: 'hang' } },
+    });
+    const { app, fake } = h;
+    // Nothing ahead of it: admitted although its own 6 calls need 6 s (its unfinished items will time out).
+    const first = app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(1)]),
+    });
+    await waitFor(() => fake.inflight() === 1, 'the first judgment to call the backend');
+
+    const refused = await app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(2)]) });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.json()).toMatchObject({
+      code: 'RW_OVERLOADED',
+      details: { reason: 'deadline', predicted_wait_s: 6, drain_calls_per_s: 1, retry_after_s: 6 },
+    });
+    expect(refused.headers['retry-after']).toBe('6');
+    expect(await counterValue(h.metrics.admissionRefusals, { reason: 'deadline' })).toBe(1);
+    expect((await h.metrics.predictedWait.get()).values[0]?.value).toBe(6);
+
+    // One new judgment among one already in flight: still refused whole.
+    const mixed = await app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: group([candidate(0), candidate(3)]),
+    });
+    expect(mixed.statusCode).toBe(503);
+    expect(await counterValue(h.metrics.cacheLookups)).toBe(2);
+
+    const ready = await app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(503);
+    expect(ready.json()).toMatchObject({
+      ready: false,
+      saturated: true,
+      judgments: { backlog_calls: 6, predicted_wait_s: 6, drain_calls_per_s: 1 },
+    });
+    expect(fake.callCount).toBe(1);
+    await fake.close();
+    const answered = await first;
+    expect(answered.statusCode).toBe(200);
+    expect(answered.json().rewards).toEqual([null, null]);
+  });
+
+  it('refuses work beyond the memory bound (MAX_QUEUED_JUDGMENTS) even when the deadline would allow it', async () => {
+    h = await startHarness({
+      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' },
       fake: { fallback: { kind: 'hang' } },
     });
     const { app, fake } = h;
@@ -37,41 +84,17 @@ describe('admission', () => {
       payload: group([candidate(0), candidate(1)]),
     });
     await waitFor(() => fake.inflight() === 2, 'the first judgment to run');
-
     const refused = await app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(2)]) });
     expect(refused.statusCode).toBe(503);
-    expect(refused.json().code).toBe('RW_OVERLOADED');
+    expect(refused.json().details.reason).toBe('memory');
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-
-    // Two new judgments of which one is already in flight: still one too many, so the whole request is refused.
-    const mixed = await app.inject({
-      method: 'POST',
-      url: '/v1/reward',
-      payload: group([candidate(0), candidate(3)]),
-    });
-    expect(mixed.statusCode).toBe(503);
     expect((await h.metrics.queueDepth.get()).values[0]?.value).toBe(1);
-    expect(await counterValue(h.metrics.cacheLookups)).toBe(2);
-
-    const ready = await app.inject({ method: 'GET', url: '/readyz' });
-    expect(ready.statusCode).toBe(503);
-    expect(ready.json()).toMatchObject({
-      ready: false,
-      saturated: true,
-      judgments: { running: 1, queued: 1 },
-    });
-
-    // Nothing beyond the first request's analysts ever reached the backend.
-    expect(fake.callCount).toBe(2);
-    // Shut the hung calls down: the first request answers with failures, never with 0.
     await fake.close();
-    const answered = await first;
-    expect(answered.statusCode).toBe(200);
-    expect(answered.json().rewards).toEqual([null, null]);
+    expect((await first).json().rewards).toEqual([null, null]);
   });
 
   it('answers 400, not a retryable 503, to a request larger than the whole capacity', async () => {
-    h = await startHarness({ env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '1' }, fake: {} });
+    h = await startHarness({ env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' }, fake: {} });
     const tooBig = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -86,12 +109,12 @@ describe('admission', () => {
 
   it('admits a request whose judgments are all in flight already, even when the queue is full', async () => {
     h = await startHarness({
-      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUE: '0' },
+      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '0', JUDGE_MAX_INFLIGHT: '1' },
       fake: { latencyMs: 150 },
     });
     const { app, fake } = h;
     const first = app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(0)]) });
-    await waitFor(() => fake.inflight() === 2, 'the judgment to run');
+    await waitFor(() => fake.inflight() === 1, 'the judgment to run');
     const joined = await app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(0)]) });
     expect(joined.statusCode).toBe(200);
     expect(joined.json().results[0].cached).toBe(true);

@@ -237,7 +237,7 @@ def tiny_server(server_factory, fake_backend: FakeBackend) -> ServerProcess:
             "JUDGE_API_KEY": "test",
             "JUDGE_MODEL": "fake-judge",
             "MAX_CONCURRENT_JUDGMENTS": "1",
-            "MAX_QUEUE": "1",
+            "MAX_QUEUED_JUDGMENTS": "1",
         }
     )
 

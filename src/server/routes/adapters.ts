@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../errors.js';
-import { presetChoice, requestScope, type ServerContext } from '../context.js';
+import { idempotencyKey, presetChoice, requestScope, type ServerContext } from '../context.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { AdapterQuery, parseOr400, type Label, type Message } from '../schemas.js';
 
@@ -63,6 +63,17 @@ function labelParts(label: Label): { groundTruth: string; question: string | und
   return typeof label === 'string'
     ? { groundTruth: label, question: undefined }
     : { groundTruth: label.ground_truth, question: label.question };
+}
+
+/** A NeMo-Gym row's own id: `rollout_id`, else its `(_ng_task_index, _ng_rollout_index)` pair. */
+function nemoGymId(row: Record<string, unknown>): string | number | undefined {
+  const rolloutId = row['rollout_id'];
+  if (typeof rolloutId === 'string' || typeof rolloutId === 'number') return rolloutId;
+  const task = row['_ng_task_index'];
+  const rollout = row['_ng_rollout_index'];
+  return Number.isInteger(task) && Number.isInteger(rollout)
+    ? `ng:${String(task)}:${String(rollout)}`
+    : undefined;
 }
 
 const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null;
@@ -120,7 +131,11 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         },
       };
     });
-    const judged = await service.judge({ items, ...requestScope(ctx, reply) });
+    const judged = await service.judge({
+      items,
+      ...requestScope(ctx, reply),
+      idempotencyKey: idempotencyKey('get_reward', request, undefined),
+    });
     if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
     const fallback = failureReward ?? 0;
     return {
@@ -150,7 +165,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
           groundTruth,
         },
       },
-      requestScope(ctx, reply),
+      { ...requestScope(ctx, reply), idempotencyKey: idempotencyKey('slime', request, body.rollout_id) },
     );
     if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
     const j = judged.judgment;
@@ -187,7 +202,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
       },
-      requestScope(ctx, reply),
+      { ...requestScope(ctx, reply), idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)) },
     );
     const j = judged.judgment;
     const judge = judgeSummary(judged, choice, ctx.router.name);

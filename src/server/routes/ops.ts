@@ -1,4 +1,7 @@
-/** GET /healthz (alive), /readyz (backend reachable and not saturated), /metrics (Prometheus text). */
+/**
+ * GET /healthz (alive), /readyz (backend reachable and not saturated: a default-graph judgment would be
+ * admitted), /metrics (Prometheus text).
+ */
 import type { FastifyInstance } from 'fastify';
 
 import type { Backend } from '../../judge/types.js';
@@ -21,6 +24,17 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
   app.get('/healthz', () => ({ status: 'ok' }));
 
   app.get('/readyz', async (_request, reply) => {
+    // Admission state first: the backend pings below may take up to PING_TIMEOUT_MS.
+    const saturated = admission.saturated(ctx.defaultGraph.graph, ctx.config.requestDeadlineMs);
+    const judgments = {
+      running: admission.running,
+      queued: admission.waiting,
+      max_concurrent: admission.maxConcurrent,
+      max_queued: admission.maxQueued,
+      backlog_calls: Math.round(admission.backlogCalls),
+      predicted_wait_s: Math.round(admission.predictedWaitS() * 10) / 10,
+      drain_calls_per_s: Math.round(admission.drainCallsPerS()),
+    };
     const backends = await Promise.all(
       router.backends().map(async (b) => ({
         name: b.name,
@@ -28,22 +42,9 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
         saturated: b.isSaturated?.() ?? false,
       })),
     );
-    const saturated = admission.saturated;
     const ready = !lifecycle.closing && !saturated && backends.every((b) => b.reachable);
     reply.code(ready ? 200 : 503);
-    return {
-      ready,
-      backend: router.name,
-      shutting_down: lifecycle.closing,
-      saturated,
-      judgments: {
-        running: admission.running,
-        queued: admission.waiting,
-        max_concurrent: admission.maxConcurrent,
-        max_queue: admission.maxQueue,
-      },
-      backends,
-    };
+    return { ready, backend: router.name, shutting_down: lifecycle.closing, saturated, judgments, backends };
   });
 
   app.get('/metrics', async (_request, reply) => {

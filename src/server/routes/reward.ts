@@ -1,7 +1,7 @@
 /** POST /v1/reward (one group), /v1/reward/batch (many groups, one admission decision), /v1/judge. */
 import type { FastifyInstance } from 'fastify';
 
-import { requestScope, resolveGraph, type ServerContext } from '../context.js';
+import { idempotencyKey, requestScope, resolveGraph, type ServerContext } from '../context.js';
 import type { JudgeItem } from '../judge-service.js';
 import { groupResponse, toResult, usageOf } from '../results.js';
 import { parseOr400 } from '../schemas.js';
@@ -18,7 +18,12 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       input: { ...input, candidate },
     }));
     const scope = requestScope(ctx, reply);
-    const judged = await service.judge({ items, ...scope, requestId: body.request_id });
+    const judged = await service.judge({
+      items,
+      ...scope,
+      requestId: body.request_id,
+      idempotencyKey: idempotencyKey('reward', request, body.request_id),
+    });
     return groupResponse(
       judged,
       choice.graph,
@@ -42,7 +47,12 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       }
     }
     const scope = requestScope(ctx, reply);
-    const judged = await service.judge({ items, ...scope, requestId: body.request_id });
+    const judged = await service.judge({
+      items,
+      ...scope,
+      requestId: body.request_id,
+      idempotencyKey: idempotencyKey('batch', request, body.request_id),
+    });
     let offset = 0;
     const out = groups.map(({ group, choice }) => {
       const slice = judged.slice(offset, offset + group.candidates.length);
@@ -72,7 +82,11 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
         graph: choice,
         input: { question: body.question, groundTruth: body.ground_truth, candidate: body.candidate },
       },
-      { ...scope, requestId: body.request_id },
+      {
+        ...scope,
+        requestId: body.request_id,
+        idempotencyKey: idempotencyKey('judge', request, body.request_id),
+      },
     );
     return {
       ...toResult(judged, true),
