@@ -1,7 +1,7 @@
 /**
  * The fake OpenAI backend (test/fakes/openai.ts) as a benchmark process: fixed latency, unlimited
- * concurrency, no call recording. Prints `LISTENING <baseURL>`; answers `STATS` on stdin with
- * `STATS {"calls", "maxInflight", "inflight"}` and `RESET` by clearing the in-flight peak, so the
+ * concurrency unless `--slots N`, no call recording. Prints `LISTENING <baseURL>`; answers `STATS` on stdin with
+ * `STATS {"calls", "maxInflight", "inflight", "maxServing", "servedMs"}` and `RESET` by clearing the in-flight peak, so the
  * orchestrator counts backend calls independently of the server. Exits when stdin closes or on SIGTERM.
  */
 import { parseArgs } from 'node:util';
@@ -11,6 +11,8 @@ import { onCommand, send } from './child.js';
 const { values } = parseArgs({
   options: {
     'latency-ms': { type: 'string', default: '20' },
+    /** Serving slots (FIFO queueing beyond them); unset = unlimited. */
+    slots: { type: 'string' },
     port: { type: 'string', default: '0' },
   },
   strict: true,
@@ -19,12 +21,19 @@ const { values } = parseArgs({
 const fake = await startFakeOpenAI({
   port: Number(values.port),
   latencyMs: Number(values['latency-ms']),
+  ...(values.slots === undefined ? {} : { slots: Number(values.slots) }),
   fallback: { kind: 'json', body: universalReply('match', 0.9) },
   record: false,
 });
 
 onCommand('STATS', () =>
-  send('STATS', { calls: fake.callCount, maxInflight: fake.maxInflight, inflight: fake.inflight() }),
+  send('STATS', {
+    calls: fake.callCount,
+    maxInflight: fake.maxInflight,
+    inflight: fake.inflight(),
+    maxServing: fake.maxServing,
+    servedMs: fake.servedMs,
+  }),
 );
 onCommand('RESET', () => fake.resetStats());
 

@@ -7,10 +7,11 @@
  * deadline, or their callers leave.
  *
  * Drain rate: calls completed per second over the last DRAIN_WINDOW_MS during which the server stayed
- * backlogged (judgments waiting for a run slot, or a backend saturated) — an idle server measures its
- * demand, not its capacity. Without such a measurement the last one (if under LAST_DRAIN_TTL_MS old)
- * stands in; before any (cold start), capacity = backend call slots / call latency (unloaded calls'
- * smoothed latency; COLD_CALL_MS before any call finished). A graph costs its smoothed measured calls per
+ * backlogged (judgments waiting for a run slot, or a backend saturated), once it stayed so for MIN_BUSY_MS
+ * — an idle server measures its demand, not its capacity. Without such a measurement the last one (if
+ * under LAST_DRAIN_TTL_MS old) stands in; before any (cold start), capacity = backend call slots / call
+ * latency (smoothed over unloaded calls — those that finished while not backlogged or started before the
+ * backlog did; COLD_CALL_MS before any call finished). A graph costs its smoothed measured calls per
  * judgment (its static call count until one finished), so a graph's drain rate in judgments/s is the
  * calls/s drain divided by that cost.
  *
@@ -79,10 +80,10 @@ export const ADMIT_WITHIN = 0.9;
 /** Assumed latency of one backend call before any call finished, ms. */
 export const COLD_CALL_MS = 1000;
 const SLOT_MS = 250;
-const DRAIN_WINDOW_MS = 10_000;
+const DRAIN_WINDOW_MS = 20_000;
 const SLOTS = DRAIN_WINDOW_MS / SLOT_MS;
 /** Backlogged time needed before a drain measurement counts. */
-const MIN_BUSY_MS = 4000;
+const MIN_BUSY_MS = 8000;
 /** How long the last drain measurement stands in once the server is no longer backlogged. */
 const LAST_DRAIN_TTL_MS = 600_000;
 /** Smoothing of call latency and of calls per judgment. */
@@ -234,8 +235,10 @@ export class Admission {
       this.#slotCalls[i] = 0;
     }
     this.#slotCalls[i] = (this.#slotCalls[i] ?? 0) + 1;
-    // Under saturation a call's latency includes its wait for a backend slot: not a service time.
-    if (!busy && Number.isFinite(latencyMs) && latencyMs >= 0)
+    // Under saturation a call's latency includes its wait for a backend slot: not a service time. A call
+    // that started before the backlog did (the first wave of a burst) waited for nothing.
+    const unloaded = !busy || (this.#busySince !== undefined && now - latencyMs <= this.#busySince);
+    if (unloaded && Number.isFinite(latencyMs) && latencyMs >= 0)
       this.#callLatencyMs =
         this.#callLatencyMs === undefined
           ? latencyMs

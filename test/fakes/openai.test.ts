@@ -151,6 +151,18 @@ describe('startFakeOpenAI', () => {
     expect(slowest.finishedAt! - slowest.arrivedAt).toBeGreaterThanOrEqual(55);
   });
 
+  it('serves at most `slots` calls at once and queues the rest FIFO, like an inference server', async () => {
+    fake = await startFakeOpenAI({ latencyMs: 60, slots: 2, fallback: { kind: 'json', body: {} } });
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: 5 }, () => chat(fake!.baseURL)));
+    // 5 calls through 2 slots of 60 ms: three waves.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(170);
+    expect(fake.maxInflight).toBe(5);
+    expect(fake.maxServing).toBe(2);
+    expect(fake.servedMs).toBeGreaterThanOrEqual(5 * 58);
+    expect(fake.servedMs).toBeLessThan(5 * 60 * 2.5);
+  });
+
   it('serves /v1/models and 404s unknown paths', async () => {
     fake = await startFakeOpenAI();
     const models = await request(`${fake.baseURL}/models`);

@@ -193,6 +193,10 @@ export interface FakeOpenAI {
   inflight(): number;
   /** Peak of `inflight()` since start (or since `resetStats`). */
   readonly maxInflight: number;
+  /** Peak number of calls being served at once (≤ `slots`). */
+  readonly maxServing: number;
+  /** Total ms calls spent being served (from taking a slot to their reply), summed over calls. */
+  readonly servedMs: number;
   /** Replace the script (played from its start) and, optionally, the fallback. */
   setScript(script: FakeReply[], fallback?: FakeReply | FakeReplyFn): void;
   /** Resolves once `callCount >= n` (rejects after `timeoutMs`, default 5 s). */
@@ -370,6 +374,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   const timers = new Set<NodeJS.Timeout>();
   const slots = options.slots ?? Infinity;
   let busy = 0;
+  let maxServing = 0;
+  let servedMs = 0;
   const queued: Array<{ call: RecordedCall; start: () => void }> = [];
 
   const watchers = new Set<() => void>();
@@ -545,6 +551,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const start = (): void => {
       started = true;
       busy += 1;
+      if (busy > maxServing) maxServing = busy;
       call.startedAt = performance.now();
       if (blockCache !== undefined) {
         const text = promptText(body);
@@ -575,6 +582,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       }
       if (started) {
         busy -= 1;
+        servedMs += call.finishedAt - (call.startedAt ?? call.finishedAt);
         const next = queued.shift();
         if (next !== undefined && !closing) next.start();
       } else {
@@ -630,6 +638,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     inflight: () => inflight,
     get maxInflight() {
       return maxInflight;
+    },
+    get maxServing() {
+      return maxServing;
+    },
+    get servedMs() {
+      return servedMs;
     },
     setScript(next, nextFallback) {
       script = next;

@@ -49,6 +49,8 @@ export interface HarnessOptions {
   env?: Record<string, string>;
   fake?: FakeOpenAIOptions;
   transcripts?: TranscriptSink;
+  /** The app's epoch-ms clock (request deadlines), e.g. to make a request arrive "later". */
+  now?: () => number;
 }
 
 /** An app on a fake backend (real HTTP on 127.0.0.1); `close` closes the app, its backends and the fake. */
@@ -64,7 +66,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const router = createRouter({ ...config.judge, offline: createOfflineBackend });
   const metrics = createMetrics({ recentWindow: config.recentWindow });
-  const app = buildApp({ config, router, metrics, transcripts: options.transcripts });
+  const app = buildApp({ config, router, metrics, transcripts: options.transcripts, now: options.now });
   return {
     app,
     fake,

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+
+import { getPreset } from '../../src/judge/presets.js';
+import { Admission, COLD_CALL_MS } from '../../src/server/admission.js';
+
+const analysts2 = getPreset('default')!; // 3 calls
+const ordinary = getPreset('ordinary')!; // 4 calls
+
+function setup(options: { slots?: number; maxConcurrent?: number; maxQueued?: number } = {}) {
+  const clock = { t: 1_000_000, saturated: false };
+  const admission = new Admission({
+    maxConcurrent: options.maxConcurrent ?? 512,
+    maxQueued: options.maxQueued ?? 32_768,
+    callSlots: options.slots ?? 100,
+    now: () => clock.t,
+    isBackendSaturated: () => clock.saturated,
+  });
+  return { admission, clock };
+}
+
+describe('Admission: drain rate', () => {
+  it('starts from call slots / the assumed 1 s call, then learns the unloaded call latency', () => {
+    const { admission } = setup({ slots: 100 });
+    expect(COLD_CALL_MS).toBe(1000);
+    expect(admission.drainCallsPerS()).toBe(100);
+    expect(admission.drainJudgmentsPerS(analysts2)).toBeCloseTo(100 / 3);
+    admission.recordCall(200);
+    expect(admission.drainCallsPerS()).toBeCloseTo(500);
+  });
+
+  it('measures calls/s while backlogged, and keeps that measurement once idle', () => {
+    const { admission, clock } = setup({ slots: 100 });
+    admission.recordCall(1000); // unloaded: the model says 100 calls/s
+    clock.saturated = true;
+    // 40 calls/s for 12 s while the backend is saturated: the real capacity is below the model.
+    for (let i = 0; i < 12 * 40; i++) {
+      clock.t += 25;
+      admission.recordCall(5000);
+    }
+    expect(admission.drainCallsPerS()).toBeGreaterThan(36);
+    expect(admission.drainCallsPerS()).toBeLessThan(44);
+    // Saturated calls do not count as service times.
+    clock.saturated = false;
+    clock.t += 1000;
+    admission.recordCall(1000);
+    expect(admission.drainCallsPerS()).toBeGreaterThan(36);
+    expect(admission.drainCallsPerS()).toBeLessThan(44);
+  });
+
+  it('learns a graph’s calls per judgment from the judgments that ended', () => {
+    const { admission } = setup();
+    expect(admission.costOf(ordinary)).toBe(4);
+    for (let i = 0; i < 50; i++) admission.admit(ordinary).done(2);
+    expect(admission.costOf(ordinary)).toBeLessThan(2.1);
+    expect(admission.costOf(analysts2)).toBe(3);
+  });
+});
+
+describe('Admission: decisions', () => {
+  it('admits while backlog + new calls drain within 0.9 × the deadline, and says how long the backlog needs', () => {
+    const { admission } = setup({ slots: 10 }); // 10 calls/s cold
+    // Nothing ahead: admitted even though it alone needs 300 s.
+    expect(admission.decide(Array(100).fill(analysts2), 10_000).ok).toBe(true);
+    for (let i = 0; i < 20; i++) admission.admit(analysts2); // 60 calls = 6 s
+    expect(admission.predictedWaitS()).toBeCloseTo(6);
+    // 6 s + 1 judgment (0.3 s) ≤ 0.9 × 10 s.
+    expect(admission.decide([analysts2], 10_000).ok).toBe(true);
+    const refused = admission.decide(Array(11).fill(analysts2), 10_000);
+    expect(refused.ok).toBe(false);
+    if (refused.ok) return;
+    expect(refused.refusal.reason).toBe('deadline');
+    expect(refused.refusal.waitS).toBeCloseTo(6);
+    expect(refused.refusal.completionS).toBeCloseTo(9.3);
+    expect(refused.refusal.horizonS).toBeCloseTo(9);
+    expect(Admission.retryAfterSeconds(refused.refusal)).toBe(6);
+  });
+
+  it('refuses beyond the memory bound of queued judgments', () => {
+    const { admission } = setup({ maxConcurrent: 1, maxQueued: 2 });
+    // A run slot free + 2 queue places: 3 fit, 4 do not.
+    expect(admission.decide(Array(3).fill(analysts2), 600_000).ok).toBe(true);
+    const refused = admission.decide(Array(4).fill(analysts2), 600_000);
+    expect(refused.ok).toBe(false);
+    if (!refused.ok) expect(refused.refusal.reason).toBe('memory');
+  });
+
+  it('takes an admitted judgment out of the backlog once it ended, whatever the outcome', () => {
+    const { admission } = setup();
+    const ticket = admission.admit(analysts2);
+    expect(admission.backlogCalls).toBe(3);
+    ticket.done(undefined);
+    ticket.done(undefined);
+    expect(admission.backlogCalls).toBe(0);
+  });
+});
