@@ -4,7 +4,8 @@ import { defineConfig } from 'vitest/config';
  * Suites that start other processes: the built server (`dist/`, built once if stale), the ablate and probe
  * CLIs, and the bench harness smoke run; with them the docs/ablations check, which ablates and probes 600
  * items afresh (~8 s of CPU). `vitest run` runs them with the rest (`npm test`); `npm run test:unit`
- * (`--project unit`) leaves them out for a fast loop.
+ * (`--project unit`) leaves them out for a fast loop, and the `slow` project too: `test/slow/` replays
+ * whole trainer steps (bursts of 6 144 requests, ~2–3 min).
  */
 const PROCESS_SUITES = [
   'test/server/main.test.ts',
@@ -22,9 +23,22 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/live/**', ...PROCESS_SUITES] },
+        test: {
+          name: 'unit',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/live/**', 'test/slow/**', ...PROCESS_SUITES],
+        },
       },
       { extends: true, test: { name: 'process', include: PROCESS_SUITES } },
+      {
+        extends: true,
+        test: {
+          name: 'slow',
+          include: ['test/slow/**/*.test.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 60_000,
+        },
+      },
     ],
   },
 });

@@ -6,12 +6,14 @@
  * are never dropped for capacity: they run (FIFO for a run slot) until they finish, time out at their
  * deadline, or their callers leave.
  *
- * Drain rate: calls completed per second over the last DRAIN_WINDOW_MS during which the server stayed
- * backlogged (judgments waiting for a run slot, or a backend saturated), once it stayed so for MIN_BUSY_MS
- * — an idle server measures its demand, not its capacity. Without such a measurement the last one (if
- * under LAST_DRAIN_TTL_MS old) stands in; before any (cold start), capacity = backend call slots / call
- * latency (smoothed over unloaded calls — those that finished while not backlogged or started before the
- * backlog did; COLD_CALL_MS before any call finished). A graph costs its smoothed measured calls per
+ * Drain rate: the larger of a model and a measurement. Model: backend call slots / call latency
+ * (smoothed over unloaded calls, those that finished while not backlogged; COLD_CALL_MS before any
+ * such call),
+ * capped by the backend's RPM. Measurement: calls completed per second over the last DRAIN_WINDOW_MS
+ * during which the server stayed backlogged (judgments waiting for a run slot, or a backend saturated),
+ * once it stayed so for MIN_BUSY_MS (an idle server measures its demand, not its capacity); the last one
+ * stands in for LAST_DRAIN_TTL_MS. It raises the estimate above the model (more capacity than the
+ * default backend's slots, e.g. routed backends); it never lowers it, being depressed by transients. A graph costs its smoothed measured calls per
  * judgment (its static call count until one finished), so a graph's drain rate in judgments/s is the
  * calls/s drain divided by that cost.
  *
@@ -65,8 +67,10 @@ export interface AdmissionOptions {
   maxConcurrent: number;
   /** Judgments admitted and waiting for a run slot: the memory bound. */
   maxQueued: number;
-  /** Backend calls in flight at once (the default backend's max_inflight): the cold-start capacity. */
+  /** Backend calls in flight at once (the default backend's max_inflight): the modelled capacity. */
   callSlots: number;
+  /** Calls per second the backend's rate limit allows (JUDGE_RPM / 60); default unlimited. */
+  callRateLimit?: number | undefined;
   /** Epoch-ms clock (default Date.now). */
   now?: (() => number) | undefined;
   /** True while some backend has calls queueing for a slot (the backend is the bottleneck). */
@@ -96,6 +100,7 @@ export class Admission {
   readonly maxConcurrent: number;
   readonly maxQueued: number;
   readonly callSlots: number;
+  readonly callRateLimit: number;
   #running = 0;
   readonly #waiters = new Set<Waiter>();
   readonly #now: () => number;
@@ -110,12 +115,14 @@ export class Admission {
   readonly #slotIndex = new Float64Array(SLOTS).fill(-1);
   /** Since when the server has been seen backlogged at every observation; undefined when not. */
   #busySince: number | undefined;
+  /** The last time the server was seen backlogged, and the end of the backlog before the current one. */
   #lastDrain: { callsPerS: number; at: number } | undefined;
 
   constructor(options: AdmissionOptions) {
     this.maxConcurrent = options.maxConcurrent;
     this.maxQueued = options.maxQueued;
     this.callSlots = options.callSlots;
+    this.callRateLimit = options.callRateLimit ?? Infinity;
     this.#now = options.now ?? Date.now;
     this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
@@ -142,11 +149,20 @@ export class Admission {
   /** Estimated drain rate in backend calls per second (> 0). */
   drainCallsPerS(): number {
     const now = this.#now();
-    const measured = this.#measuredDrain(now);
-    if (measured !== undefined) return measured;
-    if (this.#lastDrain !== undefined && now - this.#lastDrain.at < LAST_DRAIN_TTL_MS)
-      return this.#lastDrain.callsPerS;
-    return (this.callSlots * 1000) / (this.#callLatencyMs ?? COLD_CALL_MS);
+    const model = Math.min(
+      this.callRateLimit,
+      (this.callSlots * 1000) / (this.#callLatencyMs ?? COLD_CALL_MS),
+    );
+    let measured = this.#measuredDrain(now);
+    if (
+      measured === undefined &&
+      this.#lastDrain !== undefined &&
+      now - this.#lastDrain.at < LAST_DRAIN_TTL_MS
+    )
+      measured = this.#lastDrain.callsPerS;
+    // A measurement is a lower bound of capacity: it is depressed by transients of the server itself (a
+    // storm of requests to parse) and by the pipeline filling at the start of a backlog.
+    return measured === undefined ? model : Math.max(measured, model);
   }
 
   /** A graph's drain rate in judgments per second. */
@@ -235,10 +251,9 @@ export class Admission {
       this.#slotCalls[i] = 0;
     }
     this.#slotCalls[i] = (this.#slotCalls[i] ?? 0) + 1;
-    // Under saturation a call's latency includes its wait for a backend slot: not a service time. A call
-    // that started before the backlog did (the first wave of a burst) waited for nothing.
-    const unloaded = !busy || (this.#busySince !== undefined && now - latencyMs <= this.#busySince);
-    if (unloaded && Number.isFinite(latencyMs) && latencyMs >= 0)
+    // Under saturation a call's latency includes its wait for a backend slot (and the server's own stalls
+    // under a storm of requests): not a service time.
+    if (!busy && Number.isFinite(latencyMs) && latencyMs >= 0)
       this.#callLatencyMs =
         this.#callLatencyMs === undefined
           ? latencyMs
@@ -248,14 +263,14 @@ export class Admission {
   /** Samples the backlogged state (every call, admission and slot change); true when backlogged. */
   #observe(now: number): boolean {
     const busy = this.#waiters.size > 0 || this.#isBackendSaturated();
-    if (!busy) {
+    if (busy) {
+      this.#busySince ??= now;
+    } else {
       if (this.#busySince !== undefined) {
         const measured = this.#measuredDrain(now);
         if (measured !== undefined) this.#lastDrain = { callsPerS: measured, at: now };
       }
       this.#busySince = undefined;
-    } else if (this.#busySince === undefined) {
-      this.#busySince = now;
     }
     return busy;
   }

@@ -122,6 +122,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     maxQueued: config.maxQueuedJudgments,
     callSlots:
       config.judge.default === 'offline' ? BACKEND_DEFAULTS.maxInflight : config.judge.default.max_inflight,
+    callRateLimit:
+      config.judge.default === 'offline' || config.judge.default.rpm === undefined
+        ? undefined
+        : config.judge.default.rpm / 60,
     now,
     isBackendSaturated: () => router.backends().some((b) => b.isSaturated?.() ?? false),
     onChange: (state) => {

@@ -28,23 +28,37 @@ describe('Admission: drain rate', () => {
     expect(admission.drainCallsPerS()).toBeCloseTo(500);
   });
 
-  it('measures calls/s while backlogged, and keeps that measurement once idle', () => {
+  it('raises the estimate to the calls/s measured while backlogged, and keeps it once idle', () => {
     const { admission, clock } = setup({ slots: 100 });
     admission.recordCall(1000); // unloaded: the model says 100 calls/s
+    clock.t += 5000;
     clock.saturated = true;
-    // 40 calls/s for 12 s while the backend is saturated: the real capacity is below the model.
-    for (let i = 0; i < 12 * 40; i++) {
-      clock.t += 25;
-      admission.recordCall(5000);
+    admission.recordCall(1000); // the backlog starts
+    // 400 calls/s for 12 s while saturated (e.g. more replicas than the default backend's slots).
+    for (let i = 0; i < 12 * 400; i++) {
+      clock.t += 2.5;
+      admission.recordCall(3000);
     }
-    expect(admission.drainCallsPerS()).toBeGreaterThan(36);
-    expect(admission.drainCallsPerS()).toBeLessThan(44);
-    // Saturated calls do not count as service times.
+    expect(admission.drainCallsPerS()).toBeGreaterThan(360);
+    expect(admission.drainCallsPerS()).toBeLessThan(440);
     clock.saturated = false;
     clock.t += 1000;
     admission.recordCall(1000);
-    expect(admission.drainCallsPerS()).toBeGreaterThan(36);
-    expect(admission.drainCallsPerS()).toBeLessThan(44);
+    expect(admission.drainCallsPerS()).toBeGreaterThan(360);
+  });
+
+  it('never lowers the modelled capacity below slots / unloaded latency for a slow measurement', () => {
+    const { admission, clock } = setup({ slots: 100 });
+    admission.recordCall(1000);
+    clock.t += 5000;
+    clock.saturated = true;
+    admission.recordCall(1000);
+    // 20 calls/s for 12 s: a transient of the server itself (e.g. parsing a storm of requests).
+    for (let i = 0; i < 12 * 20; i++) {
+      clock.t += 50;
+      admission.recordCall(1000);
+    }
+    expect(admission.drainCallsPerS()).toBe(100);
   });
 
   it('learns a graph’s calls per judgment from the judgments that ended', () => {
