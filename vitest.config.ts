@@ -32,7 +32,9 @@ export default defineConfig({
       { extends: true, test: { name: 'process', include: PROCESS_SUITES } },
       {
         extends: true,
+        // After the other projects, alone: its timing must not compete with our own suites for the CPU.
         test: {
+          sequence: { groupOrder: 1 },
           name: 'slow',
           include: ['test/slow/**/*.test.ts'],
           testTimeout: 300_000,
