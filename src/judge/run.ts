@@ -450,10 +450,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
         completionTokens: 0,
         cachedPromptTokens: null,
       });
-      if (extended) {
-        ask -= 1;
-        continue;
-      }
+      if (extended) continue;
       fail(failure.code, failure.message);
       throw err;
     }
