@@ -65,7 +65,7 @@ describe('loadConfig', () => {
       rpm: 600,
       tpm: undefined,
       response_format: 'json_object',
-      adaptive_inflight: true,
+      adaptive_inflight: false,
       replica_policy: 'affinity',
       prefix_stagger_ms: 50,
       routing_key_header: 'x-reward-routing-key',
@@ -78,14 +78,14 @@ describe('loadConfig', () => {
     const c = loadConfig({
       JUDGE_BASE_URL: 'http://10.0.0.1:8000/v1, http://10.0.0.2:8000/v1',
       JUDGE_MODEL: 'qwen',
-      JUDGE_ADAPTIVE_INFLIGHT: 'false',
+      JUDGE_ADAPTIVE_INFLIGHT: 'true',
       JUDGE_REPLICA_POLICY: 'round_robin',
       JUDGE_PREFIX_STAGGER_MS: '0',
       JUDGE_ROUTING_KEY_HEADER: 'X-Session-Id',
     });
     expect(c.judge.default).toMatchObject({
       base_urls: ['http://10.0.0.1:8000/v1', 'http://10.0.0.2:8000/v1'],
-      adaptive_inflight: false,
+      adaptive_inflight: true,
       replica_policy: 'round_robin',
       prefix_stagger_ms: 0,
       routing_key_header: 'x-session-id',

@@ -14,7 +14,7 @@ export const BACKEND_DEFAULTS = Object.freeze({
   responseFormat: 'json_schema',
   apiKey: 'EMPTY',
   /** Adapt each replica's in-flight limit below `maxInflight` (AIMD on latency). */
-  adaptiveInflight: true,
+  adaptiveInflight: false,
   /** Which replica an attempt goes to: `affinity` (consistent hash of the ground truth) or `round_robin`. */
   replicaPolicy: 'affinity',
   /** Hold a call whose prompt prefix is being prefilled by a sibling call for up to this long, ms. */

@@ -46,7 +46,7 @@ describe('BackendSettings', () => {
       max_retries: 3,
       max_inflight: 256,
       response_format: 'json_schema',
-      adaptive_inflight: true,
+      adaptive_inflight: false,
       replica_policy: 'affinity',
       prefix_stagger_ms: 50,
       routing_key_header: 'x-reward-routing-key',
