@@ -19,7 +19,26 @@ import {
   type RoutingFile,
 } from './settings/routing-file.js';
 
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+/**
+ * A decimal integer, written plainly: `' '`, `0x10`, `1e3`, `+5`, `1_000` or `12abc` are refused (coercion
+ * would turn a blank into 0 and a hex value into a surprise).
+ */
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^-?[0-9]+$/, { error: 'must be a decimal integer (digits only, no spaces)' })
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+/** A decimal number (`0`, `-1`, `0.5`, `.5`); blanks, hex, `Infinity` and exponents are refused. */
+const decimal = () =>
+  z
+    .string()
+    .regex(/^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/, {
+      error: 'must be a decimal number (e.g. 0, -1, 0.5; no spaces)',
+    })
+    .transform(Number)
+    .pipe(z.number().finite());
 
 /** Listening, auth and shutdown. */
 const ServerEnv = z
@@ -31,6 +50,7 @@ const ServerEnv = z
     METRICS_PUBLIC: z.stringbool().default(false),
     BODY_LIMIT_BYTES: int(1024).default(8_388_608),
     SHUTDOWN_GRACE_MS: int(0).default(30_000),
+    REQUEST_TIMEOUT_MS: int(0).default(30_000),
   })
   .transform((e) => ({
     port: e.PORT,
@@ -41,6 +61,8 @@ const ServerEnv = z
     metricsPublic: e.METRICS_PUBLIC,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    /** Headers and body must have arrived this long after the connection's request started (0 = off). */
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
   }));
 
 function readRoutingFile(path: string, ctx: z.RefinementCtx): RoutingFile | undefined {
@@ -157,7 +179,13 @@ const RequestEnv = z
     MAX_CANDIDATES: int(1).default(1024),
     MIN_CANDIDATE_CHARS: int(0).default(CANDIDATE_LIMIT_DEFAULTS.minChars),
     MAX_CANDIDATE_CHARS: int(1).default(CANDIDATE_LIMIT_DEFAULTS.maxChars),
-    FAILURE_REWARD: z.coerce.number().finite().optional(),
+    FAILURE_REWARD: decimal().optional(),
+    MAX_GROUND_TRUTH_CHARS: int(1).default(20_000),
+    MAX_QUESTION_CHARS: int(1).default(8_000),
+    ALLOW_INLINE_GRAPHS: z.stringbool().default(false),
+    INLINE_MAX_CALLS: int(1).default(12),
+    INLINE_MAX_ROUNDS: int(1, 5).default(3),
+    INLINE_MAX_TOKENS: int(16).default(2048),
   })
   .superRefine((env, ctx) => {
     if (env.MIN_CANDIDATE_CHARS > env.MAX_CANDIDATE_CHARS) {
@@ -177,6 +205,15 @@ const RequestEnv = z
     candidateLimits: { minChars: e.MIN_CANDIDATE_CHARS, maxChars: e.MAX_CANDIDATE_CHARS },
     /** When set, trainer adapters answer this reward for failed judgments instead of 503. */
     failureReward: e.FAILURE_REWARD,
+    /** Per request field, characters: a longer ground truth or question is a 400 naming the field. */
+    textLimits: { maxGroundTruthChars: e.MAX_GROUND_TRUTH_CHARS, maxQuestionChars: e.MAX_QUESTION_CHARS },
+    /** Inline graph specs in request bodies: off by default; when on, within these limits. */
+    inlineGraphs: {
+      allowed: e.ALLOW_INLINE_GRAPHS,
+      maxCalls: e.INLINE_MAX_CALLS,
+      maxRounds: e.INLINE_MAX_ROUNDS,
+      maxTokens: e.INLINE_MAX_TOKENS,
+    },
   }));
 
 /** How much judging runs and waits at once, and what is kept. */

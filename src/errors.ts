@@ -1,11 +1,15 @@
 /**
  * The one table of error codes and their HTTP status; one meaning per code. docs/api.md lists the same
- * table; a test keeps them in sync. The 4xx codes below 500 other than 400/401/404 mirror the HTTP statuses that
+ * table; a test keeps them in sync. The 4xx codes below 500 other than 400/401/403/404 mirror the HTTP statuses that
  * Fastify and Node's HTTP parser produce themselves, so those statuses are kept, not rewritten to 400.
  */
 const STATUS = {
   RW_BAD_REQUEST: 400,
   RW_INVALID_GRAPH: 400,
+  /** `/get_reward`: a query that does not start with its prompt (the rollout cannot be told apart). */
+  RW_PROMPT_MISMATCH: 400,
+  /** An inline graph while ALLOW_INLINE_GRAPHS is off, or one beyond the operator's INLINE_* limits. */
+  RW_GRAPH_NOT_ALLOWED: 403,
   RW_UNAUTHORIZED: 401,
   RW_NOT_FOUND: 404,
   RW_UNKNOWN_GRAPH: 404,

@@ -29,7 +29,7 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   [
     'server',
     {
-      uses: ['judge', 'roles', 'settings', 'errors', 'config'],
+      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config'],
       packages: [
         'fastify',
         'prom-client',

@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
+import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
@@ -73,10 +74,12 @@ const callPriority = (exec: Execution): number => exec.progress * PROGRESS_WEIGH
  */
 export async function runJudgment(
   graph: CompiledGraph,
-  input: JudgmentInput,
+  rawInput: JudgmentInput,
   options: RunOptions,
 ): Promise<Judgment> {
   const started = performance.now();
+  // Chat-template control tokens never reach a judge, whichever route or tool sent the candidate.
+  const input = { ...rawInput, candidate: stripChatTokens(rawInput.candidate) };
   const check = checkCandidate(input.candidate, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
   if (!check.ok) return rejectedJudgment(graph, check.reason, performance.now() - started);
   if (graph.cascade !== undefined) return runCascade(graph, graph.cascade, input, options, started);

@@ -18,7 +18,7 @@ import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { BACKEND_DEFAULTS } from '../settings/defaults.js';
 import { Admission, type Refusal } from './admission.js';
-import { presetChoice, type ServerContext } from './context.js';
+import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
@@ -89,6 +89,12 @@ function sendFailure(err: unknown, request: FastifyRequest, reply: FastifyReply)
   void reply.code(failure.statusCode).send(failure.body);
 }
 
+/** A quarter of REQUEST_TIMEOUT_MS, within [50 ms, 1 s]: a partial body is cut ≤ 1 s after its timeout. */
+function checkingIntervalMs(requestTimeoutMs: number): number {
+  if (requestTimeoutMs === 0) return 30_000;
+  return Math.min(1000, Math.max(50, Math.round(requestTimeoutMs / 4)));
+}
+
 export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
@@ -104,6 +110,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     logger: deps.logger ?? false,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
+    // A slow or stalled client cannot hold a partial body (and its buffer) for longer than this.
+    requestTimeout: config.requestTimeoutMs,
+    // Node checks that timeout on an interval (default 30 s); check often enough to honour it.
+    http: { connectionsCheckingInterval: checkingIntervalMs(config.requestTimeoutMs) },
     return503OnClosing: false,
     // Errors Fastify answers before routing (bad URL, over-long parameter: 414) go out in our shape too.
     frameworkErrors: (err, request, reply) => sendFailure(err, request, reply),
@@ -190,8 +200,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     metrics,
     admission,
     service,
-    schemas: createSchemas(config.maxCandidates),
+    schemas: createSchemas(config.maxCandidates, config.textLimits),
     defaultGraph,
+    inlineGraphs: { ...config.inlineGraphs, models: configuredModels(config) },
     lifecycle: { closing: false },
     now,
   };

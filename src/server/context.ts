@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
+import { assertInlineAllowed, checkInlineGraph, type InlineGraphPolicy } from '../judge/graph-limits.js';
 import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { Admission } from './admission.js';
@@ -18,6 +19,8 @@ export interface ServerContext {
   service: JudgeService;
   schemas: Schemas;
   defaultGraph: GraphChoice;
+  /** What an inline graph spec in a body may do (ALLOW_INLINE_GRAPHS, INLINE_*). */
+  inlineGraphs: InlineGraphPolicy;
   /** Set when shutdown starts: new requests get 503 RW_SHUTTING_DOWN, /readyz turns 503. */
   lifecycle: { closing: boolean };
   now(): number;
@@ -27,17 +30,20 @@ export interface ServerContext {
 export const CUSTOM_GRAPH_LABEL = 'custom';
 
 /**
- * A preset by name (404 RW_UNKNOWN_GRAPH otherwise) or an inline spec (400 RW_INVALID_GRAPH when invalid).
+ * A preset by name (404 RW_UNKNOWN_GRAPH otherwise) or an inline spec (403 RW_GRAPH_NOT_ALLOWED unless the
+ * operator allows inline graphs and it is within their limits; 400 RW_INVALID_GRAPH when invalid).
  * Undefined → the configured default.
  */
 export function resolveGraph(
-  ctx: Pick<ServerContext, 'defaultGraph'>,
+  ctx: Pick<ServerContext, 'defaultGraph' | 'inlineGraphs'>,
   field: string | Record<string, unknown> | undefined,
 ): GraphChoice {
   if (field === undefined) return ctx.defaultGraph;
   if (typeof field === 'string') return presetChoice(field);
+  assertInlineAllowed(ctx.inlineGraphs);
+  let graph;
   try {
-    return { graph: compileSpec(field), label: CUSTOM_GRAPH_LABEL };
+    graph = compileSpec(field);
   } catch (err) {
     if (err instanceof RewardError) throw err;
     throw new RewardError(
@@ -45,6 +51,21 @@ export function resolveGraph(
       `invalid graph spec: ${err instanceof Error ? err.message : 'unknown'}`,
     );
   }
+  checkInlineGraph(graph, ctx.inlineGraphs);
+  return { graph, label: CUSTOM_GRAPH_LABEL };
+}
+
+/** The model names an inline graph may pick: the environment's and the routing file's. */
+export function configuredModels(config: Config): Set<string> {
+  const models = new Set<string>();
+  if (config.judge.default !== 'offline') models.add(config.judge.default.model);
+  const file = config.judge.file;
+  if (file !== undefined) {
+    for (const backend of Object.values(file.backends)) models.add(backend.model);
+    for (const route of [...Object.values(file.roles), ...Object.values(file.nodes)])
+      if (route.model !== undefined) models.add(route.model);
+  }
+  return models;
 }
 
 export function presetChoice(name: string): GraphChoice {

@@ -12,22 +12,56 @@ const NUL = '\u0000';
 /** Any text field: NUL bytes are refused (they break prompts, logs and C-string tooling downstream). */
 export const Text = z.string().refine((s) => !s.includes(NUL), { error: 'must not contain NUL bytes' });
 
+/** At least one letter or digit: `"."`, zero-width spaces or punctuation alone carry nothing to judge. */
+const CONTENT = /[\p{L}\p{N}]/u;
+
+/** Text limits of a request, in characters (UTF-16 code units). */
+export interface TextLimits {
+  maxGroundTruthChars: number;
+  maxQuestionChars: number;
+}
+
 /** A ground truth: judging a candidate against nothing would be a silent, meaningless reward. */
-export const GroundTruth = Text.refine((s) => s.trim() !== '', { error: 'must not be empty' });
+function groundTruth(maxChars: number) {
+  return Text.refine((s) => s.trim() !== '', { error: 'must not be empty' })
+    .refine((s) => s.length <= maxChars, {
+      error: `too long: at most ${maxChars} characters (MAX_GROUND_TRUTH_CHARS)`,
+      abort: true,
+    })
+    .refine((s) => CONTENT.test(s), { error: 'has no content (no letter or digit)' });
+}
+
+/** A question: optional (empty or whitespace means none), but one that is given must carry content. */
+function question(maxChars: number) {
+  return Text.refine((s) => s.length <= maxChars, {
+    error: `too long: at most ${maxChars} characters (MAX_QUESTION_CHARS)`,
+    abort: true,
+  }).refine((s) => s.trim() === '' || CONTENT.test(s), { error: 'has no content (no letter or digit)' });
+}
+
+/** The object form of a label. */
+function labelObject(limits: TextLimits) {
+  return z.strictObject({
+    ground_truth: groundTruth(limits.maxGroundTruthChars),
+    question: question(limits.maxQuestionChars).optional(),
+  });
+}
+
+/** A label: the ground-truth string, or `{ground_truth, question?}` (or that object as a JSON string). */
+function label(limits: TextLimits) {
+  // The string form may be the object as JSON: room for both fields; a plain string is checked again as
+  // a ground truth once the route knows it is not JSON.
+  const jsonRoom = limits.maxGroundTruthChars + limits.maxQuestionChars + 256;
+  return z.union([groundTruth(jsonRoom), labelObject(limits)], {
+    error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
+  });
+}
+export type Label = z.infer<ReturnType<typeof label>>;
 
 /** A preset name, or an inline graph spec (validated by compileGraph → 400 RW_INVALID_GRAPH). */
 export const GraphField = z.union([z.string().min(1).max(64), z.record(z.string(), z.unknown())], {
   error: 'graph must be a preset name or a graph spec object',
 });
-
-/** A label: the ground-truth string, or `{ground_truth, question?}`. */
-export const Label = z.union(
-  [GroundTruth, z.strictObject({ ground_truth: GroundTruth, question: Text.optional() })],
-  {
-    error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
-  },
-);
-export type Label = z.infer<typeof Label>;
 
 /** A chat message as trainers send it (OpenAI style; content a string or a list of text parts). */
 const Message = z.looseObject({
@@ -41,9 +75,13 @@ export type Message = z.infer<typeof Message>;
 /** `?graph=NAME` on the trainer adapters (their bodies are fixed by the trainers). */
 export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).optional() });
 
-export function createSchemas(maxCandidates: number) {
+export function createSchemas(maxCandidates: number, limits: TextLimits) {
+  const GroundTruth = groundTruth(limits.maxGroundTruthChars);
+  const Question = question(limits.maxQuestionChars);
+  const LabelObject = labelObject(limits);
+  const Label = label(limits);
   const Group = z.strictObject({
-    question: Text.default(''),
+    question: Question.default(''),
     ground_truth: GroundTruth,
     candidates: z.array(Text).min(1).max(maxCandidates),
     graph: GraphField.optional(),
@@ -74,7 +112,7 @@ export function createSchemas(maxCandidates: number) {
     });
 
   const Judge = z.strictObject({
-    question: Text.default(''),
+    question: Question.default(''),
     ground_truth: GroundTruth,
     candidate: Text,
     graph: GraphField.optional(),
@@ -132,11 +170,11 @@ export function createSchemas(maxCandidates: number) {
       ),
     }),
     ground_truth: GroundTruth,
-    question: Text.optional(),
+    question: Question.optional(),
     instance_config: z.record(z.string(), z.unknown()).optional(),
   });
 
-  return { Group, Batch, Judge, OpenRlhf, Slime, Verify };
+  return { Group, Batch, Judge, OpenRlhf, Slime, Verify, LabelObject, GroundTruth };
 }
 
 export type Schemas = ReturnType<typeof createSchemas>;

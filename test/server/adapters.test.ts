@@ -1,10 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
-import {
-  candidateFromQuery,
-  questionFromMessages,
-  stripChatTokens,
-} from '../../src/server/routes/adapters.js';
+import { candidateFromQuery, questionFromMessages } from '../../src/server/routes/adapters.js';
+import { stripChatTokens } from '../../src/text/chat-tokens.js';
 import { candidate, GOOD, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
 
 let h: Harness | undefined;
@@ -23,9 +20,9 @@ describe('chat-token stripping', () => {
     expect(candidateFromQuery(`${LLAMA3_PROMPT}${idea}<|eot_id|>`, LLAMA3_PROMPT)).toBe(idea);
     expect(candidateFromQuery(`<s>[INST] q [/INST] ${idea}</s>`, '<s>[INST] q [/INST]')).toBe(idea);
     expect(candidateFromQuery(`${idea}<|endoftext|>`, undefined)).toBe(idea);
-    // Without a matching prefix the whole query is kept (minus special tokens and role headers).
-    expect(candidateFromQuery(`${CHATML_PROMPT}${idea}`, 'another prompt')).toBe(
-      `You propose research ideas.\n${QUESTION}\n${idea}`,
+    // Without a matching prefix the query is refused: judging prompt + response would reward the prompt.
+    expect(() => candidateFromQuery(`${CHATML_PROMPT}${idea}`, 'another prompt')).toThrow(
+      expect.objectContaining({ code: 'RW_PROMPT_MISMATCH' }),
     );
     expect(stripChatTokens('a $& b $1 c')).toBe('a $& b $1 c');
   });

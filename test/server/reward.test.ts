@@ -110,7 +110,7 @@ describe('POST /v1/reward', () => {
   });
 
   it('runs a named preset and an inline graph spec (reported as custom with its own hash)', async () => {
-    h = await startHarness();
+    h = await startHarness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
     const named = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -141,7 +141,7 @@ describe('POST /v1/reward', () => {
   });
 
   it('answers 404 RW_UNKNOWN_GRAPH for an unknown name and 400 RW_INVALID_GRAPH for a broken spec', async () => {
-    h = await startHarness();
+    h = await startHarness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
     const unknown = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',

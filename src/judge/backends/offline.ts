@@ -188,6 +188,8 @@ function answer(request: LlmRequest): Record<string, unknown> {
   }
 }
 
+const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 function estimateTokens(chars: number): number {
   return Math.ceil(chars / 4);
 }
@@ -200,9 +202,10 @@ function estimateTokens(chars: number): number {
 export function createOfflineBackend(): Backend {
   return {
     name: 'offline',
-    // Async so a synchronous throw (abort, unknown role) becomes a rejection.
-    // eslint-disable-next-line @typescript-eslint/require-await
     async complete(request: LlmRequest, options: CallOptions): Promise<LlmReply> {
+      // Each call yields to the event loop first: a request with thousands of calls would otherwise run
+      // them back to back as microtasks and starve every other socket (/healthz included).
+      await yieldToEventLoop();
       options.signal.throwIfAborted();
       const started = performance.now();
       const value = answer(request);

@@ -10,48 +10,43 @@ import type { FastifyInstance } from 'fastify';
 import { RewardError } from '../../errors.js';
 import { idempotencyKey, presetChoice, requestScope, type ServerContext } from '../context.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
-import { AdapterQuery, parseOr400, type Label, type Message } from '../schemas.js';
+import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
+import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
 
-/** Role headers of common chat templates: the role word after the opening token goes too. */
-const HEADER_RE = /<\|start_header_id\|>[^<]{0,64}<\|end_header_id\|>\n{0,2}/g;
-const IM_START_RE = /<\|im_start\|>(?:system|user|assistant|tool)?\n?/g;
-/** Any other `<|…|>` special token (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|begin_of_text|>` …). */
-const SPECIAL_RE = /<\|[A-Za-z0-9_]{1,40}\|>/g;
-/** Llama-2 / Mistral sentence markers and instruction tags. */
-const SENTENCE_RE = /<\/?s>|\[\/?INST\]/g;
-
-/** Removes chat-template special tokens and role headers; trims. */
-export function stripChatTokens(text: string): string {
-  if (!text.includes('<') && !text.includes('[')) return text.trim();
-  return text
-    .replace(HEADER_RE, '')
-    .replace(IM_START_RE, '')
-    .replace(SPECIAL_RE, '')
-    .replace(SENTENCE_RE, '')
-    .trim();
+/** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
+ * NFKC differences in the decode), without control tokens. Without a prompt the whole query is the
+ * rollout. A query that does not start with its prompt is refused: judging prompt + response would reward
+ * the prompt. */
+export function candidateFromQuery(query: string, prompt: string | undefined, index = 0): string {
+  if (prompt === undefined || stripChatTokens(prompt) === '') return stripChatTokens(query);
+  const response = responseAfterPrompt(query, prompt);
+  if (response === undefined) {
+    throw new RewardError(
+      'RW_PROMPT_MISMATCH',
+      `query[${index}] does not start with prompts[${index}] (after removing control tokens and whitespace); refusing to judge the prompt as part of the rollout`,
+      { details: { index } },
+    );
+  }
+  return response;
 }
 
-/** The rollout's own text: `query` minus its `prompt` prefix, without special tokens. */
-export function candidateFromQuery(query: string, prompt: string | undefined): string {
-  let response = query;
-  if (prompt !== undefined && prompt !== '' && query.startsWith(prompt))
-    response = query.slice(prompt.length);
-  return stripChatTokens(response);
-}
-
+/** Every text-bearing part of a message's content (`text`, `output_text`, `input_text`, a `refusal`). */
 function partsText(content: Message['content']): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content
-    .map((part) => part.text ?? '')
-    .filter((t) => t !== '')
-    .join('\n');
+  const texts: string[] = [];
+  for (const part of content) {
+    const refusal: unknown = part['refusal'];
+    if (typeof part.text === 'string' && part.text !== '') texts.push(part.text);
+    else if (typeof refusal === 'string' && refusal !== '') texts.push(refusal);
+  }
+  return texts.join('\n');
 }
 
-/** A prompt as a trainer sends it: a string (special tokens stripped), or a chat's last user message, else
- * every message's text. */
+/** A prompt as a trainer sends it: a chat-templated string's last user turn (else the string without
+ * control tokens), or a chat's last user message, else every message's text. */
 export function questionFromMessages(messages: string | readonly Message[]): string {
-  if (typeof messages === 'string') return stripChatTokens(messages);
+  if (typeof messages === 'string') return lastUserTurn(messages) ?? stripChatTokens(messages);
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i];
     if (m?.role === 'user') return stripChatTokens(partsText(m.content));
@@ -59,10 +54,29 @@ export function questionFromMessages(messages: string | readonly Message[]): str
   return stripChatTokens(messages.map((m) => partsText(m.content)).join('\n'));
 }
 
-function labelParts(label: Label): { groundTruth: string; question: string | undefined } {
-  return typeof label === 'string'
-    ? { groundTruth: label, question: undefined }
-    : { groundTruth: label.ground_truth, question: label.question };
+/** A label: the ground truth, `{ground_truth, question?}`, or that object as a JSON string (as some
+ * trainers' datasets store it); the parsed object goes through the same checks as an inline one. */
+function labelParts(label: Label, schemas: Schemas, field: string): LabelFields {
+  if (typeof label !== 'string') return { groundTruth: label.ground_truth, question: label.question };
+  const trimmed = label.trim();
+  if (trimmed.startsWith('{') && trimmed.endsWith('}')) {
+    let json: unknown;
+    try {
+      json = JSON.parse(trimmed);
+    } catch {
+      json = undefined;
+    }
+    if (json !== null && typeof json === 'object' && Object.hasOwn(json, 'ground_truth')) {
+      const parsed = parseOr400(schemas.LabelObject, json, `${field} (a JSON string)`);
+      return { groundTruth: parsed.ground_truth, question: parsed.question };
+    }
+  }
+  return { groundTruth: parseOr400(schemas.GroundTruth, label, field), question: undefined };
+}
+
+interface LabelFields {
+  groundTruth: string;
+  question: string | undefined;
 }
 
 /** A NeMo-Gym row's own id: `rollout_id`, else its `(_ng_task_index, _ng_rollout_index)` pair. */
@@ -121,12 +135,13 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     if (body.query.length === 0) return { rewards: [], scores: [], extra_logs: {} };
     const items = body.query.map((query, i) => {
       const prompt = body.prompts?.[i];
-      const { groundTruth, question } = labelParts(body.labels[i] ?? '');
+      const { groundTruth, question } = labelParts(body.labels[i] ?? '', schemas, `labels[${i}]`);
       return {
         graph: choice,
         input: {
-          question: question ?? (prompt === undefined ? '' : stripChatTokens(prompt)),
-          candidate: candidateFromQuery(query, prompt),
+          // Same question as a per-rollout call with the chat's messages: the last user turn.
+          question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
+          candidate: candidateFromQuery(query, prompt, i),
           groundTruth,
         },
       };
@@ -155,7 +170,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
   app.post('/slime', async (request, reply) => {
     const choice = graphFor(request.query);
     const body = parseOr400(schemas.Slime, request.body);
-    const { groundTruth, question } = labelParts(body.label);
+    const { groundTruth, question } = labelParts(body.label, schemas, 'label');
     const judged = await service.judgeOne(
       {
         graph: choice,
@@ -184,10 +199,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       if (item.type !== 'message' || (item.role !== undefined && item.role !== 'assistant')) continue;
       const content = item.content;
       if (typeof content === 'string') texts.push(content);
-      else if (content !== undefined) {
-        for (const part of content)
-          if (part.type === 'output_text' && part.text !== undefined) texts.push(part.text);
-      }
+      else if (content !== undefined) texts.push(partsText(content));
     }
     const input = body.responses_create_params.input;
     const question =
