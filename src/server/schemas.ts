@@ -47,16 +47,14 @@ function labelObject(limits: TextLimits) {
   });
 }
 
-/** A label: the ground-truth string, or `{ground_truth, question?}` (or that object as a JSON string). */
-function label(limits: TextLimits) {
-  // The string form may be the object as JSON: room for both fields; a plain string is checked again as
-  // a ground truth once the route knows it is not JSON.
-  const jsonRoom = limits.maxGroundTruthChars + limits.maxQuestionChars + 256;
-  return z.union([groundTruth(jsonRoom), labelObject(limits)], {
-    error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
-  });
-}
-export type Label = z.infer<ReturnType<typeof label>>;
+/**
+ * A label: the ground-truth string, `{ground_truth, question?}`, or that object as a JSON string. Only the
+ * shape is checked here; the route checks the fields (naming `labels[i].ground_truth`) once it knows the form.
+ */
+const LabelShape = z.union([Text, z.record(z.string(), z.unknown())], {
+  error: 'label must be a string (the ground truth) or an object {ground_truth, question?}',
+});
+export type Label = z.infer<typeof LabelShape>;
 
 /** A preset name, or an inline graph spec (validated by compileGraph → 400 RW_INVALID_GRAPH). */
 export const GraphField = z.union([z.string().min(1).max(64), z.record(z.string(), z.unknown())], {
@@ -79,7 +77,6 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
   const GroundTruth = groundTruth(limits.maxGroundTruthChars);
   const Question = question(limits.maxQuestionChars);
   const LabelObject = labelObject(limits);
-  const Label = label(limits);
   const Group = z.strictObject({
     question: Question.default(''),
     ground_truth: GroundTruth,
@@ -123,7 +120,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     .strictObject({
       query: z.array(Text).max(maxCandidates),
       prompts: z.array(Text).optional(),
-      labels: z.array(Label),
+      labels: z.array(LabelShape),
     })
     .superRefine((body, ctx) => {
       if (body.prompts !== undefined && body.prompts.length !== body.query.length) {
@@ -145,7 +142,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
   const Slime = z.strictObject({
     prompt: z.union([Text, z.array(Message)], { error: 'prompt must be a string or a list of messages' }),
     response: Text,
-    label: Label,
+    label: LabelShape,
     /** Idempotency id: a retry with the same id and body joins or replays the judgment. */
     rollout_id: z.union([z.string().min(1).max(200), z.number().int()]).optional(),
   });
@@ -189,24 +186,32 @@ function formatPath(path: ReadonlyArray<PropertyKey>): string {
 }
 
 /** One line per problem, each naming the field: `candidates[3]: must not contain NUL bytes`. */
-export function toIssues(error: z.ZodError): Array<{ path: string; message: string }> {
+export function toIssues(
+  error: z.ZodError,
+  prefix: ReadonlyArray<PropertyKey> = [],
+): Array<{ path: string; message: string }> {
   const issues: Array<{ path: string; message: string }> = [];
   for (const issue of error.issues) {
     if (issue.code === 'unrecognized_keys') {
       for (const key of issue.keys)
-        issues.push({ path: formatPath([...issue.path, key]), message: 'unknown key' });
+        issues.push({ path: formatPath([...prefix, ...issue.path, key]), message: 'unknown key' });
     } else {
-      issues.push({ path: formatPath(issue.path), message: issue.message });
+      issues.push({ path: formatPath([...prefix, ...issue.path]), message: issue.message });
     }
   }
   return issues;
 }
 
-/** Parses a body or throws 400 RW_BAD_REQUEST whose message names the first offending field. */
-export function parseOr400<T>(schema: z.ZodType<T>, value: unknown, what = 'body'): T {
+/** Parses a body (or the part of it at `prefix`) or throws 400 RW_BAD_REQUEST naming the first offending field. */
+export function parseOr400<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  what = 'body',
+  prefix: ReadonlyArray<PropertyKey> = [],
+): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issues = toIssues(result.error);
+  const issues = toIssues(result.error, prefix);
   const first = issues[0];
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
   const message =

@@ -31,7 +31,11 @@ const MAYBE_TOKEN = /[<[]/;
  */
 export function stripChatTokens(text: string): string {
   if (!MAYBE_TOKEN.test(text)) return text.trim();
-  return text.replace(HEADER_RE, '\n').replace(TOKEN_RE, '\n').replace(/\n{3,}/g, '\n\n').trim();
+  return text
+    .replace(HEADER_RE, '\n')
+    .replace(TOKEN_RE, '\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
 }
 
 /** True when `text` holds at least one control token. */

@@ -56,8 +56,11 @@ export function questionFromMessages(messages: string | readonly Message[]): str
 
 /** A label: the ground truth, `{ground_truth, question?}`, or that object as a JSON string (as some
  * trainers' datasets store it); the parsed object goes through the same checks as an inline one. */
-function labelParts(label: Label, schemas: Schemas, field: string): LabelFields {
-  if (typeof label !== 'string') return { groundTruth: label.ground_truth, question: label.question };
+function labelParts(label: Label, schemas: Schemas, at: ReadonlyArray<PropertyKey>): LabelFields {
+  if (typeof label !== 'string') {
+    const parsed = parseOr400(schemas.LabelObject, label, 'body', at);
+    return { groundTruth: parsed.ground_truth, question: parsed.question };
+  }
   const trimmed = label.trim();
   if (trimmed.startsWith('{') && trimmed.endsWith('}')) {
     let json: unknown;
@@ -67,11 +70,11 @@ function labelParts(label: Label, schemas: Schemas, field: string): LabelFields 
       json = undefined;
     }
     if (json !== null && typeof json === 'object' && Object.hasOwn(json, 'ground_truth')) {
-      const parsed = parseOr400(schemas.LabelObject, json, `${field} (a JSON string)`);
+      const parsed = parseOr400(schemas.LabelObject, json, 'body (a JSON-string label)', at);
       return { groundTruth: parsed.ground_truth, question: parsed.question };
     }
   }
-  return { groundTruth: parseOr400(schemas.GroundTruth, label, field), question: undefined };
+  return { groundTruth: parseOr400(schemas.GroundTruth, label, 'body', at), question: undefined };
 }
 
 interface LabelFields {
@@ -135,7 +138,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     if (body.query.length === 0) return { rewards: [], scores: [], extra_logs: {} };
     const items = body.query.map((query, i) => {
       const prompt = body.prompts?.[i];
-      const { groundTruth, question } = labelParts(body.labels[i] ?? '', schemas, `labels[${i}]`);
+      const { groundTruth, question } = labelParts(body.labels[i] ?? '', schemas, ['labels', i]);
       return {
         graph: choice,
         input: {
@@ -170,7 +173,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
   app.post('/slime', async (request, reply) => {
     const choice = graphFor(request.query);
     const body = parseOr400(schemas.Slime, request.body);
-    const { groundTruth, question } = labelParts(body.label, schemas, 'label');
+    const { groundTruth, question } = labelParts(body.label, schemas, ['label']);
     const judged = await service.judgeOne(
       {
         graph: choice,
