@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../src/config.js';
+import { ENV_VARIABLES, loadConfig } from '../src/config.js';
 import { DEFAULT_CANDIDATE_LIMITS } from '../src/judge/degenerate.js';
 import { DEFAULT_RETRY_POLICY } from '../src/judge/retry.js';
 import { BACKEND_DEFAULTS } from '../src/settings/defaults.js';
@@ -163,6 +163,72 @@ describe('loadConfig', () => {
     expect(loadConfig({}).failureWarnRate).toBe(0.05);
     expect(() => loadConfig({ JUDGE_RETRY_BUDGET: '1.5' })).toThrow(/JUDGE_RETRY_BUDGET/);
     expect(() => loadConfig({ JUDGE_CONTEXT_TOKENS: '10' })).toThrow(/JUDGE_CONTEXT_TOKENS/);
+  });
+
+  it('refuses blank, hex and other odd numeric values instead of reading them as 0 or a surprise', () => {
+    const numeric = [
+      'PORT',
+      'BODY_LIMIT_BYTES',
+      'SHUTDOWN_GRACE_MS',
+      'REQUEST_TIMEOUT_MS',
+      'JUDGE_TIMEOUT_MS',
+      'JUDGE_MAX_RETRIES',
+      'JUDGE_MAX_INFLIGHT',
+      'JUDGE_RPM',
+      'JUDGE_TPM',
+      'REQUEST_DEADLINE_MS',
+      'MAX_CANDIDATES',
+      'MIN_CANDIDATE_CHARS',
+      'MAX_CANDIDATE_CHARS',
+      'FAILURE_REWARD',
+      'MAX_GROUND_TRUTH_CHARS',
+      'MAX_QUESTION_CHARS',
+      'INLINE_MAX_CALLS',
+      'INLINE_MAX_ROUNDS',
+      'INLINE_MAX_TOKENS',
+      'MAX_QUEUE',
+      'MAX_CONCURRENT_JUDGMENTS',
+      'CACHE_SIZE',
+      'RECENT_WINDOW',
+    ];
+    // The list is every numeric variable of the schema (a new one joins these checks by being added).
+    const detected = Object.keys(ENV_VARIABLES).filter((name) => {
+      try {
+        loadConfig({ [name]: 'x7' });
+        return false;
+      } catch (err) {
+        return /must be a decimal/.test((err as Error).message);
+      }
+    });
+    expect(detected.sort()).toEqual([...numeric].sort());
+    const odd = [
+      ' ',
+      '\t',
+      '  8080 ',
+      '0x10',
+      '1e3',
+      '+5',
+      '1_000',
+      '12abc',
+      'Infinity',
+      'NaN',
+      '0b1',
+      '１２',
+    ];
+    for (const name of numeric) {
+      for (const value of odd) {
+        expect(() => loadConfig({ [name]: value }), `${name}=${JSON.stringify(value)}`).toThrow(
+          new RegExp(`^  ${name}: must be a decimal`, 'm'),
+        );
+      }
+    }
+    expect(() => loadConfig({ FAILURE_REWARD: ' ' })).toThrow(/FAILURE_REWARD: must be a decimal number/);
+    // Plain decimals still work, and an empty value is still unset.
+    expect(loadConfig({ FAILURE_REWARD: '-0.5' }).failureReward).toBe(-0.5);
+    expect(loadConfig({ FAILURE_REWARD: '.5' }).failureReward).toBe(0.5);
+    expect(loadConfig({ FAILURE_REWARD: '' }).failureReward).toBeUndefined();
+    expect(loadConfig({ PORT: '' }).port).toBe(8080);
+    expect(loadConfig({ PORT: '0' }).port).toBe(0);
   });
 
   it('reads and validates the routing file named by REWARD_CONFIG', () => {

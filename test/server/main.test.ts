@@ -149,6 +149,13 @@ describe('node dist/server/main.js', () => {
     expect(await server.exit).toBe(0);
   });
 
+  it('refuses to start on a blank numeric variable, naming it (exit 1, no silent 0)', async () => {
+    await expect(startServer({ FAILURE_REWARD: ' ' })).rejects.toThrow(
+      /server exited \(1\)[\s\S]*FAILURE_REWARD: must be a decimal number/,
+    );
+    await expect(startServer({ PORT: ' ' })).rejects.toThrow(/PORT: must be a decimal integer/);
+  });
+
   it('lets a request in flight at SIGTERM finish, writes its transcripts, refuses new work and exits 0', async () => {
     fake = await startFakeOpenAI({
       latencyMs: 300,
