@@ -83,6 +83,14 @@ function retryAfter(details: unknown): number | undefined {
 /** The one way a failure is answered: `{ code, message, details? }`, its status, and Retry-After. */
 function sendFailure(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
   const failure = toHttpFailure(err);
+  if (failure.body.code === 'RW_CLIENT_ABORTED') {
+    // Nobody is listening: one info line, no stack, nothing sent.
+    request.log.info(
+      { method: request.method, url: request.url.slice(0, 200) },
+      'client aborted mid-request',
+    );
+    return;
+  }
   if (failure.internal) request.log.error({ err }, 'internal error');
   const seconds = retryAfter(failure.body.details);
   if (seconds !== undefined) reply.header('retry-after', String(seconds));
@@ -112,8 +120,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     bodyLimit: config.bodyLimitBytes,
     // A slow or stalled client cannot hold a partial body (and its buffer) for longer than this.
     requestTimeout: config.requestTimeoutMs,
-    // Node checks that timeout on an interval (default 30 s); check often enough to honour it.
-    http: { connectionsCheckingInterval: checkingIntervalMs(config.requestTimeoutMs) },
+    // Node reads these when the server is created (setting them later has no effect on Node 20) and
+    // checks them on an interval (default 30 s): check often enough to honour the timeout.
+    http: {
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: config.requestTimeoutMs === 0 ? 60_000 : Math.min(60_000, config.requestTimeoutMs),
+      connectionsCheckingInterval: checkingIntervalMs(config.requestTimeoutMs),
+    },
     return503OnClosing: false,
     // Errors Fastify answers before routing (bad URL, over-long parameter: 414) go out in our shape too.
     frameworkErrors: (err, request, reply) => sendFailure(err, request, reply),

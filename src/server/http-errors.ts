@@ -38,11 +38,24 @@ function field(err: object, name: string): unknown {
   return value;
 }
 
+/** Node's error on a request whose client hung up mid-body (`abortIncoming`: ECONNRESET "aborted"). */
+export function isClientAbort(err: unknown): boolean {
+  if (err === null || typeof err !== 'object') return false;
+  return field(err, 'code') === 'ECONNRESET' && field(err, 'message') === 'aborted';
+}
+
 export function toHttpFailure(err: unknown): HttpFailure {
   if (err instanceof RewardError) {
     const body: FailureBody = { code: err.code, message: err.message };
     if (err.details !== undefined) body.details = err.details;
     return { statusCode: err.statusCode, body, internal: err.code === 'RW_INTERNAL' };
+  }
+  if (isClientAbort(err)) {
+    return {
+      statusCode: ERROR_STATUS.RW_CLIENT_ABORTED,
+      body: { code: 'RW_CLIENT_ABORTED', message: 'the client disconnected before its request was complete' },
+      internal: false,
+    };
   }
   if (err !== null && typeof err === 'object') {
     const status = field(err, 'statusCode');

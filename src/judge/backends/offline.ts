@@ -188,7 +188,49 @@ function answer(request: LlmRequest): Record<string, unknown> {
   }
 }
 
-const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+/** Longest stretch of offline work between two turns of the event loop, ms. */
+export const OFFLINE_SLICE_MS = 10;
+
+/**
+ * Runs offline calls one after another in slices of at most OFFLINE_SLICE_MS, yielding to the event loop
+ * between slices: a request with thousands of calls would otherwise run them back to back (as microtasks
+ * or one long setImmediate phase) and starve every other socket, /healthz included.
+ */
+function createWorkQueue(): <T>(work: () => T) => Promise<T> {
+  const pending: Array<(() => void) | undefined> = [];
+  let head = 0;
+  let scheduled = false;
+  const drain = (): void => {
+    const until = performance.now() + OFFLINE_SLICE_MS;
+    while (head < pending.length && performance.now() < until) {
+      const job = pending[head];
+      pending[head] = undefined;
+      head += 1;
+      job?.();
+    }
+    if (head < pending.length) {
+      setImmediate(drain);
+      return;
+    }
+    pending.length = 0;
+    head = 0;
+    scheduled = false;
+  };
+  return (work) =>
+    new Promise((resolve, reject) => {
+      pending.push(() => {
+        try {
+          resolve(work());
+        } catch (err) {
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      });
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(drain);
+      }
+    });
+}
 
 function estimateTokens(chars: number): number {
   return Math.ceil(chars / 4);
@@ -200,15 +242,16 @@ function estimateTokens(chars: number): number {
  * was aborted before it started.
  */
 export function createOfflineBackend(): Backend {
+  const schedule = createWorkQueue();
   return {
     name: 'offline',
     async complete(request: LlmRequest, options: CallOptions): Promise<LlmReply> {
-      // Each call yields to the event loop first: a request with thousands of calls would otherwise run
-      // them back to back as microtasks and starve every other socket (/healthz included).
-      await yieldToEventLoop();
       options.signal.throwIfAborted();
       const started = performance.now();
-      const value = answer(request);
+      const value = await schedule(() => {
+        options.signal.throwIfAborted();
+        return answer(request);
+      });
       const role = getRole(request.role);
       if (role === undefined || !role.output.safeParse(value).success) {
         throw new RewardError('RW_INTERNAL', `offline backend produced no valid '${request.role}' answer`);
