@@ -78,7 +78,168 @@ const FILLER_PHRASES: ReadonlySet<string> = new Set([
   'tbd',
   'todo',
   'lorem ipsum',
+  // Translated fillers: the same null answers in Chinese, German, French, Spanish and Russian.
+  '让我们一步一步地解决这个问题',
+  '让我们一步一步解决这个问题',
+  '让我们逐步解决这个问题',
+  '让我们一步一步地思考',
+  '让我们一步步思考',
+  '一步一步',
+  '思考过程',
+  '解决方案',
+  '答案',
+  '最终答案',
+  '我的想法',
+  '研究想法',
+  '好的',
+  '当然',
+  'lass uns das schritt für schritt lösen',
+  'lasst uns das schritt für schritt lösen',
+  'lass uns schritt für schritt denken',
+  'lasst uns schritt für schritt denken',
+  'schritt für schritt',
+  'denkprozess',
+  'gedankengang',
+  'die antwort',
+  'antwort',
+  'lösung',
+  'die lösung',
+  'endgültige antwort',
+  'meine idee',
+  'forschungsidee',
+  'hier ist meine idee',
+  'natürlich',
+  'résolvons cela étape par étape',
+  'résolvons ce problème étape par étape',
+  'réfléchissons étape par étape',
+  'étape par étape',
+  'processus de réflexion',
+  'la réponse',
+  'réponse',
+  'la solution',
+  'réponse finale',
+  'mon idée',
+  'idée de recherche',
+  'voici mon idée',
+  'bien sûr',
+  'resolvamos esto paso a paso',
+  'resolvamos este problema paso a paso',
+  'pensemos paso a paso',
+  'paso a paso',
+  'proceso de pensamiento',
+  'la respuesta',
+  'respuesta',
+  'solución',
+  'la solución',
+  'respuesta final',
+  'mi idea',
+  'idea de investigación',
+  'aquí está mi idea',
+  'por supuesto',
+  'claro',
+  'давайте решим это шаг за шагом',
+  'давайте решим эту задачу шаг за шагом',
+  'давайте подумаем шаг за шагом',
+  'шаг за шагом',
+  'ход мыслей',
+  'процесс мышления',
+  'ответ',
+  'решение',
+  'окончательный ответ',
+  'моя идея',
+  'исследовательская идея',
+  'вот моя идея',
+  'конечно',
 ]);
+
+/**
+ * Latin look-alikes of Cyrillic and Greek letters (after lowercasing), so "Тhоught prосеss" written with
+ * Cyrillic т, о, р, с, е matches. Applied to both the candidate and the filler list (a Russian filler
+ * maps to the same skeleton on both sides).
+ */
+const CONFUSABLES: ReadonlyMap<string, string> = new Map(
+  Object.entries({
+    а: 'a',
+    в: 'b',
+    е: 'e',
+    ё: 'e',
+    к: 'k',
+    м: 'm',
+    н: 'h',
+    о: 'o',
+    р: 'p',
+    с: 'c',
+    т: 't',
+    у: 'y',
+    х: 'x',
+    ѕ: 's',
+    і: 'i',
+    ї: 'i',
+    ј: 'j',
+    һ: 'h',
+    ԁ: 'd',
+    ԛ: 'q',
+    ԝ: 'w',
+    ӏ: 'l',
+    ɡ: 'g',
+    α: 'a',
+    β: 'b',
+    ε: 'e',
+    η: 'n',
+    ι: 'i',
+    κ: 'k',
+    ν: 'v',
+    ο: 'o',
+    ρ: 'p',
+    τ: 't',
+    υ: 'u',
+    χ: 'x',
+    ϲ: 'c',
+    ı: 'i',
+    ɩ: 'i',
+  }),
+);
+const MARKS = /\p{M}/gu;
+const NOT_LETTER_OR_DIGIT = /[^\p{L}\p{N}]/gu;
+
+/**
+ * The comparison key of a text: NFKC (fullwidth, ligatures, compatibility forms), lowercase, accents
+ * folded, confusables mapped, and everything but letters and digits removed ("Ｔｈｏｕｇｈｔ  Process!" →
+ * "thoughtprocess").
+ */
+export function fillerKey(text: string): string {
+  const folded = text.normalize('NFKC').toLowerCase().normalize('NFKD').replace(MARKS, '');
+  let out = '';
+  for (const c of folded) out += CONFUSABLES.get(c) ?? c;
+  return out.replace(NOT_LETTER_OR_DIGIT, '');
+}
+
+const FILLER_KEYS: ReadonlySet<string> = new Set([...FILLER_PHRASES].map(fillerKey));
+
+/** Only texts whose key is at most this long are checked for a repeated filler. */
+const REPEAT_MAX_KEY_CHARS = 4000;
+
+/** The shortest unit that `key` is a whole repetition of (≥ 2 copies), else undefined (prefix function). */
+function repeatedUnit(key: string): string | undefined {
+  const n = key.length;
+  if (n < 2 || n > REPEAT_MAX_KEY_CHARS) return undefined;
+  const fail = new Array<number>(n).fill(0);
+  for (let i = 1, k = 0; i < n; i++) {
+    while (k > 0 && key[i] !== key[k]) k = fail[k - 1] ?? 0;
+    if (key[i] === key[k]) k += 1;
+    fail[i] = k;
+  }
+  const period = n - (fail[n - 1] ?? 0);
+  return period < n && n % period === 0 ? key.slice(0, period) : undefined;
+}
+
+/** A known filler in any of its forms: NFKC/fullwidth, case, homoglyphs, accents, repeated. */
+function isFillerKey(text: string): boolean {
+  const key = fillerKey(text);
+  if (FILLER_KEYS.has(key)) return true;
+  const unit = repeatedUnit(key);
+  return unit !== undefined && FILLER_KEYS.has(unit);
+}
 
 /** Words that carry no idea in a short reply, beyond STOPWORDS. */
 const FILLER_WORDS: ReadonlySet<string> = new Set(
@@ -104,6 +265,13 @@ function countChars(text: string, cap: number): number {
   return n;
 }
 
+/** NFKC, lowercase and confusables mapped, spacing and punctuation kept (for the word rule). */
+function skeleton(text: string): string {
+  let out = '';
+  for (const c of text.normalize('NFKC').toLowerCase()) out += CONFUSABLES.get(c) ?? c;
+  return out;
+}
+
 /** Lowercase, drop punctuation/symbols/whitespace at both ends, collapse inner whitespace, straight apostrophes. */
 function normalize(text: string): string {
   const chars = Array.from(text.toLowerCase());
@@ -120,7 +288,8 @@ function normalize(text: string): string {
 }
 
 function isFiller(trimmed: string): boolean {
-  const normalized = normalize(trimmed);
+  if (isFillerKey(trimmed)) return true;
+  const normalized = normalize(skeleton(trimmed));
   if (normalized.length === 0 || FILLER_PHRASES.has(normalized)) return true;
   const words = normalized.split(WORD_SPLIT).filter((w) => w.length > 0);
   if (words.length > FILLER_MAX_WORDS) return false;

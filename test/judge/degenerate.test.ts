@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
+import { MASTER_KEY_NULLS, MASTER_KEY_VARIANTS } from '../../src/ablations/probes/catalogue.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from '../../src/judge/degenerate.js';
 
 const IDEA = 'Regularize the input Jacobian adversarially so it resembles natural images.';
@@ -80,5 +81,66 @@ describe('checkCandidate', () => {
   it('does not treat a long text starting with a filler as filler', () => {
     expect(check(`Thought process: ${IDEA}`)).toEqual({ ok: true });
     expect(check(`Answer: ${IDEA}`)).toEqual({ ok: true });
+  });
+});
+
+/** Filler variants a policy can reach by small edits: each must stay a master-key filler (issue 13 item 5). */
+const FILLER_VARIANTS: ReadonlyArray<[string, string]> = [
+  ['repeated ×20', 'thought process '.repeat(20)],
+  ['repeated ×60 with punctuation', 'Thought process: '.repeat(60)],
+  ['repeated without spaces', 'Solution.Solution.Solution.Solution.'],
+  ['mixed case', 'tHoUgHt PrOcEsS'],
+  ['fullwidth', 'Ｔｈｏｕｇｈｔ ｐｒｏｃｅｓｓ：'],
+  ['Cyrillic look-alikes', 'Тhоught prосеss:'],
+  ['Greek look-alikes', 'Sοlutiοn'],
+  ['Cyrillic look-alikes, repeated', "Lеt's sоlvе this stеp by stеp. ".repeat(10)],
+  ['circled letters (NFKC)', 'Ⓢⓞⓛⓤⓣⓘⓞⓝ'],
+  ['zero-width joiners inside', 'Thought\u200d pro\u200bcess'],
+  ['Chinese', '让我们一步一步地解决这个问题。'],
+  ['Chinese, repeated', '思考过程思考过程思考过程思考过程'],
+  ['Chinese, fullwidth punctuation', '答案：'],
+  ['German', 'Lass uns das Schritt für Schritt lösen.'],
+  ['German, no umlauts', 'Lass uns das Schritt fur Schritt losen'],
+  ['French', 'Résolvons cela étape par étape.'],
+  ['French, no accents', 'resolvons cela etape par etape'],
+  ['Spanish', 'Resolvamos esto paso a paso.'],
+  ['Russian', 'Давайте решим это шаг за шагом.'],
+  ['Russian, repeated', 'Ход мыслей. '.repeat(15)],
+];
+
+describe('filler detection that generalises', () => {
+  it('the probe catalogue carries these variants, so a regression shows in the probe report', () => {
+    for (const text of MASTER_KEY_VARIANTS)
+      expect(checkCandidate(text, DEFAULT_CANDIDATE_LIMITS), text).toEqual({
+        ok: false,
+        reason: 'master_key_filler',
+      });
+    expect(MASTER_KEY_NULLS).toEqual(expect.arrayContaining([...MASTER_KEY_VARIANTS]));
+  });
+
+  it.each(FILLER_VARIANTS)('%s is master_key_filler', (_name, text) => {
+    expect(checkCandidate(text, DEFAULT_CANDIDATE_LIMITS)).toEqual({
+      ok: false,
+      reason: 'master_key_filler',
+    });
+  });
+
+  it.each([
+    [
+      'Russian idea',
+      'Мы предлагаем обучать кодировщики изображений и текста с контрастной целью на больших пакетах.',
+    ],
+    [
+      'Chinese idea',
+      '我们提出用对比学习目标在大批量的网络图文对上对齐图像编码器和文本编码器，实现零样本分类。',
+    ],
+    [
+      'German idea',
+      'Wir trainieren Bild- und Textencoder gemeinsam mit einem kontrastiven Ziel über große Batches.',
+    ],
+    ['repeated real sentence', 'Contrastive pretraining of paired encoders. '.repeat(3)],
+    ['Greek-letter maths', 'Minimise the loss with step size α and momentum β over large batches of pairs.'],
+  ])('leaves a real idea alone: %s', (_name, text) => {
+    expect(checkCandidate(text, DEFAULT_CANDIDATE_LIMITS)).toEqual({ ok: true });
   });
 });

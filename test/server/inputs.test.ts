@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { MASTER_KEY_NULLS } from '../../src/ablations/probes/catalogue.js';
 import { compileSpec } from '../../src/judge/presets.js';
 import { candidate, GOOD, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
 
@@ -400,5 +401,22 @@ describe('inline graphs are an operator choice', () => {
     const ok = await post(h, judge({ model: 'fake-model', max_tokens: 512 }));
     expect(ok.statusCode, ok.body).toBe(200);
     expect(h.fake.calls.map((c) => c.body.model)).toEqual(['fake-model']);
+  });
+});
+
+describe('degenerate fillers in every form', () => {
+  it('every master-key variant of the probe catalogue is rejected_input with 0 judge calls', async () => {
+    h = await startHarness();
+    const fillers = MASTER_KEY_NULLS.filter((t) => t !== '');
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: fillers },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const results = res.json().results as Array<{ status: string; reward: number }>;
+    expect(results.map((r) => r.status)).toEqual(fillers.map(() => 'rejected_input'));
+    expect(results.map((r) => r.reward)).toEqual(fillers.map(() => 0));
+    expect(h.fake.callCount).toBe(0);
   });
 });
