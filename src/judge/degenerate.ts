@@ -216,29 +216,26 @@ export function fillerKey(text: string): string {
 
 const FILLER_KEYS: ReadonlySet<string> = new Set([...FILLER_PHRASES].map(fillerKey));
 
-/** Only texts whose key is at most this long are checked for a repeated filler. */
-const REPEAT_MAX_KEY_CHARS = 4000;
+/** Lengths of the filler keys, for the repetition check. */
+const FILLER_KEY_LENGTHS: readonly number[] = [...new Set([...FILLER_KEYS].map((k) => k.length))].filter(
+  (n) => n > 0,
+);
 
-/** The shortest unit that `key` is a whole repetition of (≥ 2 copies), else undefined (prefix function). */
-function repeatedUnit(key: string): string | undefined {
-  const n = key.length;
-  if (n < 2 || n > REPEAT_MAX_KEY_CHARS) return undefined;
-  const fail = new Array<number>(n).fill(0);
-  for (let i = 1, k = 0; i < n; i++) {
-    while (k > 0 && key[i] !== key[k]) k = fail[k - 1] ?? 0;
-    if (key[i] === key[k]) k += 1;
-    fail[i] = k;
+/** True when `key` is two or more copies of one filler key (cheap: a Set lookup per filler length). */
+function isRepeatedFiller(key: string): boolean {
+  for (const n of FILLER_KEY_LENGTHS) {
+    if (n >= key.length || key.length % n !== 0) continue;
+    const unit = key.slice(0, n);
+    if (FILLER_KEYS.has(unit) && unit.repeat(key.length / n) === key) return true;
   }
-  const period = n - (fail[n - 1] ?? 0);
-  return period < n && n % period === 0 ? key.slice(0, period) : undefined;
+  return false;
 }
 
 /** A known filler in any of its forms: NFKC/fullwidth, case, homoglyphs, accents, repeated. */
 function isFillerKey(text: string): boolean {
   const key = fillerKey(text);
-  if (FILLER_KEYS.has(key)) return true;
-  const unit = repeatedUnit(key);
-  return unit !== undefined && FILLER_KEYS.has(unit);
+  // No letter or digit at all (":", "...", "---") is a filler too.
+  return key === '' || FILLER_KEYS.has(key) || isRepeatedFiller(key);
 }
 
 /** Words that carry no idea in a short reply, beyond STOPWORDS. */
@@ -254,6 +251,7 @@ const FILLER_MAX_WORDS = 40;
 const CONTROL_OR_SPACE = /^[\p{Cc}\p{Cf}\s]*$/u;
 const EDGE_NOISE = /[\p{P}\p{S}\p{Cc}\p{Cf}\s]/u;
 const WORD_SPLIT = /[^\p{L}\p{N}]+/u;
+const WORD_RUN = /[\p{L}\p{N}]+/gu;
 
 /** Code points in `text`, counting at most `cap + 1` (enough to compare against `cap`). */
 function countChars(text: string, cap: number): number {
@@ -287,12 +285,20 @@ function normalize(text: string): string {
     .join(' ');
 }
 
+/** True when `text` has more than `max` runs of letters or digits (stops counting there). */
+function hasMoreWords(text: string, max: number): boolean {
+  let n = 0;
+  for (const _ of text.matchAll(WORD_RUN)) if (++n > max) return true;
+  return false;
+}
+
 function isFiller(trimmed: string): boolean {
   if (isFillerKey(trimmed)) return true;
+  // The word rule is for short replies: a long text is left to the judge without normalising it.
+  if (hasMoreWords(trimmed, FILLER_MAX_WORDS)) return false;
   const normalized = normalize(skeleton(trimmed));
   if (normalized.length === 0 || FILLER_PHRASES.has(normalized)) return true;
   const words = normalized.split(WORD_SPLIT).filter((w) => w.length > 0);
-  if (words.length > FILLER_MAX_WORDS) return false;
   return words.every((w) => w.length < 2 || STOPWORDS.has(w) || FILLER_WORDS.has(w) || /^\p{N}+$/u.test(w));
 }
 

@@ -190,6 +190,9 @@ function answer(request: LlmRequest): Record<string, unknown> {
 
 /** Longest stretch of offline work between two turns of the event loop, ms. */
 export const OFFLINE_SLICE_MS = 10;
+/** Most calls answered per slice: each answer's continuation (reply parsing, the next node's prompt) runs
+ * as microtasks right after the slice, so this bounds that work too. */
+export const OFFLINE_SLICE_CALLS = 8;
 
 /**
  * Runs offline calls one after another in slices of at most OFFLINE_SLICE_MS, yielding to the event loop
@@ -202,7 +205,8 @@ function createWorkQueue(): <T>(work: () => T) => Promise<T> {
   let scheduled = false;
   const drain = (): void => {
     const until = performance.now() + OFFLINE_SLICE_MS;
-    while (head < pending.length && performance.now() < until) {
+    const last = head + OFFLINE_SLICE_CALLS;
+    while (head < pending.length && head < last && performance.now() < until) {
       const job = pending[head];
       pending[head] = undefined;
       head += 1;
