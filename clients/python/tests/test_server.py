@@ -98,9 +98,10 @@ def test_invalid_body_raises_bad_request(client):
         client.reward(QUESTION, GROUND_TRUTH, ["an idea with a NUL \u0000 byte in it, long enough"])
     assert (info.value.status, info.value.code) == (400, "RW_BAD_REQUEST")
     assert isinstance(info.value.details, list)
-    with pytest.raises(BadRequestError) as info2:
+    # Inline graphs are off by default (ALLOW_INLINE_GRAPHS): a caller's error, not retried.
+    with pytest.raises(RewardRequestError) as info2:
         client.reward(QUESTION, GROUND_TRUTH, [MATCHING], graph={"nodes": "not a graph"})
-    assert info2.value.code in ("RW_INVALID_GRAPH", "RW_BAD_REQUEST")
+    assert (info2.value.status, info2.value.code) == (403, "RW_GRAPH_NOT_ALLOWED")
 
 
 def test_judge_failure_is_none_never_zero(failing_server):
