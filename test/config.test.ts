@@ -181,7 +181,7 @@ describe('loadConfig', () => {
         'PORT',
         'FAILURE_REWARD',
         'JUDGE_TIMEOUT_MS',
-        'MAX_QUEUE',
+        'MAX_QUEUED_JUDGMENTS',
         'REQUEST_TIMEOUT_MS',
       ]),
     );
