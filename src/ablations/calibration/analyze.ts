@@ -1,0 +1,336 @@
+/**
+ * The calibration report's numbers: members alone, their pairwise error correlation, Condorcet
+ * predictions beside each observed vote committee, and cost per correct judgment. Pure.
+ */
+import type { DatasetItem } from '../dataset.js';
+import { isFailure } from '../records.js';
+import { clopperPearson, type BinomialInterval } from './binomial.js';
+import {
+  betaBinomialPrediction,
+  independentPrediction,
+  jointPrediction,
+  MAX_ENUMERATED_VOTERS,
+  VOTE_RULES,
+  type Prediction,
+  type VoteRule,
+  type VotedItem,
+  type Voter,
+} from './condorcet.js';
+import {
+  calibrateMember,
+  errorCorrelations,
+  type ErrorCorrelation,
+  type GraphRun,
+  type MemberCalibration,
+  type VoteTable,
+} from './members.js';
+
+export type PredictionModel = 'independent' | 'joint' | 'beta_binomial';
+export const PREDICTION_MODELS: readonly PredictionModel[] = ['independent', 'joint', 'beta_binomial'];
+
+export interface Observed {
+  /** Items the graph decided (failures excluded: a failure is not a verdict). */
+  n: number;
+  failures: number;
+  accuracy: BinomialInterval;
+  tpr: BinomialInterval;
+  tnr: BinomialInterval;
+  precision: BinomialInterval;
+}
+
+export interface RulePrediction {
+  rule: VoteRule;
+  independent: Prediction;
+  joint: Prediction | null;
+  betaBinomial: Prediction;
+}
+
+export interface CommitteeResult {
+  graph: string;
+  /** The graph's own decision rule. */
+  rule: VoteRule;
+  voters: string[];
+  /** Items on which every voter gave a stance (the joint distribution's sample). */
+  items: number;
+  prevalence: number | null;
+  /** Mean pairwise error φ among the voters, per class (the beta-binomial's ρ). */
+  rho: { positive: number; negative: number };
+  meanError: { positive: number; negative: number };
+  /** Every rule over the same voters; the graph's own rule is the one to compare with `observed`. */
+  predictions: RulePrediction[];
+  observed: Observed;
+  /** Per model: is its predicted accuracy (own rule) inside the observed accuracy CI; above it = over-promise. */
+  check: Record<
+    PredictionModel,
+    { accuracy: number | null; inside: boolean | null; overPromises: boolean | null }
+  >;
+}
+
+export interface CostRow {
+  graph: string;
+  judgments: number;
+  decided: number;
+  correct: number;
+  correctAccepts: number;
+  falsePositives: number;
+  falseNegatives: number;
+  calls: number;
+  tokens: number;
+  callsPerCorrect: number | null;
+  tokensPerCorrect: number | null;
+  tokensPerCorrectAccept: number | null;
+  /** Money at `usdPerMillionTokens` (null when no price was given). */
+  usd: number | null;
+  usdPerCorrect: number | null;
+  /** Review impact: FP·costFp + FN·costFn (+ money), total and per decided item; null without costs. */
+  impactUsd: number | null;
+  impactPerItemUsd: number | null;
+}
+
+export interface CalibrationResults {
+  v: 1;
+  backend: string;
+  promptVersion: string;
+  datasetSha256: string;
+  items: number;
+  level: number;
+  hardNegatives: number;
+  members: MemberCalibration[];
+  correlations: ErrorCorrelation[];
+  committees: CommitteeResult[];
+  costs: CostRow[];
+  costInputs: { costFp: number | null; costFn: number | null; usdPerMillionTokens: number | null };
+  /** The graph with the lowest review impact per item (null without costs). */
+  cheapest: string | null;
+}
+
+export interface CalibrateOptions {
+  table: VoteTable;
+  runs: readonly GraphRun[];
+  backend: string;
+  promptVersion: string;
+  datasetSha256: string;
+  seed: number;
+  resamples: number;
+  level?: number | undefined;
+  costFp?: number | undefined;
+  costFn?: number | undefined;
+  usdPerMillionTokens?: number | undefined;
+}
+
+function meanOf(values: readonly (number | null)[]): number {
+  const ok = values.filter((v): v is number => v !== null);
+  return ok.length === 0 ? 0 : ok.reduce((s, x) => s + x, 0) / ok.length;
+}
+
+function observe(run: GraphRun, items: readonly DatasetItem[], level: number): Observed {
+  let tp = 0;
+  let tn = 0;
+  let fp = 0;
+  let fn = 0;
+  let failures = 0;
+  run.records.forEach((record, i) => {
+    const item = items[i];
+    if (item === undefined) return;
+    if (record.verdict === null) {
+      if (isFailure(record)) failures++;
+      return;
+    }
+    const match = record.verdict === 'match';
+    if (item.label === 1) {
+      if (match) tp++;
+      else fn++;
+    } else if (match) fp++;
+    else tn++;
+  });
+  return {
+    n: tp + tn + fp + fn,
+    failures,
+    accuracy: clopperPearson(tp + tn, tp + tn + fp + fn, level),
+    tpr: clopperPearson(tp, tp + fn, level),
+    tnr: clopperPearson(tn, tn + fp, level),
+    precision: clopperPearson(tp, tp + fp, level),
+  };
+}
+
+function committee(
+  run: GraphRun,
+  table: VoteTable,
+  members: readonly MemberCalibration[],
+  correlations: readonly ErrorCorrelation[],
+  level: number,
+): CommitteeResult | null {
+  const decision = run.graph.spec.decision;
+  if (decision.rule === 'evaluator' || run.graph.spec.rounds !== 1 || run.graph.cascade !== undefined) {
+    return null;
+  }
+  const rule = decision.rule;
+  const ids = decision.nodes ?? run.graph.voters;
+  if (ids.length < 2 || ids.length > MAX_ENUMERATED_VOTERS) return null;
+  const keys = ids.map((id) => `${run.label}/${id}`);
+  const rows = keys.map((k) => table.members.findIndex((m) => m.key === k));
+  const calibrations = keys.map((k) => members.find((m) => m.member.key === k));
+  if (rows.some((r) => r < 0)) return null;
+  const weights = ids.map((id) => run.graph.weights.get(id) ?? 1);
+  const voted: VotedItem[] = [];
+  table.items.forEach((item, i) => {
+    const votes: (0 | 1)[] = [];
+    const confidences: number[] = [];
+    for (const r of rows) {
+      const v = table.votes[r]?.[i];
+      if (v === null || v === undefined) return;
+      votes.push(v);
+      confidences.push(table.confidence[r]?.[i] ?? 1);
+    }
+    voted.push({ label: item.label, votes, confidences });
+  });
+  const positives = voted.filter((v) => v.label === 1).length;
+  const prevalence = voted.length === 0 ? null : positives / voted.length;
+  const voters: Voter[] = [];
+  for (const [i, c] of calibrations.entries()) {
+    if (c?.tpr.rate == null || c.tnr.rate === null) return null;
+    voters.push({ tpr: c.tpr.rate, tnr: c.tnr.rate, weight: weights[i], confidence: c.meanConfidence });
+  }
+  const pairs = correlations.filter((p) => keys.includes(p.a) && keys.includes(p.b));
+  const rho = {
+    positive: meanOf(pairs.map((p) => p.phiPositive)),
+    negative: meanOf(pairs.map((p) => p.phiNegative)),
+  };
+  const meanError = {
+    positive: meanOf(calibrations.map((c) => c?.fnr.rate ?? null)),
+    negative: meanOf(calibrations.map((c) => c?.fpr.rate ?? null)),
+  };
+  const pi = prevalence ?? 0.5;
+  const predictions = VOTE_RULES.map((rule) => ({
+    rule,
+    independent: independentPrediction(rule, voters, pi),
+    joint: jointPrediction(rule, voted, weights, pi),
+    betaBinomial: betaBinomialPrediction(
+      rule,
+      ids.length,
+      { error: meanError.positive, rho: rho.positive },
+      { error: meanError.negative, rho: rho.negative },
+      pi,
+    ),
+  }));
+  const observed = observe(run, table.items, level);
+  const own = predictions.find((p) => p.rule === rule);
+  const judge = (p: Prediction | null | undefined) => {
+    const lo = observed.accuracy.lo;
+    const hi = observed.accuracy.hi;
+    if (p == null || lo === null || hi === null)
+      return { accuracy: p?.accuracy ?? null, inside: null, overPromises: null };
+    return {
+      accuracy: p.accuracy,
+      inside: p.accuracy >= lo && p.accuracy <= hi,
+      overPromises: p.accuracy > hi,
+    };
+  };
+  return {
+    graph: run.label,
+    rule,
+    voters: keys,
+    items: voted.length,
+    prevalence,
+    rho,
+    meanError,
+    predictions,
+    observed,
+    check: {
+      independent: judge(own?.independent),
+      joint: judge(own?.joint),
+      beta_binomial: judge(own?.betaBinomial),
+    },
+  };
+}
+
+function costRow(run: GraphRun, items: readonly DatasetItem[], options: CalibrateOptions): CostRow {
+  let decided = 0;
+  let correct = 0;
+  let tp = 0;
+  let fp = 0;
+  let fn = 0;
+  let calls = 0;
+  let tokens = 0;
+  run.records.forEach((record, i) => {
+    calls += record.usage.calls;
+    tokens += record.usage.promptTokens + record.usage.completionTokens;
+    const item = items[i];
+    if (item === undefined || record.verdict === null) return;
+    decided++;
+    const match = record.verdict === 'match' ? 1 : 0;
+    if (match === item.label) correct++;
+    if (match === 1 && item.label === 1) tp++;
+    if (match === 1 && item.label === 0) fp++;
+    if (match === 0 && item.label === 1) fn++;
+  });
+  const per = (x: number, d: number): number | null => (d === 0 ? null : x / d);
+  const price = options.usdPerMillionTokens;
+  const usd = price === undefined ? null : (tokens / 1e6) * price;
+  const impact =
+    options.costFp === undefined && options.costFn === undefined
+      ? null
+      : fp * (options.costFp ?? 0) + fn * (options.costFn ?? 0) + (usd ?? 0);
+  return {
+    graph: run.label,
+    judgments: run.records.length,
+    decided,
+    correct,
+    correctAccepts: tp,
+    falsePositives: fp,
+    falseNegatives: fn,
+    calls,
+    tokens,
+    callsPerCorrect: per(calls, correct),
+    tokensPerCorrect: per(tokens, correct),
+    tokensPerCorrectAccept: per(tokens, tp),
+    usd,
+    usdPerCorrect: usd === null ? null : per(usd, correct),
+    impactUsd: impact,
+    impactPerItemUsd: impact === null ? null : per(impact, decided),
+  };
+}
+
+export function calibrate(options: CalibrateOptions): CalibrationResults {
+  const level = options.level ?? 0.95;
+  const { table, runs } = options;
+  const members: MemberCalibration[] = [];
+  for (let m = 0; m < table.members.length; m++) {
+    const c = calibrateMember(table, m, level);
+    if (c !== null) members.push(c);
+  }
+  const correlations = errorCorrelations(table, { seed: options.seed, resamples: options.resamples, level });
+  const committees: CommitteeResult[] = [];
+  for (const run of runs) {
+    const c = committee(run, table, members, correlations, level);
+    if (c !== null) committees.push(c);
+  }
+  const costs = runs.map((run) => costRow(run, table.items, options));
+  let cheapest: string | null = null;
+  let best = Number.POSITIVE_INFINITY;
+  for (const row of costs) {
+    if (row.impactPerItemUsd !== null && row.impactPerItemUsd < best) {
+      best = row.impactPerItemUsd;
+      cheapest = row.graph;
+    }
+  }
+  return {
+    v: 1,
+    backend: options.backend,
+    promptVersion: options.promptVersion,
+    datasetSha256: options.datasetSha256,
+    items: table.items.length,
+    level,
+    hardNegatives: table.items.filter((i) => i.kind === 'hard_negative').length,
+    members,
+    correlations,
+    committees,
+    costs,
+    costInputs: {
+      costFp: options.costFp ?? null,
+      costFn: options.costFn ?? null,
+      usdPerMillionTokens: options.usdPerMillionTokens ?? null,
+    },
+    cheapest,
+  };
+}

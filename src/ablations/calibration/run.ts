@@ -1,0 +1,95 @@
+/**
+ * A calibration run: the graphs run over the dataset through the ablation runner (resumable, in
+ * `OUT/runs/`), then every member is calibrated from the stored records; writes `calibration.json`
+ * and `report.md` to OUT.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { judgmentKey } from '../../judge/key.js';
+import type { Router } from '../../judge/types.js';
+import { PROMPT_VERSION } from '../../roles/index.js';
+import { clusterIndex, type GraphEntry } from '../analysis.js';
+import type { Dataset } from '../dataset.js';
+import type { ProgressStream } from '../progress.js';
+import { loadRecords, recordId, type ItemRecord } from '../records.js';
+import { runAblation, toInput } from '../runner.js';
+import { calibrate, type CalibrationResults } from './analyze.js';
+import { voteTable, type GraphRun } from './members.js';
+import { renderCalibrationReport } from './report.js';
+
+/** Bootstrap resamples for each pairwise φ interval (pairs grow as members², so fewer than the ablation's 2000). */
+export const PHI_RESAMPLES = 1000;
+
+export interface CalibrationOptions {
+  dataset: Dataset;
+  entries: readonly GraphEntry[];
+  router: Router;
+  outDir: string;
+  concurrency?: number | undefined;
+  deadlineMs?: number | undefined;
+  seed?: number | undefined;
+  resamples?: number | undefined;
+  limit?: number | undefined;
+  limits?: { minChars: number; maxChars: number } | undefined;
+  costFp?: number | undefined;
+  costFn?: number | undefined;
+  usdPerMillionTokens?: number | undefined;
+  signal?: AbortSignal | undefined;
+  progress?: ProgressStream | undefined;
+}
+
+export interface CalibrationRun {
+  completed: boolean;
+  results: CalibrationResults | null;
+  files: string[];
+}
+
+export async function runCalibration(options: CalibrationOptions): Promise<CalibrationRun> {
+  const runsDir = join(options.outDir, 'runs');
+  await mkdir(runsDir, { recursive: true });
+  const ablation = await runAblation({
+    dataset: options.dataset,
+    entries: options.entries,
+    router: options.router,
+    outDir: runsDir,
+    concurrency: options.concurrency,
+    deadlineMs: options.deadlineMs,
+    seed: options.seed,
+    limit: options.limit,
+    reference: null,
+    limits: options.limits,
+    signal: options.signal,
+    progress: options.progress,
+  });
+  if (!ablation.completed) return { completed: false, results: null, files: ablation.files };
+  const items =
+    options.limit === undefined ? options.dataset.items : options.dataset.items.slice(0, options.limit);
+  const { records } = await loadRecords(join(runsDir, 'items.jsonl'));
+  const runs: GraphRun[] = options.entries.map((entry) => ({
+    label: entry.label,
+    graph: entry.graph,
+    records: items.map((item): ItemRecord => {
+      const key = judgmentKey(entry.graph, toInput(item), options.router);
+      const record = records.get(recordId(key, item.id));
+      if (record === undefined) throw new Error(`no result for ${entry.label} / ${item.id}`);
+      return record;
+    }),
+  }));
+  const table = voteTable(runs, items, clusterIndex(items));
+  const results = calibrate({
+    table,
+    runs,
+    backend: options.router.name,
+    promptVersion: PROMPT_VERSION,
+    datasetSha256: options.dataset.sha256,
+    seed: options.seed ?? 1,
+    resamples: options.resamples ?? PHI_RESAMPLES,
+    costFp: options.costFp,
+    costFn: options.costFn,
+    usdPerMillionTokens: options.usdPerMillionTokens,
+  });
+  const files = { json: join(options.outDir, 'calibration.json'), report: join(options.outDir, 'report.md') };
+  await writeFile(files.json, `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(files.report, renderCalibrationReport(results));
+  return { completed: true, results, files: [...Object.values(files), ...ablation.files] };
+}

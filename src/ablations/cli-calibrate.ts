@@ -1,0 +1,119 @@
+/**
+ * `npm run calibrate -- --dataset F.jsonl --graphs a,b --out DIR [--cost-fp X --cost-fn Y] [...]`
+ * Runs the graphs over a labelled set (resumable, in DIR/runs) and calibrates every member alone, their
+ * pairwise error correlation and Condorcet predictions beside the observed committees; writes
+ * DIR/calibration.json and DIR/report.md.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.js';
+import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
+import { PHI_RESAMPLES, runCalibration } from './calibration/run.js';
+import { DEFAULT_DEADLINE_MS, resolveGraphs } from './runner.js';
+
+const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [options]
+
+  --graphs a,b,c       presets or graph JSON files (default: vote-3,round-robin-3,proposer-critic)
+  --out DIR            output directory; rerunning with the same DIR resumes
+  --limit N            only the first N items of the dataset
+  --concurrency C      judgments in flight (default 8)
+  --seed S             bootstrap seed (default 1)
+  --resamples R        bootstrap resamples per pairwise φ interval (default ${PHI_RESAMPLES})
+  --deadline-ms MS     per-judgment deadline (default ${DEFAULT_DEADLINE_MS})
+  --cost-fp USD        cost of acting on a false match (review impact)
+  --cost-fn USD        cost of missing a true match (review impact)
+  --usd-per-mtok USD   price per million tokens (money per correct judgment)
+  --skip-invalid       skip (and list) invalid dataset lines instead of stopping
+Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
+
+function moneyOption(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a number ≥ 0, got "${value}"`);
+  return n;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      dataset: { type: 'string' },
+      graphs: { type: 'string', default: 'vote-3,round-robin-3,proposer-critic' },
+      out: { type: 'string' },
+      limit: { type: 'string' },
+      concurrency: { type: 'string' },
+      seed: { type: 'string' },
+      resamples: { type: 'string' },
+      'deadline-ms': { type: 'string' },
+      'cost-fp': { type: 'string' },
+      'cost-fn': { type: 'string' },
+      'usd-per-mtok': { type: 'string' },
+      'skip-invalid': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (values.dataset === undefined || values.out === undefined) {
+    console.error(USAGE);
+    return 2;
+  }
+  const config = loadConfig();
+  const dataset = await loadDatasetListingSkips(values.dataset, values['skip-invalid']);
+  const names = values.graphs
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const { entries } = await resolveGraphs(names, { baseline: false, reference: null });
+  const router = openRouter(config);
+  const controller = new AbortController();
+  const onSignal = (): void => {
+    if (controller.signal.aborted) process.exit(130);
+    console.error('\ninterrupted: finishing in-flight judgments (Ctrl-C again to quit now)');
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const run = await runCalibration({
+      dataset,
+      entries,
+      router,
+      outDir: values.out,
+      concurrency: intOption('concurrency', values.concurrency, 8),
+      deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS),
+      seed: intOption('seed', values.seed, 1, 0),
+      resamples: intOption('resamples', values.resamples, PHI_RESAMPLES, 100),
+      limit: values.limit === undefined ? undefined : intOption('limit', values.limit, 0),
+      limits: config.candidateLimits,
+      costFp: moneyOption('cost-fp', values['cost-fp']),
+      costFn: moneyOption('cost-fn', values['cost-fn']),
+      usdPerMillionTokens: moneyOption('usd-per-mtok', values['usd-per-mtok']),
+      signal: controller.signal,
+      progress: process.stderr,
+    });
+    if (!run.completed || run.results === null) {
+      console.error('stopped before every judgment finished; rerun the same command to resume.');
+      return 130;
+    }
+    const r = run.results;
+    for (const c of r.committees) {
+      const i = c.check.independent;
+      const b = c.check.beta_binomial;
+      console.log(
+        `${c.graph}: observed accuracy ${c.observed.accuracy.rate?.toFixed(3) ?? '—'} [${c.observed.accuracy.lo?.toFixed(3) ?? '—'}, ${c.observed.accuracy.hi?.toFixed(3) ?? '—'}]; independent ${i.accuracy?.toFixed(3) ?? '—'}${i.overPromises === true ? ' (over-promises)' : ''}; beta-binomial ${b.accuracy?.toFixed(3) ?? '—'}${b.inside === true ? ' (inside CI)' : ''}`,
+      );
+    }
+    if (r.cheapest !== null) console.log(`cheapest overall (review impact): ${r.cheapest}`);
+    console.log(`written: ${run.files.slice(0, 2).join(', ')}`);
+    return 0;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await closeRouter(router);
+  }
+}
+
+runMain(main);
