@@ -40,10 +40,20 @@ export const Decision = z.discriminatedUnion('rule', [
 ]);
 export type Decision = z.infer<typeof Decision>;
 
-export const EarlyStop = z.strictObject({
+export const EarlyStop = z.discriminatedUnion('kind', [
   /** Stop after a round in which every stance-bearing debate node holds the same stance. */
-  kind: z.literal('unanimous'),
-});
+  z.strictObject({ kind: z.literal('unanimous') }),
+  /**
+   * Stop when the debate repeats itself: after a round in which every debate node kept its stance and its
+   * turn is at least `similarity` alike to its previous one (src/judge/monitor.ts), or once the judgment
+   * has spent `budget_tokens` (prompt + completion). The transcript's `debate` records each round.
+   */
+  z.strictObject({
+    kind: z.literal('converged'),
+    similarity: z.number().gt(0).max(1).default(0.9),
+    budget_tokens: z.number().int().min(1).optional(),
+  }),
+]);
 
 const GraphFields = {
   name: z.string().min(1).max(64).optional(),

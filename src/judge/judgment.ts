@@ -4,7 +4,7 @@
  */
 import type { ErrorCode } from '../errors.js';
 import { PROMPT_VERSION } from '../roles/index.js';
-import type { Judgment, TranscriptMessage, Usage, Verdict } from './types.js';
+import type { DebateMonitor, Judgment, TranscriptMessage, Usage, Verdict } from './types.js';
 import type { RejectionReason } from './degenerate.js';
 
 /** What a judgment names of its graph. */
@@ -19,6 +19,8 @@ export interface JudgmentRun {
   transcript: TranscriptMessage[];
   usage: Usage;
   latencyMs: number;
+  /** The debate monitor's rounds, for a graph with a `converged` early stop. */
+  debate?: DebateMonitor | undefined;
 }
 
 /** Why a judgment has no reward. */
@@ -56,6 +58,7 @@ function judgment(
     transcript: run.transcript,
     usage: run.usage,
     latencyMs: run.latencyMs,
+    debate: run.debate,
   };
 }
 

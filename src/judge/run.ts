@@ -12,10 +12,12 @@ import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
 import { failedJudgment, okJudgment, rejectedJudgment, type JudgmentRun } from './judgment.js';
+import { monitorRound } from './monitor.js';
 import { nextNonce } from './nonce.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type {
   ChatMessage,
+  DebateMonitor,
   Judgment,
   JudgeObserver,
   JudgmentInput,
@@ -56,6 +58,8 @@ interface Execution {
   startedAt: number;
   /** LLM replies received so far: judgments further along get backend slots first. */
   progress: number;
+  /** The debate monitor of a `converged` early stop. */
+  debate?: DebateMonitor | undefined;
 }
 
 /** Progress dominates age: 2^40 ms is 34 years of `performance.now()`. */
@@ -118,6 +122,7 @@ export async function runJudgment(
     rounds,
     transcript: exec.transcript.slice(),
     usage: { ...exec.usage },
+    debate: exec.debate === undefined ? undefined : structuredClone(exec.debate),
     latencyMs: performance.now() - started,
   });
 
@@ -125,6 +130,12 @@ export async function runJudgment(
   try {
     if (remainingMs <= 0) throw new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached before start');
     let stopReason = graph.spec.rounds > 1 ? 'max_rounds' : 'single_round';
+    const stop = graph.spec.early_stop;
+    const monitor: DebateMonitor | undefined =
+      stop?.kind === 'converged'
+        ? { threshold: stop.similarity, budgetTokens: stop.budget_tokens ?? null, rounds: [] }
+        : undefined;
+    exec.debate = monitor;
     for (let round = 1; round <= graph.spec.rounds; round++) {
       roundsUsed = round;
       await runStage(exec, graph.debate, round);
@@ -134,6 +145,11 @@ export async function runJudgment(
         isUnanimous(exec, round)
       ) {
         stopReason = 'unanimous';
+        break;
+      }
+      const converged = monitor === undefined ? undefined : watchDebate(exec, monitor, round);
+      if (converged !== undefined && round < graph.spec.rounds) {
+        stopReason = converged;
         break;
       }
     }
@@ -263,6 +279,37 @@ const addKnown = (sum: number | null, value: number | null): number | null =>
 function toFailure(err: unknown): { code: ErrorCode; message: string } {
   if (err instanceof RewardError) return { code: err.code, message: err.message };
   return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };
+}
+
+/** Records the monitor's row for a finished round; returns the stop reason when the debate should end. */
+function watchDebate(
+  exec: Execution,
+  monitor: DebateMonitor,
+  round: number,
+): 'converged' | 'token_budget' | undefined {
+  const tokens = exec.usage.promptTokens + exec.usage.completionTokens;
+  const row = monitorRound(exec.transcript, round, monitor.threshold, tokens);
+  monitor.rounds.push(row);
+  if (row.repeated) {
+    const detail = Object.entries(row.similarity)
+      .map(([id, s]) => `${id} ${s}`)
+      .join(', ');
+    monitor.stop = {
+      reason: 'converged',
+      round,
+      detail: `turns repeat round ${round - 1} (${detail}) ≥ ${monitor.threshold}`,
+    };
+    return 'converged';
+  }
+  if (monitor.budgetTokens !== null && tokens >= monitor.budgetTokens) {
+    monitor.stop = {
+      reason: 'token_budget',
+      round,
+      detail: `${tokens} tokens ≥ budget ${monitor.budgetTokens}`,
+    };
+    return 'token_budget';
+  }
+  return undefined;
 }
 
 function isUnanimous(exec: Execution, round: number): boolean {

@@ -72,6 +72,8 @@ export interface Judgment {
   transcript: TranscriptMessage[];
   usage: Usage;
   latencyMs: number;
+  /** Per-round similarity and objection shares, for a graph with a `converged` early stop. */
+  debate?: DebateMonitor | undefined;
 }
 
 export interface ChatMessage {
@@ -222,4 +224,27 @@ export interface RetryEvent {
 export interface JudgeObserver {
   onCall?(event: CallEvent): void;
   onRetry?(event: RetryEvent): void;
+}
+
+/** The debate monitor's row for one round (src/judge/monitor.ts). */
+export interface RoundMonitor {
+  round: number;
+  /** Per debate node that spoke this round and the previous one: similarity to its previous turn (4 decimals). */
+  similarity: Record<string, number>;
+  /** True when every such node kept its stance and reached the threshold (false in round 1). */
+  repeated: boolean;
+  objections: { substantive: number; stylistic: number; unclassified: number };
+  /** substantive / (substantive + stylistic); null when neither occurred. */
+  substantiveShare: number | null;
+  /** Prompt + completion tokens spent up to the end of this round. */
+  tokens: number;
+}
+
+/** The debate monitor of one judgment: its threshold, budget, rounds and why it stopped. */
+export interface DebateMonitor {
+  threshold: number;
+  budgetTokens: number | null;
+  rounds: RoundMonitor[];
+  /** Why the debate stopped early, when it did. */
+  stop?: { reason: 'converged' | 'token_budget'; round: number; detail: string } | undefined;
 }

@@ -23,6 +23,8 @@ export interface ItemResult {
   /** Why the judgment ended (`cascade_stop`, `escalated`, `single_round`, `deadline`…); always present. */
   stop_reason: string;
   transcript?: unknown;
+  /** Per-round similarity, objection shares and why it stopped (a `converged` early stop only). */
+  debate?: unknown;
 }
 
 export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResult {
@@ -49,6 +51,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
   if (includeTranscript) {
     result.rounds = j.rounds;
     result.transcript = j.transcript;
+    if (j.debate !== undefined) result.debate = j.debate;
   }
   return result;
 }

@@ -128,5 +128,6 @@ export function toTranscriptRecord(
       cached_prompt_tokens: j.usage.cachedPromptTokens,
     },
     transcript: j.transcript,
+    debate: j.debate,
   };
 }
