@@ -22,6 +22,9 @@ const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [optio
   --cost-fp USD        cost of acting on a false match (review impact)
   --cost-fn USD        cost of missing a true match (review impact)
   --usd-per-mtok USD   price per million tokens (money per correct judgment)
+  --plan               propose the majority committee with the best predicted accuracy under --budget
+  --budget X           budget per judgment (USD with --usd-per-mtok, else tokens)
+  --plan-size K        seats in the planned committee (default 3)
   --skip-invalid       skip (and list) invalid dataset lines instead of stopping
 Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
 
@@ -46,6 +49,9 @@ async function main(): Promise<number> {
       'cost-fp': { type: 'string' },
       'cost-fn': { type: 'string' },
       'usd-per-mtok': { type: 'string' },
+      plan: { type: 'boolean', default: false },
+      budget: { type: 'string' },
+      'plan-size': { type: 'string' },
       'skip-invalid': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -60,6 +66,15 @@ async function main(): Promise<number> {
     console.error(USAGE);
     return 2;
   }
+  const budget = moneyOption('budget', values.budget);
+  if (values.plan && budget === undefined) {
+    console.error('--plan needs --budget');
+    return 2;
+  }
+  const plan =
+    values.plan && budget !== undefined
+      ? { budget, size: intOption('plan-size', values['plan-size'], 3) }
+      : undefined;
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(values.dataset, values['skip-invalid']);
   const names = values.graphs
@@ -91,6 +106,7 @@ async function main(): Promise<number> {
       costFp: moneyOption('cost-fp', values['cost-fp']),
       costFn: moneyOption('cost-fn', values['cost-fn']),
       usdPerMillionTokens: moneyOption('usd-per-mtok', values['usd-per-mtok']),
+      plan,
       signal: controller.signal,
       progress: process.stderr,
     });
@@ -104,6 +120,11 @@ async function main(): Promise<number> {
       const b = c.check.beta_binomial;
       console.log(
         `${c.graph}: observed accuracy ${c.observed.accuracy.rate?.toFixed(3) ?? '—'} [${c.observed.accuracy.lo?.toFixed(3) ?? '—'}, ${c.observed.accuracy.hi?.toFixed(3) ?? '—'}]; independent ${i.accuracy?.toFixed(3) ?? '—'}${i.overPromises === true ? ' (over-promises)' : ''}; beta-binomial ${b.accuracy?.toFixed(3) ?? '—'}${b.inside === true ? ' (inside CI)' : ''}`,
+      );
+    }
+    if (r.plan?.best != null) {
+      console.log(
+        `plan: ${r.plan.best.members.join(' + ')} (accuracy ${r.plan.best.predicted.accuracy.toFixed(3)}, decorrelation gain ${r.plan.decorrelationGain?.toFixed(3) ?? '—'})`,
       );
     }
     if (r.cheapest !== null) console.log(`cheapest overall (review impact): ${r.cheapest}`);

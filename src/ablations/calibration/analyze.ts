@@ -16,6 +16,7 @@ import {
   type VotedItem,
   type Voter,
 } from './condorcet.js';
+import { planCommittee, type Plan, type PlanCandidate } from './plan.js';
 import {
   calibrateMember,
   errorCorrelations,
@@ -102,6 +103,8 @@ export interface CalibrationResults {
   costInputs: { costFp: number | null; costFn: number | null; usdPerMillionTokens: number | null };
   /** The graph with the lowest review impact per item (null without costs). */
   cheapest: string | null;
+  /** `--plan`: the budgeted majority committee (null when not asked). */
+  plan: Plan | null;
 }
 
 export interface CalibrateOptions {
@@ -116,6 +119,8 @@ export interface CalibrateOptions {
   costFp?: number | undefined;
   costFn?: number | undefined;
   usdPerMillionTokens?: number | undefined;
+  /** `--plan --budget X [--plan-size K]`: budget per judgment (USD with a price, else tokens). */
+  plan?: { budget: number; size: number } | undefined;
 }
 
 function meanOf(values: readonly (number | null)[]): number {
@@ -291,6 +296,41 @@ function costRow(run: GraphRun, items: readonly DatasetItem[], options: Calibrat
   };
 }
 
+/**
+ * Seats a planner may fill: members of single-round graphs that vote on their own (no same-round inputs).
+ * Tokens per judgment: the record's tokens of the member's role split evenly over that role's messages.
+ */
+export function planCandidates(
+  runs: readonly GraphRun[],
+  table: VoteTable,
+  usdPerMillionTokens: number | undefined,
+): PlanCandidate[] {
+  const out: PlanCandidate[] = [];
+  for (const run of runs) {
+    if (run.graph.spec.rounds !== 1 || run.graph.cascade !== undefined) continue;
+    for (const r of run.graph.debate) {
+      if (!r.hasStance || r.deps.length > 0) continue;
+      const key = `${run.label}/${r.node.id}`;
+      if (!table.members.some((m) => m.key === key)) continue;
+      let tokens = 0;
+      for (const record of run.records) {
+        const usage = record.roles[r.role.name];
+        const count = record.messages.filter((m) => m.role === r.role.name).length;
+        if (usage !== undefined && count > 0) tokens += (usage.promptTokens + usage.completionTokens) / count;
+      }
+      tokens = run.records.length === 0 ? 0 : tokens / run.records.length;
+      out.push({
+        key,
+        role: r.role.name,
+        model: r.node.model ?? null,
+        tokens,
+        cost: usdPerMillionTokens === undefined ? tokens : (tokens / 1e6) * usdPerMillionTokens,
+      });
+    }
+  }
+  return out;
+}
+
 export function calibrate(options: CalibrateOptions): CalibrationResults {
   const level = options.level ?? 0.95;
   const { table, runs } = options;
@@ -332,5 +372,16 @@ export function calibrate(options: CalibrateOptions): CalibrationResults {
       usdPerMillionTokens: options.usdPerMillionTokens ?? null,
     },
     cheapest,
+    plan:
+      options.plan === undefined
+        ? null
+        : planCommittee({
+            table,
+            members,
+            candidates: planCandidates(runs, table, options.usdPerMillionTokens),
+            size: options.plan.size,
+            budget: options.plan.budget,
+            unit: options.usdPerMillionTokens === undefined ? 'tokens' : 'usd',
+          }),
   };
 }

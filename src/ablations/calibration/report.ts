@@ -2,6 +2,7 @@
 import type { BinomialInterval } from './binomial.js';
 import type { Prediction } from './condorcet.js';
 import type { CalibrationResults, CommitteeResult } from './analyze.js';
+import type { Plan, PlannedCommittee } from './plan.js';
 
 function pct(x: number | null | undefined): string {
   return x == null ? '—' : (100 * x).toFixed(1);
@@ -47,6 +48,24 @@ function committeeLines(c: CommitteeResult): string[] {
   }
   lines.push('', `Own rule, predicted accuracy vs observed: ${says.join('; ')}.`, '');
   return lines;
+}
+
+function planLines(p: Plan): string[] {
+  const unit = p.unit === 'usd' ? 'USD' : 'tokens';
+  const show = (c: PlannedCommittee | null): string =>
+    c === null
+      ? '—'
+      : `${c.members.join(' + ')}: ${pred(c.predicted)}, ${num(c.cost, p.unit === 'usd' ? 6 : 0)} ${unit}/judgment`;
+  return [
+    `## Budgeted committee (majority of ${p.size}, budget ${p.budget} ${unit} per judgment)`,
+    '',
+    `${p.candidates.length} candidate seats, ${p.considered} committees within budget, scored on the measured joint vote distribution.`,
+    '',
+    `- best: ${show(p.best)}`,
+    `- what an independence-based planner picks: ${show(p.independenceChoice)}`,
+    `- best single member within budget: ${show(p.bestSingle)}`,
+    `- committee gain over the best single member: ${pct(p.committeeGain)} points; of it from decorrelation (best − independence pick): ${pct(p.decorrelationGain)} points`,
+  ];
 }
 
 export function renderCalibrationReport(r: CalibrationResults): string {
@@ -122,6 +141,7 @@ export function renderCalibrationReport(r: CalibrationResults): string {
       `Review impact = FP × ${k.costFp ?? 0} + FN × ${k.costFn ?? 0} (+ token cost) per decided item; cheapest overall: **${r.cheapest}**.`,
     );
   }
+  if (r.plan !== null) lines.push('', ...planLines(r.plan));
   lines.push('');
   return lines.join('\n');
 }

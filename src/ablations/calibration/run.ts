@@ -34,6 +34,7 @@ export interface CalibrationOptions {
   costFp?: number | undefined;
   costFn?: number | undefined;
   usdPerMillionTokens?: number | undefined;
+  plan?: { budget: number; size: number } | undefined;
   signal?: AbortSignal | undefined;
   progress?: ProgressStream | undefined;
 }
@@ -87,6 +88,7 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
     costFp: options.costFp,
     costFn: options.costFn,
     usdPerMillionTokens: options.usdPerMillionTokens,
+    plan: options.plan,
   });
   const files = { json: join(options.outDir, 'calibration.json'), report: join(options.outDir, 'report.md') };
   await writeFile(files.json, `${JSON.stringify(results, null, 2)}\n`);
