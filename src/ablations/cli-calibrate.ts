@@ -25,6 +25,7 @@ const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [optio
   --plan               propose the majority committee with the best predicted accuracy under --budget
   --budget X           budget per judgment (USD with --usd-per-mtok, else tokens)
   --plan-size K        seats in the planned committee (default 3)
+  --suggest            name the strictness variant that moves each biased member toward balance
   --skip-invalid       skip (and list) invalid dataset lines instead of stopping
 Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
 
@@ -50,6 +51,7 @@ async function main(): Promise<number> {
       'cost-fn': { type: 'string' },
       'usd-per-mtok': { type: 'string' },
       plan: { type: 'boolean', default: false },
+      suggest: { type: 'boolean', default: false },
       budget: { type: 'string' },
       'plan-size': { type: 'string' },
       'skip-invalid': { type: 'boolean', default: false },
@@ -107,6 +109,7 @@ async function main(): Promise<number> {
       costFn: moneyOption('cost-fn', values['cost-fn']),
       usdPerMillionTokens: moneyOption('usd-per-mtok', values['usd-per-mtok']),
       plan,
+      suggest: values.suggest,
       signal: controller.signal,
       progress: process.stderr,
     });
@@ -127,6 +130,8 @@ async function main(): Promise<number> {
         `plan: ${r.plan.best.members.join(' + ')} (accuracy ${r.plan.best.predicted.accuracy.toFixed(3)}, decorrelation gain ${r.plan.decorrelationGain?.toFixed(3) ?? '—'})`,
       );
     }
+    for (const s of r.suggestions ?? [])
+      console.log(`suggest: ${s.member} (${s.bias}) → strictness "${s.suggested}"`);
     if (r.cheapest !== null) console.log(`cheapest overall (review impact): ${r.cheapest}`);
     console.log(`written: ${run.files.slice(0, 2).join(', ')}`);
     return 0;

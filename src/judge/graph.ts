@@ -19,6 +19,8 @@ export const GraphNode = z.strictObject({
   /** Sampling seed; parallel members of one role must differ by seed (with temperature > 0) or by focus. */
   seed: z.number().int().min(0).optional(),
   focus: z.enum(['methodology', 'statistics', 'novelty']).optional(),
+  /** Prompt variant from calibration (src/roles/strictness.ts): `lenient` for a strict member, `strict` for a permissive one. */
+  strictness: z.enum(['lenient', 'neutral', 'strict']).optional(),
   /**
    * Same-round inputs: ids (or "all") whose output in the current round this node waits for and reads.
    * "all" means every debate node for a `final` node, and every debate node declared earlier for a debate node.

@@ -373,7 +373,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     nonce: exec.nonce,
     round,
     rounds: exec.graph.spec.rounds,
-    node: { id: node.id, focus: node.focus },
+    node: { id: node.id, focus: node.focus, strictness: node.strictness },
     visible: visibleTo(exec, r, round),
   };
   // One fixed literal shape for every transcript message (object spread gives each its own hidden class).

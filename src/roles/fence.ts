@@ -1,4 +1,5 @@
 import { SHARED_SYSTEM } from './common.js';
+import { STRICTNESS_TEXT } from './strictness.js';
 import type { RenderedPrompt, RoleContext, VisibleMessage } from './types.js';
 
 /**
@@ -125,6 +126,8 @@ export function renderPrompt(ctx: RoleContext, parts: PromptParts): RenderedProm
     fence('CANDIDATE', nonce, ctx.candidate),
   ];
   if (parts.member !== undefined) sections.push('', parts.member);
+  const strictness = STRICTNESS_TEXT[ctx.node.strictness ?? 'neutral'];
+  if (strictness !== '') sections.push('', strictness);
   if ((parts.debate ?? true) && ctx.visible.length > 0) {
     sections.push(
       '',

@@ -6,6 +6,7 @@ import { judge } from './judge.js';
 import { lexical } from './lexical.js';
 import { moderator } from './moderator.js';
 import { REVIEWER_FOCI, reviewer } from './reviewer.js';
+import { STRICTNESS_LEVELS } from './strictness.js';
 import type { Role, RoleContext } from './types.js';
 
 export { analyst, critic, evaluator, judge, lexical, moderator, reviewer };
@@ -50,6 +51,12 @@ function promptVersion(): string {
     for (const ctx of contexts) {
       const prompt = role.render(ctx);
       hash.update(`system:${prompt.system}\nuser:${prompt.user}\n`);
+    }
+    // Strictness variants (node option `strictness`) of every role's prompt.
+    for (const strictness of STRICTNESS_LEVELS) {
+      if (strictness === 'neutral') continue;
+      const prompt = role.render({ ...PROBE, node: { id: 'probe', strictness } });
+      hash.update(`strictness:${strictness}\nuser:${prompt.user}\n`);
     }
     hash.update(`schema:${JSON.stringify(role.jsonSchema)}\n`);
   }

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { Strictness } from './strictness.js';
 
 export type Verdict = 'match' | 'no_match';
 
@@ -26,7 +27,7 @@ export interface RoleContext {
   /** 1-based round number and the graph's maximum. */
   round: number;
   rounds: number;
-  node: { id: string; focus?: Focus | undefined };
+  node: { id: string; focus?: Focus | undefined; strictness?: Strictness | undefined };
   visible: readonly VisibleMessage[];
 }
 

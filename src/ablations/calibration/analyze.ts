@@ -105,6 +105,21 @@ export interface CalibrationResults {
   cheapest: string | null;
   /** `--plan`: the budgeted majority committee (null when not asked). */
   plan: Plan | null;
+  /** `--suggest`: the strictness variant that moves each biased member toward balance. */
+  suggestions: Suggestion[] | null;
+}
+
+export interface Suggestion {
+  member: string;
+  bias: 'permissive' | 'strict';
+  /** The node's strictness in the run (`neutral` when unset) and the variant to try. */
+  current: 'lenient' | 'neutral' | 'strict';
+  suggested: 'lenient' | 'strict' | 'neutral';
+  /**
+   * When the run also holds the same node id and role with the suggested strictness in another graph:
+   * that member and its FPR/FNR minus this one's (negative = fewer errors of that kind).
+   */
+  measured: { member: string; fprChange: number | null; fnrChange: number | null } | null;
 }
 
 export interface CalibrateOptions {
@@ -121,6 +136,7 @@ export interface CalibrateOptions {
   usdPerMillionTokens?: number | undefined;
   /** `--plan --budget X [--plan-size K]`: budget per judgment (USD with a price, else tokens). */
   plan?: { budget: number; size: number } | undefined;
+  suggest?: boolean | undefined;
 }
 
 function meanOf(values: readonly (number | null)[]): number {
@@ -331,6 +347,57 @@ export function planCandidates(
   return out;
 }
 
+type Level = 'lenient' | 'neutral' | 'strict';
+const STRICTER: Readonly<Record<Level, Level>> = { lenient: 'neutral', neutral: 'strict', strict: 'strict' };
+const LENIENTER: Readonly<Record<Level, Level>> = {
+  strict: 'neutral',
+  neutral: 'lenient',
+  lenient: 'lenient',
+};
+
+/** One step toward balance: a permissive member gets stricter, a strict one more lenient. */
+export function suggestStrictness(
+  members: readonly MemberCalibration[],
+  runs: readonly GraphRun[],
+): Suggestion[] {
+  const strictnessOf = (m: MemberCalibration): Level =>
+    runs.find((r) => r.label === m.member.graph)?.graph.byId.get(m.member.nodeId)?.node.strictness ??
+    'neutral';
+  const out: Suggestion[] = [];
+  for (const m of members) {
+    const bias = m.bias.label;
+    if (bias !== 'permissive' && bias !== 'strict') continue;
+    const current = strictnessOf(m);
+    const suggested = bias === 'permissive' ? STRICTER[current] : LENIENTER[current];
+    if (suggested === current) continue;
+    const other = members.find(
+      (o) =>
+        o.member.graph !== m.member.graph &&
+        o.member.nodeId === m.member.nodeId &&
+        o.member.role === m.member.role &&
+        o.member.round === m.member.round &&
+        strictnessOf(o) === suggested,
+    );
+    const diff = (a: number | null, b: number | null): number | null =>
+      a === null || b === null ? null : a - b;
+    out.push({
+      member: m.member.key,
+      bias,
+      current,
+      suggested,
+      measured:
+        other === undefined
+          ? null
+          : {
+              member: other.member.key,
+              fprChange: diff(other.fpr.rate, m.fpr.rate),
+              fnrChange: diff(other.fnr.rate, m.fnr.rate),
+            },
+    });
+  }
+  return out;
+}
+
 export function calibrate(options: CalibrateOptions): CalibrationResults {
   const level = options.level ?? 0.95;
   const { table, runs } = options;
@@ -372,6 +439,7 @@ export function calibrate(options: CalibrateOptions): CalibrationResults {
       usdPerMillionTokens: options.usdPerMillionTokens ?? null,
     },
     cheapest,
+    suggestions: options.suggest === true ? suggestStrictness(members, runs) : null,
     plan:
       options.plan === undefined
         ? null

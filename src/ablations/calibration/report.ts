@@ -142,6 +142,20 @@ export function renderCalibrationReport(r: CalibrationResults): string {
     );
   }
   if (r.plan !== null) lines.push('', ...planLines(r.plan));
+  if (r.suggestions !== null) {
+    lines.push('', '## Strictness suggestions', '');
+    if (r.suggestions.length === 0)
+      lines.push('No member has a bias the data show (every interval contains balanced).');
+    for (const s of r.suggestions) {
+      const effect =
+        s.measured === null
+          ? 'not measured: add a graph with this node at that strictness to the run'
+          : `measured in ${s.measured.member}: FPR ${pct(s.measured.fprChange)}, FNR ${pct(s.measured.fnrChange)} points`;
+      lines.push(
+        `- ${s.member} is ${s.bias}: \`strictness: "${s.suggested}"\` (now ${s.current}); ${effect}`,
+      );
+    }
+  }
   lines.push('');
   return lines.join('\n');
 }

@@ -35,6 +35,7 @@ export interface CalibrationOptions {
   costFn?: number | undefined;
   usdPerMillionTokens?: number | undefined;
   plan?: { budget: number; size: number } | undefined;
+  suggest?: boolean | undefined;
   signal?: AbortSignal | undefined;
   progress?: ProgressStream | undefined;
 }
@@ -89,6 +90,7 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
     costFn: options.costFn,
     usdPerMillionTokens: options.usdPerMillionTokens,
     plan: options.plan,
+    suggest: options.suggest,
   });
   const files = { json: join(options.outDir, 'calibration.json'), report: join(options.outDir, 'report.md') };
   await writeFile(files.json, `${JSON.stringify(results, null, 2)}\n`);
