@@ -8,7 +8,8 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
 import { PHI_RESAMPLES, runCalibration } from './calibration/run.js';
-import { DEFAULT_DEADLINE_MS, resolveGraphs } from './runner.js';
+import { DEFAULT_DEADLINE_MS } from './pool.js';
+import { resolveGraphs } from './runner.js';
 
 const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [options]
 
@@ -83,7 +84,7 @@ async function main(): Promise<number> {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  const { entries } = await resolveGraphs(names, { baseline: false, reference: null });
+  const { entries } = await resolveGraphs(names, { reference: null });
   const router = openRouter(config);
   const controller = new AbortController();
   const onSignal = (): void => {

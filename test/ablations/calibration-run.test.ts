@@ -32,10 +32,7 @@ async function tempDir(): Promise<string> {
 describe.skipIf(!existsSync(SHARED))('calibrate on the shared OpenReview set (offline backend)', () => {
   it('independence over-promises for near-identical members; the correlation-aware prediction lands in the CI', async () => {
     const dataset = await loadDataset(SHARED);
-    const { entries } = await resolveGraphs(['vote-3', 'round-robin-3'], {
-      baseline: false,
-      reference: null,
-    });
+    const { entries } = await resolveGraphs(['vote-3', 'round-robin-3'], { reference: null });
     const router = createRouter({ default: 'offline', offline: createOfflineBackend });
     const out = await tempDir();
     const run = await runCalibration({ dataset, entries, router, outDir: out, resamples: 200 });
@@ -85,7 +82,7 @@ describe('calibrate with a failing backend', () => {
           ? { kind: 'status', status: 500 }
           : { kind: 'json', body: universalReply('match') },
     });
-    const { entries } = await resolveGraphs(['vote-3'], { baseline: false, reference: null });
+    const { entries } = await resolveGraphs(['vote-3'], { reference: null });
     const router = createRouter({
       default: BackendSettings.parse({
         base_url: fake.baseURL,

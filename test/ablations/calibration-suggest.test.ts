@@ -85,10 +85,7 @@ describe('calibrate --suggest', () => {
         nodes: [{ id: 'judge', role: 'judge', strictness: 'strict', temperature: 0 }],
       }),
     );
-    const { entries } = await resolveGraphs(['single-judge', strictGraph], {
-      baseline: false,
-      reference: null,
-    });
+    const { entries } = await resolveGraphs(['single-judge', strictGraph], { reference: null });
     const dataset = await loadDataset('datasets/sample.jsonl');
     const run = await runCalibration({
       dataset,

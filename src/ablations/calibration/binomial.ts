@@ -1,8 +1,9 @@
+import { clopperPearson as sharedClopperPearson } from '../stats/proportion.js';
+
 /**
  * Exact and score intervals for binomial proportions, and the phi coefficient of two binary error
- * indicators. Pure functions. Issue 9 (statistics) is adding interval functions to `../stats.ts`; until
- * that lands these are the calibration report's own, kept in this one small module so they can be
- * swapped for the shared ones in one place.
+ * indicators. Pure functions. The exact interval is issue 9's (../stats/proportion.ts); Wilson, the
+ * Newcombe difference and phi are this report's own.
  */
 
 export interface BinomialInterval {
@@ -49,28 +50,10 @@ export function binomialCdf(k: number, n: number, p: number): number {
   return Math.min(1, sum);
 }
 
-/** The p in [0, 1] where a decreasing function of p crosses `target`, by bisection (1e-12). */
-function solveDecreasing(f: (p: number) => number, target: number): number {
-  let lo = 0;
-  let hi = 1;
-  for (let i = 0; i < 60; i++) {
-    const mid = (lo + hi) / 2;
-    if (f(mid) > target) lo = mid;
-    else hi = mid;
-  }
-  return (lo + hi) / 2;
-}
-
-/**
- * Clopper–Pearson exact interval: lo solves P(X ≥ x | lo) = α/2, hi solves P(X ≤ x | hi) = α/2
- * (lo = 0 when x = 0, hi = 1 when x = n). Conservative: coverage ≥ level for every p.
- */
+/** Clopper–Pearson exact interval (issue 9's `clopperPearson` in ../stats/proportion.ts); null bounds when n = 0. */
 export function clopperPearson(x: number, n: number, level = 0.95): BinomialInterval {
   if (n === 0) return { x, n, rate: null, lo: null, hi: null, level, method: 'clopper_pearson' };
-  const alpha = 1 - level;
-  // P(X ≥ x | p) = 1 − P(X ≤ x − 1 | p) increases in p; its complement P(X ≤ x − 1) decreases.
-  const lo = x === 0 ? 0 : solveDecreasing((p) => binomialCdf(x - 1, n, p), 1 - alpha / 2);
-  const hi = x === n ? 1 : solveDecreasing((p) => binomialCdf(x, n, p), alpha / 2);
+  const { lo, hi } = sharedClopperPearson(x, n, level);
   return { x, n, rate: x / n, lo, hi, level, method: 'clopper_pearson' };
 }
 

@@ -5,7 +5,9 @@
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { DatasetItem } from '../dataset.js';
 import type { ItemRecord } from '../records.js';
-import { clusteredBootstrap, toConfusion, type Bias, type Confusion, type Interval } from '../stats.js';
+import type { Bias } from '../stats/calibration.js';
+import { createRng, quantile } from '../stats/clustered.js';
+import { toConfusion, type Confusion } from '../stats/confusion.js';
 import {
   addPairTables,
   clopperPearson,
@@ -170,6 +172,43 @@ export function calibrateMember(table: VoteTable, m: number, level = 0.95): Memb
   };
 }
 
+/** A percentile-bootstrap interval; null bounds when the statistic was undefined in every resample. */
+export interface Interval {
+  lo: number | null;
+  hi: number | null;
+  level: number;
+  resamples: number;
+  undefinedResamples: number;
+}
+
+/** Percentile bootstrap over clusters (drawn with replacement) of one statistic. */
+function bootstrap<C>(
+  clusters: readonly C[],
+  statistic: (sample: readonly C[]) => number | null,
+  options: { seed: number; resamples: number; level: number },
+): Interval {
+  const rng = createRng(options.seed);
+  const values: number[] = [];
+  const sample: C[] = [];
+  for (let r = 0; r < options.resamples; r++) {
+    sample.length = 0;
+    for (let i = 0; i < clusters.length; i++) {
+      const drawn = clusters[Math.floor(rng() * clusters.length)];
+      if (drawn !== undefined) sample.push(drawn);
+    }
+    const v = statistic(sample);
+    if (v !== null && Number.isFinite(v)) values.push(v);
+  }
+  values.sort((a, b) => a - b);
+  return {
+    lo: quantile(values, (1 - options.level) / 2),
+    hi: quantile(values, 1 - (1 - options.level) / 2),
+    level: options.level,
+    resamples: options.resamples,
+    undefinedResamples: options.resamples - values.length,
+  };
+}
+
 export interface ErrorCorrelation {
   a: string;
   b: string;
@@ -236,16 +275,14 @@ export function errorCorrelations(
       const clusters = pairTables(table, a, b);
       const { pos, neg } = sumTables(clusters);
       const all = addPairTables(pos, neg);
-      const ci = clusteredBootstrap(
+      const ci = bootstrap(
         clusters,
-        {
-          phi: (sample: readonly { pos: PairTable; neg: PairTable }[]) => {
-            const s = sumTables(sample);
-            return phi(addPairTables(s.pos, s.neg));
-          },
+        (sample) => {
+          const t = sumTables(sample);
+          return phi(addPairTables(t.pos, t.neg));
         },
-        { seed: options.seed + a * 1009 + b, resamples: options.resamples, level: options.level },
-      ).phi;
+        { seed: options.seed + a * 1009 + b, resamples: options.resamples, level: options.level ?? 0.95 },
+      );
       out.push({
         a: table.members[a]?.key ?? '',
         b: table.members[b]?.key ?? '',

@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import { judgmentKey } from '../../judge/key.js';
 import type { Router } from '../../judge/types.js';
 import { PROMPT_VERSION } from '../../roles/index.js';
-import { clusterIndex, type GraphEntry } from '../analysis.js';
-import type { Dataset } from '../dataset.js';
+import { clusterIndex, type Dataset } from '../dataset.js';
+import { toInput } from '../pool.js';
+import type { GraphEntry } from '../types.js';
 import type { ProgressStream } from '../progress.js';
 import { loadRecords, recordId, type ItemRecord } from '../records.js';
-import { runAblation, toInput } from '../runner.js';
+import { runAblation } from '../runner.js';
 import { calibrate, type CalibrationResults } from './analyze.js';
 import { voteTable, type GraphRun } from './members.js';
 import { renderCalibrationReport } from './report.js';
@@ -59,6 +60,7 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
     seed: options.seed,
     limit: options.limit,
     reference: null,
+    baseline: false,
     limits: options.limits,
     signal: options.signal,
     progress: options.progress,
