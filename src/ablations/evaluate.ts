@@ -5,13 +5,12 @@
  * agreement between the protocols and with human scores. Resumable: every judged unit is appended to
  * `OUT/units.jsonl` as it finishes, and a rerun skips the units already there.
  */
-import { createHash } from 'node:crypto';
 import { mkdir, open, readFile, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 
 import { RewardError } from '../errors.js';
-import { comparePair, comparisonNodeId, rateIdea } from '../judge/compare.js';
+import { comparativeKey, comparePair, rateIdea } from '../judge/compare.js';
 import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
 import { CriterionName, needsGroundTruth } from '../roles/criteria.js';
@@ -109,19 +108,15 @@ function unitKey(
   criterion: Criterion,
   ideas: readonly Idea[],
 ): string {
-  const first = ideas[0];
-  const nodeId = kind === 'rating' ? 'rating' : comparisonNodeId(1);
-  const route = router.route({ id: nodeId, role: kind === 'rating' ? 'rating' : 'comparison' });
-  const h = createHash('sha256');
-  h.update(
-    `${kind}|${COMPARATIVE_PROMPT_VERSION}|${route.backend.name}/${route.model}/${route.temperature ?? ''}`,
-  );
-  h.update(`|${criterion}`);
-  for (const text of [first?.question ?? '', first?.groundTruth ?? '', ...ideas.map((i) => i.text)]) {
-    h.update(`|${text.length}:`);
-    h.update(text);
-  }
-  return h.digest('hex');
+  const [first, second] = ideas;
+  const shared = { question: first?.question ?? '', groundTruth: first?.groundTruth ?? null, criterion };
+  return kind === 'rating'
+    ? comparativeKey(router, { kind, input: { ...shared, idea: first?.text ?? '' } })
+    : comparativeKey(router, {
+        kind,
+        input: { ...shared, a: first?.text ?? '', b: second?.text ?? '' },
+        judges: 1,
+      });
 }
 
 /** Units to judge, question by question: ratings of each idea, then its question's pairs, per criterion. */

@@ -96,7 +96,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           seed: spec.seed,
           context: spec.context,
         },
-        { signal: options.signal, deadline: options.deadline },
+        { signal: options.signal, deadline: options.deadline, observer: options.observer },
       );
     } catch (err) {
       const failure = toFailure(err);

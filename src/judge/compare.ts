@@ -11,6 +11,7 @@
  * Degenerate candidates (empty, fillers, too short or long) are decided without any LLM call: one loses to
  * any real idea, two tie, a rating is 1, and a pick never chooses one.
  */
+import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 
 import { RewardError, type ErrorCode } from '../errors.js';
@@ -493,4 +494,73 @@ export async function pickBest(input: PickInput, options: ComparativeOptions): P
   } finally {
     scope.end();
   }
+}
+
+const flip = (p: Preference | null): Preference | null => (p === 'a' ? 'b' : p === 'b' ? 'a' : p);
+
+/**
+ * The same judgment seen with its candidates swapped: the pair (b, a) judged as (a, b). Both orders were asked
+ * either way, so a comparison can be computed once for a canonical order and mirrored for the other.
+ */
+export function mirrorPair(j: PairJudgment): PairJudgment {
+  return {
+    ...j,
+    preference: flip(j.preference),
+    orders: { ab: flip(j.orders.ba), ba: flip(j.orders.ab) },
+    votes: j.votes.map((v) => ({
+      ...v,
+      order: v.order === 'ab' ? 'ba' : 'ab',
+      preference: flip(v.preference),
+    })),
+  };
+}
+
+/** The pair in canonical order (a ≤ b by code units) and whether it had to be swapped. */
+export function canonicalPair(input: PairInput): { input: PairInput; swapped: boolean } {
+  return input.a <= input.b
+    ? { input, swapped: false }
+    : { input: { ...input, a: input.b, b: input.a }, swapped: true };
+}
+
+/**
+ * Identity of a comparative unit for coalescing and caching: kind, comparative prompt version, every judge's
+ * route (backend, model, sampling), criterion and the texts, length-prefixed. Pairs should be keyed in
+ * canonical order (`canonicalPair`) so (a, b) and (b, a) share one computation.
+ */
+export function comparativeKey(
+  router: Router,
+  unit:
+    | { kind: 'pair'; input: PairInput; judges: number }
+    | { kind: 'pick'; input: PickInput }
+    | { kind: 'rating'; input: RatingInput },
+): string {
+  const h = createHash('sha256');
+  const nodes =
+    unit.kind === 'pair'
+      ? Array.from({ length: unit.judges }, (_, k) => ({
+          id: comparisonNodeId(k + 1),
+          role: comparison.name,
+        }))
+      : [{ id: unit.kind, role: unit.kind }];
+  h.update(`${unit.kind}|${COMPARATIVE_PROMPT_VERSION}|${unit.input.criterion}`);
+  for (const node of nodes) {
+    const r = router.route(node);
+    h.update(
+      `|${node.id}=${r.backend.name}/${r.model}/${r.temperature ?? ''}/${r.topP ?? ''}/${r.maxTokens ?? ''}`,
+    );
+  }
+  const texts =
+    unit.kind === 'pair'
+      ? [unit.input.a, unit.input.b]
+      : unit.kind === 'pick'
+        ? unit.input.candidates
+        : [unit.input.idea];
+  const gt = unit.input.groundTruth;
+  h.update(gt === null ? '|none' : `|${gt.length}:`);
+  if (gt !== null) h.update(gt);
+  for (const text of [unit.input.question, ...texts]) {
+    h.update(`|${text.length}:`);
+    h.update(text);
+  }
+  return h.digest('hex');
 }

@@ -6,6 +6,7 @@ import { RewardError } from '../errors.js';
 import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { Admission } from './admission.js';
+import type { ComparisonService } from './comparing.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
 import type { Schemas } from './schemas.js';
@@ -16,6 +17,7 @@ export interface ServerContext {
   metrics: Metrics;
   admission: Admission;
   service: JudgeService;
+  comparisons: ComparisonService;
   schemas: Schemas;
   defaultGraph: GraphChoice;
   /** Set when shutdown starts: new requests get 503 RW_SHUTTING_DOWN, /readyz turns 503. */

@@ -1,6 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { comparePair, pickBest, rateIdea, type PairInput } from '../../src/judge/compare.js';
+import {
+  canonicalPair,
+  comparativeKey,
+  comparePair,
+  mirrorPair,
+  pickBest,
+  rateIdea,
+  type PairInput,
+} from '../../src/judge/compare.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { BackendSettings, type BackendSettingsInput } from '../../src/settings/routing-file.js';
@@ -196,5 +204,29 @@ describe('rateIdea and pickBest', () => {
     expect(shownIdeas(fake.calls[0]!.body)).toEqual([idea(1), idea(2), idea(3)]);
     expect(r).toMatchObject({ status: 'ok', best: 2 });
     expect(r.usage.calls).toBe(2);
+  });
+});
+
+describe('canonical pairs and keys', () => {
+  it('computes (a, b) and (b, a) once: the canonical order is keyed, the other is its mirror', async () => {
+    const { router } = await setup({ fallback: rankJudge });
+    const forward = canonicalPair(input(idea(1), idea(2)));
+    const backward = canonicalPair(input(idea(2), idea(1)));
+    expect(forward.swapped).toBe(false);
+    expect(backward.swapped).toBe(true);
+    expect(backward.input).toEqual(forward.input);
+    const key = (p: PairInput, judges = 1) => comparativeKey(router, { kind: 'pair', input: p, judges });
+    expect(key(forward.input)).toBe(key(backward.input));
+    expect(key(forward.input)).not.toBe(key(forward.input, 2));
+    expect(key(forward.input)).not.toBe(key({ ...forward.input, criterion: 'novelty' }));
+    expect(key(forward.input)).not.toBe(key({ ...forward.input, groundTruth: null }));
+    const judged = await comparePair(forward.input, { router, deadline: soon() });
+    const direct = await comparePair(input(idea(2), idea(1)), { router, deadline: soon() });
+    const mirrored = mirrorPair(judged);
+    expect(mirrored.preference).toBe(direct.preference);
+    expect(mirrored.orders).toEqual(direct.orders);
+    expect(mirrored.votes.map((v) => [v.order, v.winner, v.preference]).sort()).toEqual(
+      direct.votes.map((v) => [v.order, v.winner, v.preference]).sort(),
+    );
   });
 });
