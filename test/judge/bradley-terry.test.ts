@@ -4,6 +4,7 @@ import {
   bootstrapScores,
   expectedWinRates,
   fitBradleyTerry,
+  fitBradleyTerryMM,
   fitElo,
   scoreOutcomes,
   type Outcome,
@@ -62,6 +63,34 @@ describe('Bradley–Terry fit', () => {
     const scores = scoreOutcomes(4, [tie(0, 1), tie(1, 2), tie(0, 2)]);
     expect(scores.slice(0, 3).map((s) => Number(s!.toFixed(12)))).toEqual([0.5, 0.5, 0.5]);
     expect(scores[3]).toBeNull();
+  });
+});
+
+describe('Newton fit vs the minorise–maximise reference', () => {
+  const noisy = (pairs: Array<[number, number]>, seed: number): Outcome[] => {
+    let state = seed;
+    const rnd = (): number => (state = (state * 1103515245 + 12345) % 2147483648) / 2147483648;
+    return pairs.map(([i, j]) => ({ i, j, winner: rnd() < 0.15 ? 'tie' : rnd() < 0.7 ? 'j' : 'i' }));
+  };
+  const allPairs = (g: number): Array<[number, number]> =>
+    Array.from({ length: g }, (_, i) =>
+      Array.from({ length: g - i - 1 }, (_, k): [number, number] => [i, i + k + 1]),
+    ).flat();
+  const ring = (g: number): Array<[number, number]> =>
+    Array.from({ length: g }, (_, k): [number, number] => [k, (k + 1) % g]);
+
+  it('reaches the same maximum on a dense graph (Cholesky steps) and a sparse one (conjugate-gradient steps)', () => {
+    for (const [g, pairs] of [
+      [8, allPairs(8)],
+      [40, ring(40)],
+    ] as const) {
+      const outcomes = noisy(pairs, g);
+      const newton = fitBradleyTerry(g, outcomes);
+      const mm = fitBradleyTerryMM(g, outcomes, { maxIterations: 200_000, tolerance: 1e-13 });
+      expect(newton.iterations).toBeLessThan(20);
+      for (let k = 0; k < g; k++)
+        expect(Math.log(newton.strengths[k]!)).toBeCloseTo(Math.log(mm.strengths[k]!), 6);
+    }
   });
 });
 
