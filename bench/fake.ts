@@ -14,6 +14,8 @@ const { values } = parseArgs({
     /** Serving slots (FIFO queueing beyond them); unset = unlimited. */
     slots: { type: 'string' },
     port: { type: 'string', default: '0' },
+    /** `universal` (every judgment role) or `comparison` (the pairwise comparison role). */
+    reply: { type: 'string', default: 'universal' },
   },
   strict: true,
 });
@@ -22,7 +24,10 @@ const fake = await startFakeOpenAI({
   port: Number(values.port),
   latencyMs: Number(values['latency-ms']),
   ...(values.slots === undefined ? {} : { slots: Number(values.slots) }),
-  fallback: { kind: 'json', body: universalReply('match', 0.9) },
+  fallback:
+    values.reply === 'comparison'
+      ? { kind: 'json', body: { reasoning: 'bench', winner: 'A', margin: 'slight', confidence: 0.6 } }
+      : { kind: 'json', body: universalReply('match', 0.9) },
   record: false,
 });
 

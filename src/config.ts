@@ -177,6 +177,7 @@ const RequestEnv = z
     DEFAULT_GRAPH: z.string().min(1).default('default'),
     REQUEST_DEADLINE_MS: int(1).default(110_000),
     MAX_CANDIDATES: int(1).default(1024),
+    MAX_RANK_CALLS: int(1).default(4096),
     MIN_CANDIDATE_CHARS: int(0).default(CANDIDATE_LIMIT_DEFAULTS.minChars),
     MAX_CANDIDATE_CHARS: int(1).default(CANDIDATE_LIMIT_DEFAULTS.maxChars),
     FAILURE_REWARD: decimal().optional(),
@@ -202,6 +203,8 @@ const RequestEnv = z
     requestDeadlineMs: e.REQUEST_DEADLINE_MS,
     /** Candidates per request (all groups of a batch together). */
     maxCandidates: e.MAX_CANDIDATES,
+    /** LLM calls a ranking request's schedule may plan (pairs × 2 orders × judges); beyond it 400. */
+    maxRankCalls: e.MAX_RANK_CALLS,
     candidateLimits: { minChars: e.MIN_CANDIDATE_CHARS, maxChars: e.MAX_CANDIDATE_CHARS },
     /** When set, trainer adapters answer this reward for failed judgments instead of 503. */
     failureReward: e.FAILURE_REWARD,

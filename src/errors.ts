@@ -10,6 +10,7 @@ const STATUS = {
   RW_PROMPT_MISMATCH: 400,
   /** An inline graph while ALLOW_INLINE_GRAPHS is off, or one beyond the operator's INLINE_* limits. */
   RW_GRAPH_NOT_ALLOWED: 403,
+  RW_TOO_MANY_COMPARISONS: 400,
   RW_UNAUTHORIZED: 401,
   RW_NOT_FOUND: 404,
   RW_UNKNOWN_GRAPH: 404,

@@ -1,4 +1,4 @@
-import type { Focus, RoleContext, Verdict } from '../roles/types.js';
+import type { ComparativeContext, Focus, RoleContext, Verdict } from '../roles/types.js';
 import type { ErrorCode } from '../errors.js';
 
 export type { Verdict } from '../roles/types.js';
@@ -95,7 +95,7 @@ export interface LlmRequest {
   seed?: number | undefined;
   focus?: Focus | undefined;
   /** The structured context the prompt was rendered from (the offline backend answers from it). */
-  context: RoleContext;
+  context: RoleContext | ComparativeContext;
 }
 
 export interface LlmReply {

@@ -1,13 +1,18 @@
 import { createHash } from 'node:crypto';
+import type { z } from 'zod';
+
 import { analyst } from './analyst.js';
+import { comparison, pick } from './comparison.js';
+import { CRITERION_NAMES } from './criteria.js';
 import { critic } from './critic.js';
 import { evaluator } from './evaluator.js';
 import { judge } from './judge.js';
 import { lexical } from './lexical.js';
 import { moderator } from './moderator.js';
+import { rating } from './rating.js';
 import { REVIEWER_FOCI, reviewer } from './reviewer.js';
 import { STRICTNESS_LEVELS } from './strictness.js';
-import type { Role, RoleContext } from './types.js';
+import type { ComparativeContext, Role, RoleContext } from './types.js';
 
 export { analyst, critic, evaluator, judge, lexical, moderator, reviewer };
 
@@ -68,3 +73,46 @@ function promptVersion(): string {
  * runs; changes whenever a prompt or schema changes. Reported with every judgment.
  */
 export const PROMPT_VERSION: string = promptVersion();
+
+export { comparison, pick, rating };
+
+/** The roles of comparative judging (not graph nodes), by name. */
+export const COMPARATIVE_ROLES = new Map<string, typeof comparison | typeof pick | typeof rating>([
+  [comparison.name, comparison],
+  [pick.name, pick],
+  [rating.name, rating],
+]);
+
+/** The output schema of a comparative role, or undefined. */
+export function getComparativeSchema(name: string): z.ZodType | undefined {
+  return COMPARATIVE_ROLES.get(name)?.output;
+}
+
+/** True for the context of a comparative role (graph roles' contexts carry no `kind`). */
+export function isComparativeContext(ctx: RoleContext | ComparativeContext): ctx is ComparativeContext {
+  return 'kind' in ctx;
+}
+
+function comparativePromptVersion(): string {
+  const hash = createHash('sha256');
+  const base = { question: '', nonce: 'VERSIONPROBE' };
+  for (const criterion of CRITERION_NAMES) {
+    for (const groundTruth of ['', null]) {
+      const shared = { ...base, criterion, groundTruth };
+      const prompts = [
+        comparison.render({ ...shared, kind: 'pair', a: '', b: '' }),
+        pick.render({ ...shared, kind: 'pick', candidates: ['', ''] }),
+        rating.render({ ...shared, kind: 'rating', idea: '' }),
+      ];
+      for (const p of prompts) hash.update(`system:${p.system}\nuser:${p.user}\n`);
+    }
+  }
+  for (const role of COMPARATIVE_ROLES.values()) hash.update(`schema:${JSON.stringify(role.jsonSchema)}\n`);
+  return hash.digest('hex').slice(0, 12);
+}
+
+/**
+ * 12-hex sha256 over every comparative role's prompts (each criterion, with and without ground truth) and
+ * schemas. Separate from PROMPT_VERSION so changing a comparison prompt does not invalidate judgment caches.
+ */
+export const COMPARATIVE_PROMPT_VERSION: string = comparativePromptVersion();

@@ -58,3 +58,51 @@ export interface Role<S extends z.ZodType = z.ZodType> {
   /** Only for kind `local`: compute the output directly. */
   compute?(ctx: RoleContext): z.infer<S>;
 }
+
+/**
+ * What comparative and absolute judging judge on: `match` (closeness to the ground truth's core method; needs a
+ * ground truth) or one of the paper's evaluation criteria.
+ */
+export type Criterion = 'match' | 'novelty' | 'feasibility' | 'effectiveness';
+
+interface ComparativeBase {
+  question: string;
+  /** The published paper's abstract / golden idea; null when judging on the criterion alone. */
+  groundTruth: string | null;
+  criterion: Criterion;
+  /** Per-judgment random nonce fencing the candidates. */
+  nonce: string;
+}
+
+/** Two candidates in the order they are shown: `a` in position A, `b` in position B. */
+export interface PairContext extends ComparativeBase {
+  kind: 'pair';
+  a: string;
+  b: string;
+}
+
+/** One idea scored on an absolute 1–5 scale. */
+export interface RatingContext extends ComparativeBase {
+  kind: 'rating';
+  idea: string;
+}
+
+/** N candidates shown together; the judge names the best one (1-based). */
+export interface PickContext extends ComparativeBase {
+  kind: 'pick';
+  candidates: readonly string[];
+}
+
+export type ComparativeContext = PairContext | RatingContext | PickContext;
+
+/**
+ * A role of comparative judging: data plus a pure prompt builder, like `Role`, but over a comparative context.
+ * These roles are not graph nodes: the comparison engine (`judge/compare.ts`) calls them directly.
+ */
+export interface ComparativeRole<S extends z.ZodType, C extends ComparativeContext> {
+  readonly name: string;
+  readonly kind: C['kind'];
+  readonly output: S;
+  readonly jsonSchema: Record<string, unknown>;
+  render(ctx: C): RenderedPrompt;
+}

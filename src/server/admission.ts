@@ -23,6 +23,12 @@
 import { toError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
 
+/**
+ * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
+ * calls per unit, and a stable key under which its measured cost is tracked).
+ */
+export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'criticalPathCalls'>;
+
 type Release = () => void;
 
 interface Waiter {
@@ -142,7 +148,7 @@ export class Admission {
   }
 
   /** Expected calls per judgment of `graph`: measured (smoothed), else its static count. */
-  costOf(graph: CompiledGraph): number {
+  costOf(graph: WorkShape): number {
     return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
   }
 
@@ -166,7 +172,7 @@ export class Admission {
   }
 
   /** A graph's drain rate in judgments per second. */
-  drainJudgmentsPerS(graph: CompiledGraph): number {
+  drainJudgmentsPerS(graph: WorkShape): number {
     return this.drainCallsPerS() / Math.max(1, this.costOf(graph));
   }
 
@@ -176,7 +182,7 @@ export class Admission {
   }
 
   /** True when a one-judgment request of `graph` with a full deadline would be refused now. */
-  saturated(graph: CompiledGraph, deadlineMs: number): boolean {
+  saturated(graph: WorkShape, deadlineMs: number): boolean {
     return !this.decide([graph], deadlineMs).ok;
   }
 
@@ -185,7 +191,7 @@ export class Admission {
    * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs`. With nothing admitted
    * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time out.
    */
-  decide(graphs: readonly CompiledGraph[], remainingMs: number): AdmissionDecision {
+  decide(graphs: readonly WorkShape[], remainingMs: number): AdmissionDecision {
     const n = graphs.length;
     if (n === 0) return { ok: true };
     let calls = 0;
@@ -225,7 +231,7 @@ export class Admission {
   }
 
   /** Adds one admitted judgment of `graph` to the backlog; call `done` exactly once when it ended. */
-  admit(graph: CompiledGraph): Ticket {
+  admit(graph: WorkShape): Ticket {
     const cost = this.costOf(graph);
     this.#backlogCalls += cost;
     let finished = false;

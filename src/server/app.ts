@@ -18,6 +18,7 @@ import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { BACKEND_DEFAULTS } from '../settings/defaults.js';
 import { Admission, type Refusal } from './admission.js';
+import { createComparisonService } from './comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
@@ -26,6 +27,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
 import { registerGraphRoutes } from './routes/graphs.js';
 import { registerOpsRoutes } from './routes/ops.js';
+import { registerRankRoutes } from './routes/rank.js';
 import { registerRewardRoutes } from './routes/reward.js';
 import { createSchemas } from './schemas.js';
 import type { TranscriptSink } from './transcripts.js';
@@ -207,12 +209,22 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       maxEntries: IDEMPOTENCY_MAX_ENTRIES,
     },
   });
+  const comparisons = createComparisonService({
+    router,
+    metrics,
+    admission,
+    cacheSize: config.cacheSize,
+    candidateLimits: config.candidateLimits,
+    transcripts: deps.transcripts,
+    onInternalError: (err) => app.log.error({ err }, 'comparison failed unexpectedly'),
+  });
   const ctx: ServerContext = {
     config,
     router,
     metrics,
     admission,
     service,
+    comparisons,
     schemas: createSchemas(config.maxCandidates, config.textLimits),
     defaultGraph,
     inlineGraphs: { ...config.inlineGraphs, models: configuredModels(config) },
@@ -257,6 +269,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     graceTimer = setTimeout(() => {
       app.log.warn('shutdown grace period over: aborting judgments still in flight');
       service.abortAll();
+      comparisons.abortAll();
     }, config.shutdownGraceMs);
     graceTimer.unref();
     done();
@@ -265,11 +278,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onClose', (_instance, done) => {
     clearTimeout(graceTimer);
     service.abortAll();
+    comparisons.abortAll();
     done();
   });
 
   registerRewardRoutes(app, ctx);
   registerAdapterRoutes(app, ctx);
+  registerRankRoutes(app, ctx);
   registerGraphRoutes(app, ctx);
   registerOpsRoutes(app, ctx);
   return app;

@@ -7,6 +7,7 @@ import { assertInlineAllowed, checkInlineGraph, type InlineGraphPolicy } from '.
 import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { Admission } from './admission.js';
+import type { ComparisonService } from './comparing.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
 import type { Schemas } from './schemas.js';
@@ -17,6 +18,7 @@ export interface ServerContext {
   metrics: Metrics;
   admission: Admission;
   service: JudgeService;
+  comparisons: ComparisonService;
   schemas: Schemas;
   defaultGraph: GraphChoice;
   /** What an inline graph spec in a body may do (ALLOW_INLINE_GRAPHS, INLINE_*). */

@@ -5,6 +5,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
+import type { PairJudgment } from '../judge/compare.js';
 import type { Backend, CallEvent, Judgment, ReplicaSnapshot, RetryEvent } from '../judge/types.js';
 
 /**
@@ -79,6 +80,13 @@ export interface Metrics {
   backendRetries: Counter<'backend' | 'result'>;
   /** Feeds reward_backend_retries_total; pass as the engine's JudgeObserver.onRetry. */
   observeRetry(event: RetryEvent): void;
+  comparisons: Counter<'criterion' | 'status'>;
+  positionBiasEvents: Counter<'criterion'>;
+  comparisonDuration: Histogram<'criterion'>;
+  comparisonCacheLookups: Counter<'result'>;
+  rankPositionBiasRate: Histogram<'route' | 'criterion'>;
+  /** Counts one computed pairwise comparison (both orders) under its criterion. */
+  observeComparison(criterion: string, judgment: PairJudgment): void;
   /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
   observeCall(event: CallEvent): void;
   /** Counts one computed judgment under its graph label (a preset name or `custom`). */
@@ -298,6 +306,39 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const comparisons = new Counter({
+    name: 'reward_comparisons_total',
+    help: 'Pairwise comparisons computed (both orders; cache hits excluded), by criterion and status.',
+    labelNames: ['criterion', 'status'] as const,
+    registers,
+  });
+  const positionBiasEvents = new Counter({
+    name: 'reward_position_bias_events_total',
+    help: 'Computed comparisons whose two orders disagreed (counted as ties), by criterion.',
+    labelNames: ['criterion'] as const,
+    registers,
+  });
+  const comparisonDuration = new Histogram({
+    name: 'reward_comparison_duration_seconds',
+    help: 'Duration of one computed comparison (both orders), by criterion.',
+    labelNames: ['criterion'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const comparisonCacheLookups = new Counter({
+    name: 'reward_comparison_cache_lookups_total',
+    help: 'Comparison lookups: hit (cached), coalesced (joined one in flight), miss (computed).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const rankPositionBiasRate = new Histogram({
+    name: 'reward_rank_position_bias_rate',
+    help: 'Per ranking request: share of its judged comparisons whose two orders disagreed, by route and criterion.',
+    labelNames: ['route', 'criterion'] as const,
+    buckets: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1],
+    registers,
+  });
+
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
   const backendLabel = boundedLabel(MAX_LABEL_VALUES);
@@ -326,6 +367,16 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     backendRetries,
     observeRetry(event) {
       backendRetries.labels(backendLabel(event.backend), event.allowed ? 'allowed' : 'denied').inc();
+    },
+    comparisons,
+    positionBiasEvents,
+    comparisonDuration,
+    comparisonCacheLookups,
+    rankPositionBiasRate,
+    observeComparison(criterion, judgment) {
+      comparisons.labels(criterion, judgment.status).inc();
+      comparisonDuration.labels(criterion).observe(judgment.latencyMs / 1000);
+      if (judgment.positionBias) positionBiasEvents.labels(criterion).inc();
     },
     observeCall(event) {
       const role = roleLabel(event.role);

@@ -6,6 +6,9 @@
 import { z } from 'zod';
 
 import { RewardError } from '../errors.js';
+import { MAX_JUDGES } from '../judge/compare.js';
+import { SCHEDULES } from '../judge/tournament.js';
+import { CriterionName, needsGroundTruth } from '../roles/criteria.js';
 
 const NUL = '\u0000';
 
@@ -171,7 +174,83 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     instance_config: z.record(z.string(), z.unknown()).optional(),
   });
 
-  return { Group, Batch, Judge, OpenRlhf, Slime, Verify, LabelObject, GroundTruth };
+  /** Criterion rules shared by the comparative bodies: `match` needs a ground truth, and so does omitting it. */
+  const checkCriterion = (
+    body: { ground_truth?: string | undefined; criterion?: string | undefined },
+    ctx: z.RefinementCtx,
+  ): void => {
+    if (body.criterion === undefined && body.ground_truth === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['criterion'],
+        message: 'required when there is no ground_truth',
+      });
+    }
+    const c = CriterionName.safeParse(body.criterion);
+    if (c.success && needsGroundTruth(c.data) && body.ground_truth === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ground_truth'], message: `required by criterion "${c.data}"` });
+    }
+  };
+  const Comparative = {
+    question: Question.default(''),
+    ground_truth: GroundTruth.optional(),
+    criterion: CriterionName.optional(),
+    judges: z.number().int().min(1).max(MAX_JUDGES).default(1),
+    request_id: z.string().max(200).optional(),
+  };
+  const Rank = z
+    .strictObject({
+      ...Comparative,
+      candidates: z.array(Text).min(2).max(maxCandidates),
+      schedule: z.enum(SCHEDULES).default('all_pairs'),
+      method: z.enum(['bradley_terry', 'elo']).default('bradley_terry'),
+      reward_mode: z.enum(['graded', 'top_k']).default('graded'),
+      top_k: z.number().int().min(1).optional(),
+      include_transcripts: z.boolean().optional(),
+    })
+    .superRefine((body, ctx) => {
+      checkCriterion(body, ctx);
+      if (body.top_k !== undefined && body.reward_mode !== 'top_k') {
+        ctx.addIssue({ code: 'custom', path: ['top_k'], message: 'only with reward_mode "top_k"' });
+      }
+    });
+
+  const BestOfN = z
+    .strictObject({
+      ...Comparative,
+      candidates: z.array(Text).min(1).max(maxCandidates),
+      criterion: CriterionName,
+      method: z.enum(['tournament', 'pick']).default('tournament'),
+      schedule: z.enum(SCHEDULES).default('all_pairs'),
+    })
+    .superRefine(checkCriterion);
+
+  /** slime `--group-rm`: the samples of one (or more) prompt groups. */
+  const SlimeGroup = z.strictObject({ samples: z.array(Slime).min(1).max(maxCandidates) });
+
+  /** `?schedule=…&criterion=…` on the group adapters (their bodies are fixed by the trainers). */
+  const GroupQuery = z.strictObject({
+    schedule: z.enum(SCHEDULES).default('all_pairs'),
+    criterion: CriterionName.default('match'),
+    reward_mode: z.enum(['graded', 'top_k']).default('graded'),
+    top_k: z.coerce.number().int().min(1).optional(),
+    judges: z.coerce.number().int().min(1).max(MAX_JUDGES).default(1),
+  });
+
+  return {
+    Group,
+    Batch,
+    Judge,
+    OpenRlhf,
+    Slime,
+    Verify,
+    LabelObject,
+    GroundTruth,
+    Rank,
+    BestOfN,
+    SlimeGroup,
+    GroupQuery,
+  };
 }
 
 export type Schemas = ReturnType<typeof createSchemas>;

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
+import type { PairInput, PairJudgment } from '../judge/compare.js';
 import type { Judgment, JudgmentInput } from '../judge/types.js';
 
 export interface TranscriptSink {
@@ -129,5 +130,52 @@ export function toTranscriptRecord(
     },
     transcript: j.transcript,
     debate: j.debate,
+  };
+}
+
+/**
+ * One JSONL line of TRANSCRIPTS_PATH for a computed pairwise comparison (`kind: "comparison"`): ids, criterion,
+ * hashed and raw inputs in the order judged (`a` shown first in order `ab`), the outcome and every vote.
+ */
+export function toComparisonTranscriptRecord(
+  comparisonId: string,
+  j: PairJudgment,
+  input: PairInput,
+  judges: number,
+  backend: string,
+  requestId: string | undefined,
+): Record<string, unknown> {
+  return {
+    kind: 'comparison',
+    comparison_id: comparisonId,
+    time: new Date().toISOString(),
+    request_id: requestId,
+    prompt_version: j.promptVersion,
+    backend,
+    criterion: input.criterion,
+    judges,
+    input: {
+      question_sha256: sha256(input.question),
+      ground_truth_sha256: input.groundTruth === null ? null : sha256(input.groundTruth),
+      a_sha256: sha256(input.a),
+      b_sha256: sha256(input.b),
+      question: input.question,
+      ground_truth: input.groundTruth,
+      a: input.a,
+      b: input.b,
+    },
+    status: j.status,
+    preference: j.preference,
+    orders: j.orders,
+    position_bias: j.positionBias,
+    reason: j.reason,
+    error: j.error,
+    latency_ms: Math.round(j.latencyMs),
+    usage: {
+      calls: j.usage.calls,
+      prompt_tokens: j.usage.promptTokens,
+      completion_tokens: j.usage.completionTokens,
+    },
+    votes: j.votes,
   };
 }

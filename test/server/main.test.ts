@@ -200,6 +200,33 @@ describe('node dist/server/main.js', () => {
     expect(fake.callCount).toBe(9);
   });
 
+  it('lets a /v1/rank in flight at SIGTERM finish with every comparison, and exits 0', async () => {
+    fake = await startFakeOpenAI({
+      latencyMs: 200,
+      fallback: {
+        kind: 'json',
+        body: { reasoning: 'r', winner: 'A', margin: 'slight', confidence: 0.6 },
+      },
+    });
+    const server = await startServer({
+      JUDGE_BASE_URL: fake.baseURL,
+      JUDGE_MODEL: 'fake-model',
+      SHUTDOWN_GRACE_MS: '10000',
+    });
+    const inFlight = post(`${server.url}/v1/rank`, group([candidate(0), candidate(1), candidate(2)]));
+    const f = fake;
+    await waitFor(() => f.inflight() > 0, 'the comparisons to reach the backend');
+    server.child.kill('SIGTERM');
+    const res = await inFlight;
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Json;
+    expect(body.comparisons).toMatchObject({ scheduled: 3, ok: 3, failed: 0 });
+    // An always-"A" judge: every pair is a position-bias event and a tie.
+    expect(body.position_bias.rate).toBe(1);
+    expect(fake.callCount).toBe(6);
+    expect(await server.exit).toBe(0);
+  });
+
   it('aborts judgments still running when SHUTDOWN_GRACE_MS runs out, answers them as failures, and exits 0', async () => {
     fake = await startFakeOpenAI({ fallback: { kind: 'hang' } });
     const server = await startServer({

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 
 import { RewardError } from '../../errors.js';
-import { getRole } from '../../roles/index.js';
+import { getComparativeSchema, getRole, isComparativeContext } from '../../roles/index.js';
 import {
   marginConfidence,
   matchProbability,
@@ -18,6 +18,7 @@ import {
 import type { Focus, RoleContext, Verdict, VisibleMessage } from '../../roles/types.js';
 import { matchProbability as stanceMatchProbability } from '../decision.js';
 import type { Backend, CallOptions, LlmReply, LlmRequest } from '../types.js';
+import { offlineComparativeAnswer } from './offline-compare.js';
 
 /**
  * The embedded `offline` backend: a deterministic, in-process heuristic that answers every role's schema
@@ -116,6 +117,7 @@ function stanceProbability(m: VisibleMessage): number | null {
 /** The role's answer as a plain object in schema field order (reasoning first). */
 function answer(request: LlmRequest): Record<string, unknown> {
   const ctx = request.context;
+  if (isComparativeContext(ctx)) return offlineComparativeAnswer(ctx);
   const focus = request.focus ?? ctx.node.focus;
   const jitter = request.seed === undefined ? 0 : SEED_JITTER * seedUnit(request.seed);
   switch (request.role) {
@@ -256,8 +258,8 @@ export function createOfflineBackend(): Backend {
         options.signal.throwIfAborted();
         return answer(request);
       });
-      const role = getRole(request.role);
-      if (role === undefined || !role.output.safeParse(value).success) {
+      const schema = getRole(request.role)?.output ?? getComparativeSchema(request.role);
+      if (schema === undefined || !schema.safeParse(value).success) {
         throw new RewardError('RW_INTERNAL', `offline backend produced no valid '${request.role}' answer`);
       }
       const text = JSON.stringify(value);

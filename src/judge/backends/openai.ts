@@ -383,7 +383,8 @@ export function createOpenAICompatibleBackend(
     // (Node 20's getMaxListeners throws on a signal once set to 0, so set unconditionally.)
     setMaxListeners(0, signal);
     const tokens = estimateTokens(request.messages, request.maxTokens);
-    const key = routingKey(request.context.groundTruth);
+    // A comparison judged without a ground truth keeps its group on one replica by its question.
+    const key = routingKey(request.context.groundTruth ?? request.context.question);
     // The first attempt's place in its prefix's stagger (retries go at once).
     let turn: StaggerTurn | undefined;
     // The replica whose last attempt failed is avoided by the retry.

@@ -56,7 +56,7 @@ export function questionFromMessages(messages: string | readonly Message[]): str
 
 /** A label: the ground truth, `{ground_truth, question?}`, or that object as a JSON string (as some
  * trainers' datasets store it); the parsed object goes through the same checks as an inline one. */
-function labelParts(label: Label, schemas: Schemas, at: ReadonlyArray<PropertyKey>): LabelFields {
+export function labelParts(label: Label, schemas: Schemas, at: ReadonlyArray<PropertyKey>): LabelFields {
   if (typeof label !== 'string') {
     const parsed = parseOr400(schemas.LabelObject, label, 'body', at);
     return { groundTruth: parsed.ground_truth, question: parsed.question };

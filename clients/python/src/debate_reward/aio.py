@@ -8,7 +8,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._http import Attempts, ConnectionFailure, Response, decode_json, dumps
-from .client import Graph, GroupInput, RewardClient, batch_body, judge_body, reward_body
+from .client import (
+    Graph,
+    GroupInput,
+    RewardClient,
+    batch_body,
+    best_of_n_body,
+    judge_body,
+    rank_body,
+    reward_body,
+)
 from .results import GroupResult, JudgeResult, parse_batch, parse_group, parse_judgment
 
 
@@ -133,6 +142,17 @@ class AsyncRewardClient:
         body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
         data, attempts = await self._request("POST", "/v1/judge", body)
         return parse_judgment(data, attempts)
+
+    async def rank(self, question: str, candidates: Sequence[str], **options: Any) -> Dict[str, Any]:
+        """`POST /v1/rank` (see `RewardClient.rank`)."""
+        return (await self._request("POST", "/v1/rank", rank_body(question, candidates, **options)))[0]
+
+    async def best_of_n(
+        self, question: str, candidates: Sequence[str], criterion: str, **options: Any
+    ) -> Dict[str, Any]:
+        """`POST /v1/best-of-n` (see `RewardClient.best_of_n`)."""
+        body = best_of_n_body(question, candidates, criterion, **options)
+        return (await self._request("POST", "/v1/best-of-n", body))[0]
 
     async def graphs(self) -> Any:
         return (await self._request("GET", "/v1/graphs"))[0]

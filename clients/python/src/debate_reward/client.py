@@ -102,8 +102,75 @@ def judge_body(question: str, ground_truth: str, candidate: str, graph: Optional
     return body
 
 
+SCHEDULES = ("all_pairs", "circular", "swiss")
+CRITERIA = ("match", "novelty", "feasibility", "effectiveness")
+
+
+def rank_body(
+    question: str,
+    candidates: Any,
+    *,
+    ground_truth: Optional[str] = None,
+    criterion: Optional[str] = None,
+    schedule: str = "all_pairs",
+    judges: int = 1,
+    reward_mode: str = "graded",
+    top_k: Optional[int] = None,
+    method: str = "bradley_terry",
+    request_id: Optional[str] = None,
+) -> Dict[str, Any]:
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}")
+    if criterion is not None and criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}")
+    if ground_truth is None and criterion is None:
+        raise ValueError("give a ground_truth or a criterion")
+    body: Dict[str, Any] = {
+        "question": _check_text("question", question),
+        "candidates": _check_candidates(candidates),
+        "schedule": schedule,
+        "judges": judges,
+        "reward_mode": reward_mode,
+        "method": method,
+    }
+    if ground_truth is not None:
+        body["ground_truth"] = _check_text("ground_truth", ground_truth)
+    if criterion is not None:
+        body["criterion"] = criterion
+    if top_k is not None:
+        body["top_k"] = top_k
+    if request_id is not None:
+        body["request_id"] = _check_text("request_id", request_id)
+    return body
+
+
+def best_of_n_body(
+    question: str,
+    candidates: Any,
+    criterion: str,
+    *,
+    ground_truth: Optional[str] = None,
+    method: str = "tournament",
+    schedule: str = "all_pairs",
+    judges: int = 1,
+) -> Dict[str, Any]:
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}")
+    body: Dict[str, Any] = {
+        "question": _check_text("question", question),
+        "candidates": _check_candidates(candidates),
+        "criterion": criterion,
+        "method": method,
+        "schedule": schedule,
+        "judges": judges,
+    }
+    if ground_truth is not None:
+        body["ground_truth"] = _check_text("ground_truth", ground_truth)
+    return body
+
+
 class RewardClient:
-    """Client for `POST /v1/reward`, `/v1/reward/batch` and `/v1/judge`.
+    """Client for `POST /v1/reward`, `/v1/reward/batch`, `/v1/judge`, `/v1/rank` and `/v1/best-of-n`.
 
     Args:
         base_url: e.g. `http://127.0.0.1:8080` (a path prefix is kept, e.g. behind a proxy).
@@ -248,6 +315,22 @@ class RewardClient:
         body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
         data, attempts = self._request("POST", "/v1/judge", body)
         return parse_judgment(data, attempts)
+
+    def rank(self, question: str, candidates: Sequence[str], **options: Any) -> Dict[str, Any]:
+        """`POST /v1/rank`: a pairwise tournament over one group (keyword options as in `rank_body`:
+        ground_truth, criterion, schedule, judges, reward_mode, top_k, method, request_id). Returns the
+        answer as a dict: `scores` / `rewards` (None for a candidate without any successful comparison),
+        `ranking`, `ci`, `comparisons`, `calls`, `position_bias`, `results`, `pairs`."""
+        data, _ = self._request("POST", "/v1/rank", rank_body(question, candidates, **options))
+        return data
+
+    def best_of_n(
+        self, question: str, candidates: Sequence[str], criterion: str, **options: Any
+    ) -> Dict[str, Any]:
+        """`POST /v1/best-of-n`: `best_index` (None when nothing could be picked), the scores behind it and
+        the method (`tournament`, or `pick`: one "pick the best" call)."""
+        data, _ = self._request("POST", "/v1/best-of-n", best_of_n_body(question, candidates, criterion, **options))
+        return data
 
     def graphs(self) -> Any:
         """`GET /v1/graphs`: the presets and their specs."""

@@ -1,0 +1,158 @@
+/**
+ * One structured LLM answer for a comparative role: a backend call (the backend retries 408/429/5xx,
+ * connection errors and timeouts within the deadline), schema validation, and one bounded re-ask on invalid
+ * output — the same semantics as a graph node in `runJudgment`. Never rejects: failures come back as values.
+ */
+import { performance } from 'node:perf_hooks';
+import type { z } from 'zod';
+
+import { RewardError, type ErrorCode } from '../errors.js';
+import type { ComparativeContext, RenderedPrompt } from '../roles/types.js';
+import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
+import type { ChatMessage, JudgeObserver, Route } from './types.js';
+
+export interface AskSpec<T> {
+  /** Role name: the schema name sent to the backend and the metrics label. */
+  role: string;
+  /** Routing node id (the routing file may map it to another backend or model). */
+  nodeId: string;
+  route: Route;
+  prompt: RenderedPrompt;
+  schema: z.ZodType<T>;
+  jsonSchema: Record<string, unknown>;
+  context: ComparativeContext;
+  temperature?: number | undefined;
+  seed?: number | undefined;
+  /** A check the schema cannot express (e.g. a pick within 1..N): an error text makes the reply invalid. */
+  check?: ((value: T) => string | null) | undefined;
+}
+
+export interface AskOptions {
+  signal: AbortSignal;
+  /** Absolute deadline, epoch ms. */
+  deadline: number;
+  observer?: JudgeObserver | undefined;
+}
+
+/** What one ask cost, whether it succeeded or not. */
+export interface AskCost {
+  model: string;
+  /** Backend calls made: 1 + re-asks (HTTP retries are inside one call). */
+  calls: number;
+  attempts: number;
+  reasks: number;
+  promptTokens: number;
+  completionTokens: number;
+  /** Backend-reported prefix-cache hits summed over calls; null when a call did not report them. */
+  cachedPromptTokens: number | null;
+  latencyMs: number;
+}
+
+export type AskResult<T> =
+  ({ ok: true; value: T } & AskCost) | ({ ok: false; error: { code: ErrorCode; message: string } } & AskCost);
+
+function toFailure(err: unknown): { code: ErrorCode; message: string } {
+  if (err instanceof RewardError) return { code: err.code, message: err.message };
+  return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };
+}
+
+export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): Promise<AskResult<T>> {
+  const { route } = spec;
+  const messages: ChatMessage[] = [
+    { role: 'system', content: spec.prompt.system },
+    { role: 'user', content: spec.prompt.user },
+  ];
+  const started = performance.now();
+  const cost: AskCost = {
+    model: route.model,
+    calls: 0,
+    attempts: 0,
+    reasks: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    cachedPromptTokens: 0,
+    latencyMs: 0,
+  };
+  const done = (): AskCost => ({ ...cost, latencyMs: performance.now() - started });
+  for (let ask = 0; ; ask++) {
+    if (options.signal.aborted) {
+      return { ok: false, error: toFailure(options.signal.reason), ...done() };
+    }
+    cost.calls += 1;
+    const callStarted = performance.now();
+    let reply;
+    try {
+      reply = await route.backend.complete(
+        {
+          role: spec.role,
+          nodeId: spec.nodeId,
+          model: route.model,
+          messages,
+          schemaName: spec.role,
+          jsonSchema: spec.jsonSchema,
+          temperature: route.temperature ?? spec.temperature,
+          topP: route.topP,
+          maxTokens: route.maxTokens,
+          seed: spec.seed,
+          context: spec.context,
+        },
+        { signal: options.signal, deadline: options.deadline, observer: options.observer },
+      );
+    } catch (err) {
+      const failure = toFailure(err);
+      cost.attempts += 1;
+      options.observer?.onCall?.({
+        role: spec.role,
+        model: route.model,
+        backend: route.backend.name,
+        outcome: failure.code,
+        latencyMs: performance.now() - callStarted,
+        promptTokens: 0,
+        completionTokens: 0,
+        cachedPromptTokens: null,
+      });
+      return { ok: false, error: failure, ...done() };
+    }
+    cost.attempts += reply.attempts;
+    cost.promptTokens += reply.promptTokens;
+    cost.completionTokens += reply.completionTokens;
+    const cached = reply.cachedPromptTokens ?? null;
+    cost.cachedPromptTokens =
+      cost.cachedPromptTokens === null || cached === null ? null : cost.cachedPromptTokens + cached;
+    const parsed = parseReply(reply.text, spec.schema);
+    let problem = parsed.ok ? null : parsed.error;
+    let value: T | undefined;
+    if (parsed.ok) {
+      const check = spec.schema.safeParse(parsed.value);
+      if (check.success) {
+        value = check.data;
+        problem = spec.check?.(check.data) ?? null;
+      } else {
+        problem = 'reply does not match the schema';
+      }
+    }
+    options.observer?.onCall?.({
+      role: spec.role,
+      model: route.model,
+      backend: route.backend.name,
+      outcome: problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE',
+      latencyMs: reply.latencyMs,
+      promptTokens: reply.promptTokens,
+      completionTokens: reply.completionTokens,
+      cachedPromptTokens: cached,
+    });
+    if (problem === null && value !== undefined) return { ok: true, value, ...done() };
+    if (ask >= MAX_REASKS) {
+      return {
+        ok: false,
+        error: {
+          code: 'RW_JUDGE_UNPARSABLE',
+          message: `${spec.nodeId}: invalid output after ${ask + 1} replies (${problem ?? 'invalid'})`,
+        },
+        ...done(),
+      };
+    }
+    cost.reasks += 1;
+    messages.push(...reaskMessages(reply.text, problem ?? 'invalid'));
+  }
+}

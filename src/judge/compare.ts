@@ -1,0 +1,566 @@
+/**
+ * Comparative judging, one unit at a time, with the failure semantics of `runJudgment`: a per-unit deadline
+ * (`timeout`), the caller's abort signal, the backend's retries, one re-ask on invalid output, and failures
+ * as values (`judge_error` / `timeout` with a null result — never a loss, never a 0).
+ *
+ * - `comparePair`: one pair, asked in both orders (A,B) and (B,A), by `judges` independent judges each. Each
+ *   order's answer is the judges' plurality (a split is a tie). Orders that disagree are a position-bias
+ *   event, and the pair is a tie. 2 × judges LLM calls.
+ * - `rateIdea`: one idea, an integer 1–5 on one criterion (1 LLM call).
+ * - `pickBest`: N ideas in one prompt, the best one named (1 LLM call).
+ * Degenerate candidates (empty, fillers, too short or long) are decided without any LLM call: one loses to
+ * any real idea, two tie, a rating is 1, and a pick never chooses one.
+ */
+import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+
+import { RewardError, type ErrorCode } from '../errors.js';
+import { COMPARATIVE_PROMPT_VERSION, comparison, pick, rating } from '../roles/index.js';
+import type { ComparativeContext, Criterion } from '../roles/types.js';
+import { askStructured, type AskResult } from './ask.js';
+import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
+import { nextNonce } from './nonce.js';
+import type { JudgeObserver, Router, Usage } from './types.js';
+
+/** Parallel judges of one order sample at this temperature with distinct seeds (a single judge at 0). */
+export const MULTI_JUDGE_TEMPERATURE = 0.7;
+/** Most independent judges per order a request may ask for. */
+export const MAX_JUDGES = 5;
+
+export type UnitStatus = 'ok' | 'rejected_input' | 'judge_error' | 'timeout';
+
+export interface ComparativeOptions {
+  router: Router;
+  /** Absolute deadline, epoch ms: unfinished units end `timeout`. */
+  deadline: number;
+  signal?: AbortSignal | undefined;
+  observer?: JudgeObserver | undefined;
+  limits?: CandidateLimits | undefined;
+  /** Fence nonce; random per unit unless a test pins it. */
+  nonce?: string | undefined;
+}
+
+interface Shared {
+  question: string;
+  /** Null: judge on the criterion alone. */
+  groundTruth: string | null;
+  criterion: Criterion;
+}
+
+export interface PairInput extends Shared {
+  a: string;
+  b: string;
+}
+
+/** Which candidate of a pair is better: `a`, `b`, or a tie. */
+export type Preference = 'a' | 'b' | 'tie';
+
+/** One judge's answer in one order, mapped back to the candidates. */
+export interface OrderVote {
+  /** `ab`: a shown as A; `ba`: b shown as A. */
+  order: 'ab' | 'ba';
+  judge: number;
+  nodeId: string;
+  model: string;
+  /** As answered, in the shown positions; null when the call failed. */
+  winner: 'A' | 'B' | 'tie' | null;
+  preference: Preference | null;
+  margin: string | null;
+  confidence: number | null;
+  reasoning: string | null;
+  calls: number;
+  attempts: number;
+  reasks: number;
+  promptTokens: number;
+  completionTokens: number;
+  cachedPromptTokens: number | null;
+  latencyMs: number;
+  error?: { code: ErrorCode; message: string } | undefined;
+}
+
+interface UnitBase {
+  status: UnitStatus;
+  reason?: string | undefined;
+  error?: { code: ErrorCode; message: string } | undefined;
+  usage: Usage;
+  latencyMs: number;
+  promptVersion: string;
+}
+
+export interface PairJudgment extends UnitBase {
+  /** The pair's result; null exactly when the comparison failed. */
+  preference: Preference | null;
+  /** Each order's plurality, mapped to the candidates (null when that order failed or was not asked). */
+  orders: { ab: Preference | null; ba: Preference | null };
+  /** The two orders disagreed (the pair counts as a tie). */
+  positionBias: boolean;
+  votes: OrderVote[];
+}
+
+export interface RatingInput extends Shared {
+  idea: string;
+}
+
+export interface RatingJudgment extends UnitBase {
+  /** 1–5; null exactly on failure. */
+  score: number | null;
+  reasoning: string | null;
+}
+
+export interface PickInput extends Shared {
+  candidates: readonly string[];
+}
+
+export interface PickJudgment extends UnitBase {
+  /** 0-based index into the input candidates; null on failure or when every candidate is degenerate. */
+  best: number | null;
+  confidence: number | null;
+  reasoning: string | null;
+}
+
+const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });
+
+/** A sum of backend-reported counts that is unknown (null) as soon as one term is. */
+const addKnown = (sum: number | null, value: number | null): number | null =>
+  sum === null || value === null ? null : sum + value;
+
+/**
+ * The scope of one unit: a signal that aborts at the deadline (reason RW_JUDGE_TIMEOUT) or with the caller,
+ * and `end()` which aborts whatever is still running (a failed call must not leave its siblings going).
+ */
+function unitScope(options: ComparativeOptions): {
+  signal: AbortSignal;
+  timedOut: () => boolean;
+  end: () => void;
+} {
+  const controller = new AbortController();
+  let timedOut = false;
+  const onAbort = (): void => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted === true) controller.abort(options.signal.reason);
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(
+    () => {
+      timedOut = true;
+      controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
+    },
+    Math.max(0, options.deadline - Date.now()),
+  );
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut || Date.now() >= options.deadline,
+    end: () => {
+      clearTimeout(timer);
+      if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', 'unit ended'));
+      options.signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/** The status and error of a unit whose calls failed. */
+function failureOf(
+  failed: { code: ErrorCode; message: string },
+  scope: { timedOut: () => boolean },
+  options: ComparativeOptions,
+): Pick<UnitBase, 'status' | 'error' | 'reason'> {
+  if (scope.timedOut() && (failed.code === 'RW_JUDGE_TIMEOUT' || failed.code === 'RW_CALL_CANCELLED')) {
+    return {
+      status: 'timeout',
+      error: { code: 'RW_JUDGE_TIMEOUT', message: 'request deadline reached before the comparison finished' },
+      reason: 'deadline',
+    };
+  }
+  if (options.signal?.aborted === true) {
+    // The caller's own reason (e.g. shutdown) when it gave one, else the caller left.
+    const reason: unknown = options.signal.reason;
+    const code = reason instanceof RewardError ? reason.code : 'RW_CLIENT_ABORTED';
+    return { status: 'judge_error', error: { code, message: 'aborted by the caller' }, reason: 'aborted' };
+  }
+  return { status: 'judge_error', error: failed, reason: failed.message };
+}
+
+function addCost(usage: Usage, r: AskResult<unknown>): void {
+  usage.calls += r.calls;
+  usage.promptTokens += r.promptTokens;
+  usage.completionTokens += r.completionTokens;
+  usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, r.cachedPromptTokens);
+}
+
+/** Plurality of one order's votes; a split (or no vote) is a tie. */
+export function plurality(prefs: readonly Preference[]): Preference {
+  const counts = { a: 0, b: 0, tie: 0 };
+  for (const p of prefs) counts[p] += 1;
+  if (counts.a > counts.b && counts.a > counts.tie) return 'a';
+  if (counts.b > counts.a && counts.b > counts.tie) return 'b';
+  return 'tie';
+}
+
+/** Routing node id of judge `j` (1-based): the routing file may send `comparison_2` to another model. */
+export function comparisonNodeId(judge: number): string {
+  return `comparison_${judge}`;
+}
+
+/**
+ * Compares two candidates in both orders. `judges` (1–MAX_JUDGES, default 1) independent judges per order;
+ * with more than one they sample at MULTI_JUDGE_TEMPERATURE with seeds 1..judges. Any failed call fails the
+ * pair (its result is null, counted as a failed comparison by the caller, never a loss).
+ */
+export async function comparePair(
+  input: PairInput,
+  options: ComparativeOptions & { judges?: number | undefined },
+): Promise<PairJudgment> {
+  const started = performance.now();
+  const judges = Math.min(MAX_JUDGES, Math.max(1, Math.trunc(options.judges ?? 1)));
+  const limits = options.limits ?? DEFAULT_CANDIDATE_LIMITS;
+  const okA = checkCandidate(input.a, limits);
+  const okB = checkCandidate(input.b, limits);
+  const base = { usage: noUsage(), promptVersion: COMPARATIVE_PROMPT_VERSION, votes: [] };
+  if (!okA.ok || !okB.ok) {
+    // A degenerate idea is a real loss (a real 0 elsewhere), decided without an LLM call.
+    const preference: Preference = !okA.ok && !okB.ok ? 'tie' : okA.ok ? 'a' : 'b';
+    const reasons = [okA.ok ? null : `a: ${okA.reason}`, okB.ok ? null : `b: ${okB.reason}`];
+    return {
+      ...base,
+      status: 'rejected_input',
+      preference,
+      orders: { ab: preference, ba: preference },
+      positionBias: false,
+      reason: reasons.filter((r) => r !== null).join(', '),
+      latencyMs: performance.now() - started,
+    };
+  }
+  if (options.deadline <= Date.now()) {
+    return {
+      ...base,
+      status: 'timeout',
+      preference: null,
+      orders: { ab: null, ba: null },
+      positionBias: false,
+      reason: 'deadline',
+      error: { code: 'RW_JUDGE_TIMEOUT', message: 'request deadline reached before start' },
+      latencyMs: performance.now() - started,
+    };
+  }
+  const scope = unitScope(options);
+  const nonce = options.nonce ?? nextNonce();
+  try {
+    const asks: Array<Promise<OrderVote>> = [];
+    /** The first call to fail, in time: its siblings then fail only because the pair was ended. */
+    let firstFailure: { code: ErrorCode; message: string } | undefined;
+    for (const order of ['ab', 'ba'] as const) {
+      const context: ComparativeContext = {
+        kind: 'pair',
+        question: input.question,
+        groundTruth: input.groundTruth,
+        criterion: input.criterion,
+        nonce,
+        a: order === 'ab' ? input.a : input.b,
+        b: order === 'ab' ? input.b : input.a,
+      };
+      const prompt = comparison.render(context);
+      for (let judge = 1; judge <= judges; judge++) {
+        const nodeId = comparisonNodeId(judge);
+        const route = options.router.route({ id: nodeId, role: comparison.name });
+        asks.push(
+          askStructured(
+            {
+              role: comparison.name,
+              nodeId,
+              route,
+              prompt,
+              schema: comparison.output,
+              jsonSchema: comparison.jsonSchema,
+              context,
+              temperature: judges > 1 ? MULTI_JUDGE_TEMPERATURE : 0,
+              seed: judge,
+            },
+            { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+          ).then((r) => {
+            // A failed call ends the pair now: its siblings' calls (and retries) are cancelled.
+            if (!r.ok) {
+              firstFailure ??= r.error;
+              scope.end();
+            }
+            return toVote(order, judge, nodeId, r);
+          }),
+        );
+      }
+    }
+    const votes = await Promise.all(asks);
+    const usage = noUsage();
+    for (const v of votes) {
+      usage.calls += v.calls;
+      usage.promptTokens += v.promptTokens;
+      usage.completionTokens += v.completionTokens;
+      usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, v.cachedPromptTokens);
+    }
+    const failed = firstFailure;
+    if (failed !== undefined) {
+      return {
+        ...base,
+        ...failureOf(failed, scope, options),
+        usage,
+        votes,
+        preference: null,
+        orders: { ab: null, ba: null },
+        positionBias: false,
+        latencyMs: performance.now() - started,
+      };
+    }
+    const orderResult = (order: 'ab' | 'ba'): Preference =>
+      plurality(votes.filter((v) => v.order === order).map((v) => v.preference ?? 'tie'));
+    const ab = orderResult('ab');
+    const ba = orderResult('ba');
+    return {
+      ...base,
+      status: 'ok',
+      usage,
+      votes,
+      preference: ab === ba ? ab : 'tie',
+      orders: { ab, ba },
+      positionBias: ab !== ba,
+      latencyMs: performance.now() - started,
+    };
+  } finally {
+    scope.end();
+  }
+}
+
+function toVote(
+  order: 'ab' | 'ba',
+  judge: number,
+  nodeId: string,
+  r: AskResult<{ reasoning: string; winner: 'A' | 'B' | 'tie'; margin: string; confidence: number }>,
+): OrderVote {
+  const cost = {
+    order,
+    judge,
+    nodeId,
+    model: r.model,
+    calls: r.calls,
+    attempts: r.attempts,
+    reasks: r.reasks,
+    promptTokens: r.promptTokens,
+    completionTokens: r.completionTokens,
+    cachedPromptTokens: r.cachedPromptTokens,
+    latencyMs: r.latencyMs,
+  };
+  if (!r.ok) {
+    return {
+      ...cost,
+      winner: null,
+      preference: null,
+      margin: null,
+      confidence: null,
+      reasoning: null,
+      error: r.error,
+    };
+  }
+  const shown = r.value.winner;
+  // In order `ba`, position A holds candidate b.
+  const preference: Preference = shown === 'tie' ? 'tie' : (shown === 'A') === (order === 'ab') ? 'a' : 'b';
+  return {
+    ...cost,
+    winner: shown,
+    preference,
+    margin: r.value.margin,
+    confidence: r.value.confidence,
+    reasoning: r.value.reasoning,
+  };
+}
+
+/** Rates one idea 1–5 on a criterion (one LLM call; a degenerate idea is a 1 without a call). */
+export async function rateIdea(input: RatingInput, options: ComparativeOptions): Promise<RatingJudgment> {
+  const started = performance.now();
+  const check = checkCandidate(input.idea, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
+  const base = { usage: noUsage(), promptVersion: COMPARATIVE_PROMPT_VERSION };
+  if (!check.ok) {
+    return {
+      ...base,
+      status: 'rejected_input',
+      score: 1,
+      reasoning: null,
+      reason: check.reason,
+      latencyMs: 0,
+    };
+  }
+  const scope = unitScope(options);
+  try {
+    const context: ComparativeContext = {
+      kind: 'rating',
+      question: input.question,
+      groundTruth: input.groundTruth,
+      criterion: input.criterion,
+      nonce: options.nonce ?? nextNonce(),
+      idea: input.idea,
+    };
+    const r = await askStructured(
+      {
+        role: rating.name,
+        nodeId: rating.name,
+        route: options.router.route({ id: rating.name, role: rating.name }),
+        prompt: rating.render(context),
+        schema: rating.output,
+        jsonSchema: rating.jsonSchema,
+        context,
+        temperature: 0,
+      },
+      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+    );
+    const usage = noUsage();
+    addCost(usage, r);
+    const latencyMs = performance.now() - started;
+    if (!r.ok)
+      return {
+        ...base,
+        ...failureOf(r.error, scope, options),
+        usage,
+        score: null,
+        reasoning: null,
+        latencyMs,
+      };
+    return { ...base, status: 'ok', usage, score: r.value.score, reasoning: r.value.reasoning, latencyMs };
+  } finally {
+    scope.end();
+  }
+}
+
+/**
+ * Names the best of N ideas in one call. Degenerate ideas are left out of the prompt (and can never be
+ * picked); with every idea degenerate, `best` is null and the status `rejected_input`.
+ */
+export async function pickBest(input: PickInput, options: ComparativeOptions): Promise<PickJudgment> {
+  const started = performance.now();
+  const limits = options.limits ?? DEFAULT_CANDIDATE_LIMITS;
+  const shown: number[] = [];
+  input.candidates.forEach((c, i) => {
+    if (checkCandidate(c, limits).ok) shown.push(i);
+  });
+  const base = {
+    usage: noUsage(),
+    promptVersion: COMPARATIVE_PROMPT_VERSION,
+    reasoning: null,
+    confidence: null,
+  };
+  if (shown.length === 0) {
+    return {
+      ...base,
+      status: 'rejected_input',
+      best: null,
+      reason: 'every candidate is degenerate',
+      latencyMs: 0,
+    };
+  }
+  if (shown.length === 1) {
+    return { ...base, status: 'ok', best: shown[0] ?? null, reason: 'only one real candidate', latencyMs: 0 };
+  }
+  const scope = unitScope(options);
+  try {
+    const context: ComparativeContext = {
+      kind: 'pick',
+      question: input.question,
+      groundTruth: input.groundTruth,
+      criterion: input.criterion,
+      nonce: options.nonce ?? nextNonce(),
+      candidates: shown.map((i) => input.candidates[i] ?? ''),
+    };
+    const r = await askStructured(
+      {
+        role: pick.name,
+        nodeId: pick.name,
+        route: options.router.route({ id: pick.name, role: pick.name }),
+        prompt: pick.render(context),
+        schema: pick.output,
+        jsonSchema: pick.jsonSchema,
+        context,
+        temperature: 0,
+        check: (v) =>
+          v.best <= shown.length ? null : `best: must be a candidate number from 1 to ${shown.length}`,
+      },
+      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+    );
+    const usage = noUsage();
+    addCost(usage, r);
+    const latencyMs = performance.now() - started;
+    if (!r.ok) return { ...base, ...failureOf(r.error, scope, options), usage, best: null, latencyMs };
+    return {
+      ...base,
+      status: 'ok',
+      usage,
+      best: shown[r.value.best - 1] ?? null,
+      confidence: r.value.confidence,
+      reasoning: r.value.reasoning,
+      latencyMs,
+    };
+  } finally {
+    scope.end();
+  }
+}
+
+const flip = (p: Preference | null): Preference | null => (p === 'a' ? 'b' : p === 'b' ? 'a' : p);
+
+/**
+ * The same judgment seen with its candidates swapped: the pair (b, a) judged as (a, b). Both orders were asked
+ * either way, so a comparison can be computed once for a canonical order and mirrored for the other.
+ */
+export function mirrorPair(j: PairJudgment): PairJudgment {
+  return {
+    ...j,
+    preference: flip(j.preference),
+    orders: { ab: flip(j.orders.ba), ba: flip(j.orders.ab) },
+    votes: j.votes.map((v) => ({
+      ...v,
+      order: v.order === 'ab' ? 'ba' : 'ab',
+      preference: flip(v.preference),
+    })),
+  };
+}
+
+/** The pair in canonical order (a ≤ b by code units) and whether it had to be swapped. */
+export function canonicalPair(input: PairInput): { input: PairInput; swapped: boolean } {
+  return input.a <= input.b
+    ? { input, swapped: false }
+    : { input: { ...input, a: input.b, b: input.a }, swapped: true };
+}
+
+/**
+ * Identity of a comparative unit for coalescing and caching: kind, comparative prompt version, every judge's
+ * route (backend, model, sampling), criterion and the texts, length-prefixed. Pairs should be keyed in
+ * canonical order (`canonicalPair`) so (a, b) and (b, a) share one computation.
+ */
+export function comparativeKey(
+  router: Router,
+  unit:
+    | { kind: 'pair'; input: PairInput; judges: number }
+    | { kind: 'pick'; input: PickInput }
+    | { kind: 'rating'; input: RatingInput },
+): string {
+  const h = createHash('sha256');
+  const nodes =
+    unit.kind === 'pair'
+      ? Array.from({ length: unit.judges }, (_, k) => ({
+          id: comparisonNodeId(k + 1),
+          role: comparison.name,
+        }))
+      : [{ id: unit.kind, role: unit.kind }];
+  h.update(`${unit.kind}|${COMPARATIVE_PROMPT_VERSION}|${unit.input.criterion}`);
+  for (const node of nodes) {
+    const r = router.route(node);
+    h.update(
+      `|${node.id}=${r.backend.name}/${r.model}/${r.temperature ?? ''}/${r.topP ?? ''}/${r.maxTokens ?? ''}`,
+    );
+  }
+  const texts =
+    unit.kind === 'pair'
+      ? [unit.input.a, unit.input.b]
+      : unit.kind === 'pick'
+        ? unit.input.candidates
+        : [unit.input.idea];
+  const gt = unit.input.groundTruth;
+  h.update(gt === null ? '|none' : `|${gt.length}:`);
+  if (gt !== null) h.update(gt);
+  for (const text of [unit.input.question, ...texts]) {
+    h.update(`|${text.length}:`);
+    h.update(text);
+  }
+  return h.digest('hex');
+}

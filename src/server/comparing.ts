@@ -1,0 +1,426 @@
+/**
+ * The serving side of comparative judging (/v1/rank, /v1/best-of-n, the group adapters): the same coalescing
+ * (LRU + single-flight, keyed per canonical pair), admission (run slots shared with judgments, whole request
+ * or nothing), per-request deadline, client-disconnect release, metrics and transcripts as judgments get.
+ * It never rejects for a judge failure (a failed comparison is a result with a null preference), only for
+ * overload or a request too large to admit.
+ */
+import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+
+import { RewardError } from '../errors.js';
+import { JudgmentCache } from '../judge/cache.js';
+import {
+  canonicalPair,
+  comparativeKey,
+  comparePair,
+  mirrorPair,
+  pickBest,
+  type PairInput,
+  type PairJudgment,
+  type PickInput,
+  type PickJudgment,
+} from '../judge/compare.js';
+import {
+  allPairs,
+  circularPairs,
+  plannedPairs,
+  runTournament,
+  type PairResult,
+  type Pairing,
+  type PlayedPair,
+  type Schedule,
+} from '../judge/tournament.js';
+import type { JudgeObserver, Router } from '../judge/types.js';
+import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
+import { Admission, type WorkShape } from './admission.js';
+import type { Metrics } from './metrics.js';
+import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
+
+type Stored =
+  { id: string; kind: 'pair'; judgment: PairJudgment } | { id: string; kind: 'pick'; judgment: PickJudgment };
+
+/** One played comparison as a route sees it (in the request's own candidate order). */
+export interface ComparedPair extends PairResult {
+  comparisonId: string | null;
+  judgment: PairJudgment;
+  /** This request did not compute it: an LRU hit, or a flight shared with another pair or request. */
+  cached: boolean;
+}
+
+export interface PickedBest {
+  pickId: string | null;
+  judgment: PickJudgment;
+  cached: boolean;
+}
+
+/** One group to rank: its candidates, what they are judged on, the schedule and the judges per order. */
+export interface TournamentGroup {
+  candidates: readonly string[];
+  shared: Omit<PairInput, 'a' | 'b'>;
+  schedule: Schedule;
+  judges: number;
+}
+
+export interface RequestScope {
+  /** Absolute deadline, epoch ms; unfinished comparisons come back `timeout`. */
+  deadline: number;
+  /** Aborts when the client goes away: the request lets go of its flights. */
+  signal?: AbortSignal | undefined;
+  requestId?: string | undefined;
+}
+
+export interface ComparisonService {
+  /**
+   * Runs each group's schedule (all groups concurrently, admitted together); every pair comes back, failed
+   * ones with a null preference. Rejects only when the request cannot be admitted.
+   */
+  tournaments(
+    groups: readonly TournamentGroup[],
+    scope: RequestScope,
+  ): Promise<Array<Array<PlayedPair<ComparedPair>>>>;
+  /** One "pick the best" call over all candidates (coalesced and cached like a pair). */
+  pick(input: PickInput, scope: RequestScope): Promise<PickedBest>;
+  abortAll(): void;
+}
+
+export interface ComparisonServiceOptions {
+  router: Router;
+  metrics: Metrics;
+  admission: Admission;
+  cacheSize: number;
+  candidateLimits: { minChars: number; maxChars: number };
+  transcripts?: TranscriptSink | undefined;
+  onInternalError?: ((err: unknown) => void) | undefined;
+}
+
+/**
+ * A comparison as admission sees it: both orders of every judge run concurrently (2 × judges calls, one on
+ * the critical path); its measured cost is tracked per number of judges.
+ */
+const pairShape = (judges: number): WorkShape => ({
+  hash: `comparison/${judges}`,
+  llmCallsPerJudgment: 2 * judges,
+  criticalPathCalls: 1,
+});
+const PICK_SHAPE: WorkShape = { hash: 'pick', llmCallsPerJudgment: 1, criticalPathCalls: 1 };
+
+/** How long after the deadline a request stops waiting for comparisons that have not answered. */
+const DEADLINE_SLACK_MS = 50;
+
+class DeadlineReached extends Error {
+  constructor() {
+    super('request deadline reached');
+    this.name = 'DeadlineReached';
+  }
+}
+
+const isCacheable = (s: Stored): boolean =>
+  s.judgment.status === 'ok' || s.judgment.status === 'rejected_input';
+
+/** A comparison that never ran for this request: the deadline came first, the client left, shutdown, or a bug. */
+function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgment; internal: boolean } {
+  const deadline = signal.reason instanceof DeadlineReached;
+  const aborted = !deadline && signal.aborted;
+  // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
+  const shutdown = !deadline && !aborted && err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN';
+  const code = deadline
+    ? 'RW_JUDGE_TIMEOUT'
+    : aborted
+      ? 'RW_CLIENT_ABORTED'
+      : shutdown
+        ? 'RW_SHUTTING_DOWN'
+        : 'RW_INTERNAL';
+  const message = deadline
+    ? 'request deadline reached before the comparison finished'
+    : aborted
+      ? 'aborted by the caller'
+      : shutdown
+        ? 'server shutting down'
+        : 'internal error';
+  return {
+    internal: !deadline && !aborted && !shutdown,
+    judgment: {
+      status: deadline ? 'timeout' : 'judge_error',
+      preference: null,
+      orders: { ab: null, ba: null },
+      positionBias: false,
+      votes: [],
+      reason: deadline ? 'deadline' : aborted ? 'aborted' : shutdown ? 'shutting down' : 'internal error',
+      error: { code, message },
+      usage: { calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 },
+      latencyMs: 0,
+      promptVersion: COMPARATIVE_PROMPT_VERSION,
+    },
+  };
+}
+
+export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
+  const { router, metrics, admission, transcripts } = options;
+  const cache = new JudgmentCache<Stored>({ maxEntries: options.cacheSize, isCacheable });
+  const observer: JudgeObserver = {
+    onCall: (event) => {
+      metrics.observeCall(event);
+      admission.recordCall(event.latencyMs);
+    },
+    onRetry: (event) => metrics.observeRetry(event),
+  };
+  const lookups = {
+    hit: metrics.comparisonCacheLookups.labels('hit'),
+    coalesced: metrics.comparisonCacheLookups.labels('coalesced'),
+    miss: metrics.comparisonCacheLookups.labels('miss'),
+  };
+
+  /** A request scope: aborts at the deadline (plus slack) or when the client goes away. */
+  const scopeOf = (deadline: number, outer: AbortSignal | undefined, fanOut: number) => {
+    const controller = new AbortController();
+    if (fanOut >= 10) setMaxListeners(0, controller.signal);
+    const onOuterAbort = (): void => controller.abort(outer?.reason);
+    if (outer?.aborted === true) controller.abort(outer.reason);
+    else outer?.addEventListener('abort', onOuterAbort, { once: true });
+    const timer = setTimeout(
+      () => controller.abort(new DeadlineReached()),
+      Math.max(0, deadline - Date.now()) + DEADLINE_SLACK_MS,
+    );
+    return {
+      signal: controller.signal,
+      end: () => {
+        clearTimeout(timer);
+        outer?.removeEventListener('abort', onOuterAbort);
+      },
+    };
+  };
+
+  /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
+  const admit = (shapes: readonly WorkShape[], deadline: number): void => {
+    const capacity = admission.maxConcurrent + admission.maxQueued;
+    if (shapes.length > capacity) {
+      throw new RewardError(
+        'RW_BAD_REQUEST',
+        `request needs ${shapes.length} new comparisons but this server admits at most ${capacity} at once ` +
+          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): use a cheaper schedule or fewer candidates',
+        { details: { new_comparisons: shapes.length, capacity } },
+      );
+    }
+    if (shapes.length === 0) return;
+    const decision = admission.decide(shapes, deadline - Date.now());
+    if (decision.ok) return;
+    const refusal = decision.refusal;
+    metrics.admissionRefusals.labels(refusal.reason).inc();
+    throw new RewardError(
+      'RW_OVERLOADED',
+      `server busy: ${shapes.length} new comparisons refused (${refusal.reason === 'memory' ? 'the queue is full' : 'the backlog would not drain inside the deadline'})`,
+      {
+        details: {
+          retry_after_s: Admission.retryAfterSeconds(refusal),
+          reason: refusal.reason,
+          predicted_wait_s: Math.round(refusal.waitS * 10) / 10,
+        },
+      },
+    );
+  };
+
+  const computePair = async (
+    input: PairInput,
+    judges: number,
+    signal: AbortSignal,
+    deadline: number,
+    requestId: string | undefined,
+  ): Promise<Stored> => {
+    const ticket = admission.admit(pairShape(judges));
+    let calls: number | undefined;
+    try {
+      const release = await admission.acquire(signal);
+      let judgment: PairJudgment;
+      try {
+        judgment = await comparePair(input, {
+          router,
+          deadline,
+          signal,
+          observer,
+          judges,
+          limits: options.candidateLimits,
+        });
+      } finally {
+        release();
+      }
+      calls = judgment.usage.calls;
+      metrics.observeComparison(input.criterion, judgment);
+      const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
+      if (transcripts !== undefined)
+        await transcripts.write(
+          toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
+        );
+      return stored;
+    } finally {
+      ticket.done(calls);
+    }
+  };
+
+  const tournaments: ComparisonService['tournaments'] = async (groups, request) => {
+    const keyed = groups.map((group) => (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
+      const c = canonicalPair({
+        ...group.shared,
+        a: group.candidates[p.i] ?? '',
+        b: group.candidates[p.j] ?? '',
+      });
+      return { ...c, key: comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges }) };
+    });
+    // Fixed schedules: exactly the comparisons this request would start; Swiss: its most pairs.
+    const shapes: WorkShape[] = [];
+    let fanOut = 0;
+    const keys = new Set<string>();
+    groups.forEach((group, k) => {
+      const g = group.candidates.length;
+      fanOut += plannedPairs(group.schedule, g);
+      if (group.schedule === 'swiss') {
+        for (let n = 0; n < plannedPairs('swiss', g); n++) shapes.push(pairShape(group.judges));
+        return;
+      }
+      for (const p of group.schedule === 'all_pairs' ? allPairs(g) : circularPairs(g)) {
+        const key = keyed[k]?.(p).key ?? '';
+        if (cache.get(key) === undefined && !cache.has(key) && !keys.has(key)) {
+          keys.add(key);
+          shapes.push(pairShape(group.judges));
+        }
+      }
+    });
+    admit(shapes, request.deadline);
+    const scope = scopeOf(request.deadline, request.signal, fanOut);
+    const startedAt = Date.now();
+    const play = async (
+      group: TournamentGroup,
+      pairInput: NonNullable<(typeof keyed)[number]>,
+      p: Pairing,
+    ): Promise<ComparedPair> => {
+      const { input, swapped, key } = pairInput(p);
+      const view = (stored: { id: string | null; judgment: PairJudgment }, cached: boolean): ComparedPair => {
+        const judgment = swapped ? mirrorPair(stored.judgment) : stored.judgment;
+        return {
+          comparisonId: stored.id,
+          judgment,
+          cached,
+          preference: judgment.preference,
+          positionBias: judgment.positionBias,
+          judged: judgment.status === 'ok',
+        };
+      };
+      const hit = cache.get(key);
+      if (hit !== undefined && hit.kind === 'pair') {
+        lookups.hit.inc();
+        return view(hit, true);
+      }
+      const own = !cache.has(key);
+      const flight = own
+        ? cache.run(
+            key,
+            (signal) => computePair(input, group.judges, signal, request.deadline, request.requestId),
+            scope.signal,
+          )
+        : cache.join(key, scope.signal);
+      (own ? lookups.miss : lookups.coalesced).inc();
+      try {
+        if (flight === undefined) throw new Error('no comparison flight to join');
+        const stored = await flight;
+        if (stored.kind !== 'pair') throw new Error('comparison key resolved to another kind of unit');
+        return view(stored, !own);
+      } catch (err) {
+        const missing = missingPair(scope.signal, err);
+        if (missing.internal) options.onInternalError?.(err);
+        return view(
+          { id: null, judgment: { ...missing.judgment, latencyMs: Date.now() - startedAt } },
+          false,
+        );
+      }
+    };
+    try {
+      return await Promise.all(
+        groups.map((group, k) => {
+          const pairInput = keyed[k];
+          if (pairInput === undefined) throw new Error('group without keys');
+          return runTournament<ComparedPair>(group.candidates.length, group.schedule, (p) =>
+            play(group, pairInput, p),
+          );
+        }),
+      );
+    } finally {
+      scope.end();
+    }
+  };
+
+  const pick: ComparisonService['pick'] = async (input, scopeIn) => {
+    const key = comparativeKey(router, { kind: 'pick', input });
+    const hit = cache.get(key);
+    if (hit !== undefined && hit.kind === 'pick') {
+      lookups.hit.inc();
+      return { pickId: hit.id, judgment: hit.judgment, cached: true };
+    }
+    const own = !cache.has(key);
+    if (own) admit([PICK_SHAPE], scopeIn.deadline);
+    const scope = scopeOf(scopeIn.deadline, scopeIn.signal, 1);
+    const started = Date.now();
+    try {
+      const flight = own
+        ? cache.run(
+            key,
+            async (signal): Promise<Stored> => {
+              const ticket = admission.admit(PICK_SHAPE);
+              let calls: number | undefined;
+              try {
+                const release = await admission.acquire(signal);
+                let judgment: PickJudgment;
+                try {
+                  judgment = await pickBest(input, {
+                    router,
+                    deadline: scopeIn.deadline,
+                    signal,
+                    observer,
+                    limits: options.candidateLimits,
+                  });
+                } finally {
+                  release();
+                }
+                calls = judgment.usage.calls;
+                return { id: randomUUID(), kind: 'pick', judgment };
+              } finally {
+                ticket.done(calls);
+              }
+            },
+            scope.signal,
+          )
+        : cache.join(key, scope.signal);
+      (own ? lookups.miss : lookups.coalesced).inc();
+      if (flight === undefined) throw new Error('no pick flight to join');
+      const stored = await flight;
+      if (stored.kind !== 'pick') throw new Error('pick key resolved to another kind of unit');
+      return { pickId: stored.id, judgment: stored.judgment, cached: !own };
+    } catch (err) {
+      const missing = missingPair(scope.signal, err);
+      if (missing.internal) options.onInternalError?.(err);
+      const j = missing.judgment;
+      return {
+        pickId: null,
+        cached: false,
+        judgment: {
+          status: j.status,
+          best: null,
+          confidence: null,
+          reasoning: null,
+          reason: j.reason,
+          error: j.error,
+          usage: j.usage,
+          latencyMs: Date.now() - started,
+          promptVersion: j.promptVersion,
+        },
+      };
+    } finally {
+      scope.end();
+    }
+  };
+
+  return {
+    tournaments,
+    pick,
+    abortAll: () => cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
+  };
+}
