@@ -11,6 +11,7 @@ afterEach(async () => {
 describe('POST /v1/judge with a converged early stop', () => {
   it('returns the debate monitor: per-round similarity, objection shares and why it stopped', async () => {
     h = await startHarness({
+      env: { ALLOW_INLINE_GRAPHS: 'true' },
       fake: {
         fallback: () => ({
           kind: 'json',
