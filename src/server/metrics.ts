@@ -206,6 +206,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const recentMean = new Gauge({
     name: 'reward_recent_mean',
+    // WORKERS>1: the mean over workers' windows (each sees a round-robin share of the traffic).
+    aggregator: 'average',
     help: 'Mean reward of the last RECENT_WINDOW judgments that carry a reward (ok, rejected_input), by graph.',
     labelNames: ['graph'] as const,
     registers,
@@ -406,5 +408,31 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         recentMean.labels(graph).set(window.push(judgment.reward));
       }
     },
+  };
+}
+
+/** The primary's own metrics under WORKERS>1, merged into every worker's /metrics answer. */
+export interface ClusterMetrics {
+  registry: Registry;
+  workers: Gauge;
+  restarts: Counter<'reason'>;
+}
+
+export function createClusterMetrics(): ClusterMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  return {
+    registry,
+    workers: new Gauge({
+      name: 'reward_workers',
+      help: 'Worker processes alive (WORKERS>1).',
+      registers,
+    }),
+    restarts: new Counter({
+      name: 'reward_worker_restarts_total',
+      help: 'Workers that died and were replaced, by reason: crash (non-zero exit), signal (killed), exit (exited 0 unasked).',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
   };
 }
