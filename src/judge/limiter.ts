@@ -13,6 +13,8 @@
  * configured `maxInflight` is the ceiling; with `adaptive: false` the limit is that ceiling.
  */
 import { RewardError } from '../errors.js';
+import { createLocalBuckets } from '../state/local.js';
+import type { BucketSpec, BucketStore } from '../state/types.js';
 import type { ChatMessage } from './types.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
 
@@ -29,6 +31,13 @@ export interface LimiterOptions {
   now?: (() => number) | undefined;
   /** Abortable sleep used for bucket waits. */
   sleep?: Sleep | undefined;
+  /**
+   * Where the RPM / TPM levels live: in-process by default; the Redis store shares them with every worker
+   * and replica that uses the same `bucketName`.
+   */
+  buckets?: BucketStore | undefined;
+  /** Names this backend's buckets in the store (e.g. backend name + base URL). Default `backend`. */
+  bucketName?: string | undefined;
 }
 
 export interface AdaptiveOptions {
@@ -86,33 +95,6 @@ export function estimateTokens(messages: readonly ChatMessage[], maxTokens: numb
   for (const m of messages) chars += m.content.length;
   return Math.ceil(chars / 4) + (maxTokens ?? 0);
 }
-
-/**
- * A token bucket with reservations: a request of cost c waits until the level reaches min(c, capacity),
- * then takes c (a request larger than the burst drives the level negative). The level is debited when the
- * wait is computed, so later callers wait behind earlier ones: reservations are served in arrival order.
- */
-interface Bucket {
-  capacity: number;
-  perMs: number;
-  level: number;
-  updatedAt: number;
-}
-
-function createBucket(perMinute: number, now: number): Bucket {
-  const capacity = Math.max(1, perMinute / 60);
-  return { capacity, perMs: perMinute / 60_000, level: capacity, updatedAt: now };
-}
-
-function refill(bucket: Bucket, now: number): void {
-  if (now > bucket.updatedAt) {
-    bucket.level = Math.min(bucket.capacity, bucket.level + (now - bucket.updatedAt) * bucket.perMs);
-    bucket.updatedAt = now;
-  }
-}
-
-const waitMs = (bucket: Bucket, cost: number): number =>
-  Math.max(0, Math.min(cost, bucket.capacity) - bucket.level) / bucket.perMs;
 
 const BASELINE_WINDOW = 64;
 /** EWMA weight of a new latency sample. */
@@ -198,8 +180,15 @@ export function createLimiter(options: LimiterOptions): Limiter {
   let windowCount = 0;
   const slots = (): number => Math.max(1, Math.floor(limit));
   const sleep = options.sleep ?? abortableSleep;
-  const rpm = options.rpm === undefined ? undefined : createBucket(options.rpm, now());
-  const tpm = options.tpm === undefined ? undefined : createBucket(options.tpm, now());
+  const store = options.buckets ?? createLocalBuckets(now);
+  const bucketName = options.bucketName ?? 'backend';
+  /** A burst of one second's worth (at least 1), refilled continuously (see BucketStore). */
+  const spec = (kind: string, perMinute: number | undefined): Omit<BucketSpec, 'cost'> | undefined =>
+    perMinute === undefined
+      ? undefined
+      : { name: `${bucketName}:${kind}`, capacity: Math.max(1, perMinute / 60), perMs: perMinute / 60_000 };
+  const rpm = spec('rpm', options.rpm);
+  const tpm = spec('tpm', options.tpm);
   let inflight = 0;
   // Waiters by id (delete on abort is O(1)); `order` ranks them by priority, then arrival.
   const waiters = new Map<number, Waiter>();
@@ -332,31 +321,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   const takeBuckets = async (tokens: number, { signal, deadline }: AcquireOptions): Promise<void> => {
     if (rpm === undefined && tpm === undefined) return;
-    const t = now();
-    let wait = 0;
-    if (rpm !== undefined) {
-      refill(rpm, t);
-      wait = Math.max(wait, waitMs(rpm, 1));
-    }
-    if (tpm !== undefined) {
-      refill(tpm, t);
-      wait = Math.max(wait, waitMs(tpm, tokens));
-    }
-    if (t + wait > deadline) {
+    const specs: BucketSpec[] = [];
+    if (rpm !== undefined) specs.push({ ...rpm, cost: 1 });
+    if (tpm !== undefined) specs.push({ ...tpm, cost: tokens });
+    const reservation = await store.take(specs, deadline - now());
+    if (!reservation.taken) {
       throw new RewardError(
         'RW_JUDGE_TIMEOUT',
-        `rate limit (rpm/tpm) leaves no capacity before the deadline (${Math.ceil(wait)} ms needed)`,
+        `rate limit (rpm/tpm) leaves no capacity before the deadline (${Math.ceil(reservation.waitMs)} ms needed)`,
       );
     }
-    if (rpm !== undefined) rpm.level -= 1;
-    if (tpm !== undefined) tpm.level -= tokens;
-    if (wait <= 0) return;
+    if (reservation.waitMs <= 0) return;
     try {
-      await sleep(wait, signal);
+      await sleep(reservation.waitMs, signal);
     } catch (error) {
       // Refund: this reservation was not used.
-      if (rpm !== undefined) rpm.level += 1;
-      if (tpm !== undefined) tpm.level += tokens;
+      await store.refund(specs);
       throw error;
     }
   };
