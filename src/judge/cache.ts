@@ -61,6 +61,11 @@ export class JudgmentCache<V> {
     return value;
   }
 
+  /** True when a completed value for `key` is held (without marking it used). */
+  holds(key: string): boolean {
+    return this.#lru.has(key);
+  }
+
   /** True while a computation for `key` is in progress (a new caller would join it). */
   has(key: string): boolean {
     return this.#flights.has(key);
@@ -104,6 +109,14 @@ export class JudgmentCache<V> {
     flight.promise.catch(() => undefined);
     this.#flights.set(key, flight);
     return this.#attach(key, flight, signal);
+  }
+
+  /**
+   * Stores a completed value obtained elsewhere (another process computed it), subject to the same
+   * `isCacheable` rule; no-op with the LRU disabled.
+   */
+  remember(key: string, value: V): void {
+    if (this.#maxEntries > 0 && this.#isCacheable(value)) this.#store(key, value);
   }
 
   /** Aborts every flight in progress (shutdown past its grace period). */

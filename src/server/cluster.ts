@@ -206,9 +206,7 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
  * The worker side: answers the primary's asks with this worker's metrics, and returns the function the
  * /metrics route calls for the merged text.
  */
-export function joinCluster(registry: {
-  getMetricsAsJSON(): Promise<unknown[]>;
-}): () => Promise<string> {
+export function joinCluster(registry: { getMetricsAsJSON(): Promise<unknown[]> }): () => Promise<string> {
   const waiting = new Map<number, { resolve: (text: string) => void; reject: (err: Error) => void }>();
   let seq = 0;
   process.on('message', (message: unknown) => {

@@ -22,6 +22,7 @@ import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
 import { Admission, type Refusal, type Ticket } from './admission.js';
 import type { Metrics } from './metrics.js';
+import type { SharedFlight, SharedJudgments } from './shared-judgments.js';
 import { toTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
 /** A graph as a request chose it: the compiled graph and its metrics label (preset name or `custom`). */
@@ -84,6 +85,8 @@ export interface JudgeServiceOptions {
   /** Epoch-ms clock (default Date.now); the same one as the request deadlines. */
   now?: (() => number) | undefined;
   idempotency?: { windowMs: number; lingerMs: number; maxEntries: number } | undefined;
+  /** REDIS_URL: the cache and single-flight shared with other workers and replicas. */
+  shared?: SharedJudgments | undefined;
 }
 
 /** What an idempotency id remembers: the items' judgment keys and their completed judgments. */
@@ -185,6 +188,10 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
   const miss = metrics.cacheLookups.labels('miss');
+  const sharedHit = metrics.cacheLookups.labels('shared_hit');
+  const sharedCoalesced = metrics.cacheLookups.labels('shared_coalesced');
+  /** Judgments another process computed: the items that receive them are `cached` here. */
+  const fromElsewhere = new WeakSet<StoredJudgment>();
 
   /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
   const flightDeadlines = new Map<string, { at: number }>();
@@ -192,8 +199,51 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
   const now = options.now ?? Date.now;
 
-  /** One flight: wait for a run slot, run, count, write the transcript, then hand the result out. */
+  /**
+   * One flight. With a shared tier, first the cross-process lease: another holder's outcome is taken as
+   * it lands (no run slot held while waiting); else compute and hand the outcome to its waiters.
+   * `miss` counts the judgments this process computes.
+   */
   const compute = async (
+    key: string,
+    item: JudgeItem,
+    signal: AbortSignal,
+    deadline: { at: number },
+    ticket: Ticket,
+    requestId: string | undefined,
+  ): Promise<StoredJudgment> => {
+    if (options.shared === undefined) {
+      miss.inc();
+      return computeHere(item, signal, deadline, ticket, requestId);
+    }
+    let flight: SharedFlight;
+    try {
+      flight = await options.shared.acquire(key, signal, deadline.at);
+    } catch (err) {
+      ticket.done(undefined);
+      throw err;
+    }
+    if (flight.kind === 'landed') {
+      ticket.done(undefined);
+      sharedCoalesced.inc();
+      fromElsewhere.add(flight.stored);
+      return flight.stored;
+    }
+    miss.inc();
+    let stored: StoredJudgment;
+    try {
+      stored = await computeHere(item, signal, deadline, ticket, requestId);
+    } catch (err) {
+      void flight.abandon();
+      throw err;
+    }
+    // Not awaited: the answer does not wait for Redis (the local LRU already has it).
+    void flight.complete(stored, isCacheable(stored));
+    return stored;
+  };
+
+  /** Wait for a run slot, run, count, write the transcript. */
+  const computeHere = async (
     item: JudgeItem,
     signal: AbortSignal,
     deadline: { at: number },
@@ -281,6 +331,18 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     }
   };
 
+  /** Completed judgments in the shared tier for keys this process has neither cached nor in flight. */
+  const lookupElsewhere = async (
+    keys: readonly string[],
+  ): Promise<Map<string, StoredJudgment> | undefined> => {
+    if (options.shared === undefined) return undefined;
+    const wanted = [...new Set(keys.filter((k) => !cache.has(k) && !cache.holds(k)))];
+    if (wanted.length === 0) return undefined;
+    const found = await options.shared.lookup(wanted);
+    for (const [key, stored] of found) cache.remember(key, stored);
+    return found;
+  };
+
   const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
     const { items, deadline } = request;
     const startedAt = Date.now();
@@ -294,12 +356,20 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (request.idempotencyKey !== undefined)
       metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
     let hits = 0;
+    // Shared tier first (awaited), so that what follows stays synchronous: nothing awaits between the
+    // admission decision and the start of the flights.
+    const elsewhere = options.shared === undefined ? undefined : await lookupElsewhere(keys);
+    let sharedHits = 0;
     for (let i = 0; i < items.length; i++) {
       const key = keys[i] ?? '';
-      const cached = record?.done[i] ?? cache.get(key);
+      // Found elsewhere just now (and remembered in the LRU by the lookup): a shared hit.
+      const remembered = record?.done[i];
+      const remote = remembered === undefined ? elsewhere?.get(key) : undefined;
+      const cached = remembered ?? remote ?? cache.get(key);
       if (cached !== undefined) {
         results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
         hits += 1;
+        if (remote !== undefined) sharedHits += 1;
       } else if (!cache.has(key) && !starters.has(key)) {
         starters.set(key, i);
       }
@@ -324,8 +394,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const decision = admission.decide(graphs, deadline - now());
       if (!decision.ok) throw refuse(decision.refusal, starters.size);
     }
-    if (hits > 0) hit.inc(hits);
-    if (starters.size > 0) miss.inc(starters.size);
+    if (hits > sharedHits) hit.inc(hits - sharedHits);
+    if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;
     if (joined > 0) coalesced.inc(joined);
     if (hits === items.length) {
@@ -366,7 +436,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         const ticket = admission.admit(item.graph.graph);
         flight = cache.run(
           key,
-          (signal) => compute(item, signal, flightDeadline, ticket, request.requestId),
+          (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),
           controller.signal,
         );
         const forget = (): void => {
@@ -387,7 +457,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (flight === undefined) continue;
       waits.push(
         flight.then(
-          (stored) => settle({ judgmentId: stored.id, judgment: stored.judgment, cached: !own }),
+          (stored) =>
+            settle({
+              judgmentId: stored.id,
+              judgment: stored.judgment,
+              cached: !own || fromElsewhere.has(stored),
+            }),
           (err: unknown) => {
             const failure = classify(err, controller.signal);
             if (failure.internal) options.onInternalError?.(err);
