@@ -273,11 +273,42 @@ const RecordsEnv = z
     failureWarnIntervalMs: e.FAILURE_WARN_INTERVAL_MS,
   }));
 
+/** Scale-out: worker processes on one port, and state shared with other processes through Redis. */
+const ScaleEnv = z
+  .object({
+    WORKERS: z.union([z.literal('auto'), int(1, 256)]).default(1),
+    REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+    REDIS_PREFIX: z.string().min(1).max(64).default('reward:'),
+    REDIS_CACHE_TTL_MS: int(1000).default(86_400_000),
+    REDIS_LEASE_MS: int(100).default(15_000),
+    REDIS_TIMEOUT_MS: int(10).default(1000),
+  })
+  .transform((e) => ({
+    /** Worker processes on the one port (`auto` = the machine's cores); 1 = no primary process. */
+    workers: e.WORKERS,
+    /** Shared state; undefined = local (one process). */
+    redis:
+      e.REDIS_URL === undefined
+        ? undefined
+        : {
+            url: e.REDIS_URL,
+            /** Key namespace (deployments sharing one Redis pick different ones). */
+            prefix: e.REDIS_PREFIX,
+            /** A single-flight lease not renewed for this long expires (its holder died), ms. */
+            leaseMs: e.REDIS_LEASE_MS,
+            /** Per Redis command, ms; past it local state answers. */
+            timeoutMs: e.REDIS_TIMEOUT_MS,
+          },
+    /** How long a judgment stays in the shared cache, ms (only with `redis`). */
+    sharedCacheTtlMs: e.REDIS_CACHE_TTL_MS,
+  }));
+
 export type Config = z.output<typeof ServerEnv> &
   z.output<typeof JudgeEnv> &
   z.output<typeof RequestEnv> &
   z.output<typeof CapacityEnv> &
-  z.output<typeof RecordsEnv>;
+  z.output<typeof RecordsEnv> &
+  z.output<typeof ScaleEnv>;
 
 /**
  * Every variable the server reads, by name, with its schema (and so its default). docs/configuration.md
@@ -289,6 +320,7 @@ export const ENV_VARIABLES = Object.freeze({
   ...RequestEnv.in.shape,
   ...CapacityEnv.in.shape,
   ...RecordsEnv.in.shape,
+  ...ScaleEnv.in.shape,
 });
 
 type EnvSource = Readonly<Record<string, string | undefined>>;
@@ -314,10 +346,25 @@ export function loadConfig(env: EnvSource = process.env): Config {
   const request = RequestEnv.safeParse(present);
   const capacity = CapacityEnv.safeParse(present);
   const records = RecordsEnv.safeParse(present);
-  if (!server.success || !judge.success || !request.success || !capacity.success || !records.success) {
-    const issues = [server, judge, request, capacity, records].flatMap((r) => r.error?.issues ?? []);
+  const scale = ScaleEnv.safeParse(present);
+  if (
+    !server.success ||
+    !judge.success ||
+    !request.success ||
+    !capacity.success ||
+    !records.success ||
+    !scale.success
+  ) {
+    const issues = [server, judge, request, capacity, records, scale].flatMap((r) => r.error?.issues ?? []);
     const lines = issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
     throw new Error(`invalid environment:\n${lines.join('\n')}`);
   }
-  return deepFreeze({ ...server.data, ...judge.data, ...request.data, ...capacity.data, ...records.data });
+  return deepFreeze({
+    ...server.data,
+    ...judge.data,
+    ...request.data,
+    ...capacity.data,
+    ...records.data,
+    ...scale.data,
+  });
 }

@@ -10,33 +10,37 @@ const SRC = fileURLToPath(new URL('../src/', import.meta.url));
  * The layering of src/, as data. A file's layer is its first folder under src/ (`config` and `errors` for
  * the two top-level files). `uses` lists the other layers it may import (its own is always allowed);
  * `packages` the npm packages and `node:` built-ins. Imports flow server → judge → roles → text and
- * ablations → judge; config, errors, settings and text are leaves.
+ * ablations → judge; config, errors, settings and text are leaves. `state` (shared state: local or Redis)
+ * sits under judge (RPM/TPM buckets) and server (cache, leases, idempotency) and knows neither.
  */
 const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly string[] }> = new Map([
   ['errors', { uses: [], packages: [] }],
   ['text', { uses: [], packages: [] }],
   ['settings', { uses: [], packages: ['zod'] }],
   ['config', { uses: ['settings'], packages: ['zod', 'node:fs'] }],
+  ['state', { uses: ['errors'], packages: ['ioredis', 'node:crypto', 'node:os'] }],
   // Roles are pure: prompt + schema. node:crypto hashes the prompt version.
   ['roles', { uses: ['text'], packages: ['zod', 'node:crypto'] }],
   [
     'judge',
     {
-      uses: ['roles', 'text', 'settings', 'errors'],
+      uses: ['roles', 'text', 'settings', 'errors', 'state'],
       packages: ['zod', 'undici', 'openai', 'node:crypto', 'node:events', 'node:perf_hooks'],
     },
   ],
   [
     'server',
     {
-      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config'],
+      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config', 'state'],
       packages: [
         'fastify',
         'prom-client',
         'zod',
+        'node:cluster',
         'node:crypto',
         'node:events',
         'node:fs/promises',
+        'node:os',
         'node:path',
       ],
     },

@@ -10,6 +10,7 @@ import {
   type RoutingFile,
 } from '../settings/routing-file.js';
 import { createOpenAICompatibleBackend } from './backends/openai.js';
+import type { BucketStore } from '../state/types.js';
 import type { Backend, Route, Router } from './types.js';
 
 export interface RouterOptions {
@@ -20,6 +21,8 @@ export interface RouterOptions {
   offline: () => Backend;
   /** Builds an OpenAI-compatible backend; default `createOpenAICompatibleBackend`. */
   createBackend?: ((settings: BackendSettings, name: string) => Backend) | undefined;
+  /** RPM/TPM bucket store for the default `createBackend` (shared with REDIS_URL). */
+  buckets?: BucketStore | undefined;
 }
 
 interface Target {
@@ -38,7 +41,8 @@ export function createRouter(options: RouterOptions): Router {
   const file = options.file;
   const create =
     options.createBackend ??
-    ((settings: BackendSettings, name: string) => createOpenAICompatibleBackend(settings, { name }));
+    ((settings: BackendSettings, name: string) =>
+      createOpenAICompatibleBackend(settings, { name, buckets: options.buckets }));
   const targets = new Map<string, Target>();
   const fileBackends = new Map(Object.entries(file?.backends ?? {}));
 

@@ -17,6 +17,8 @@ import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { BACKEND_DEFAULTS } from '../settings/defaults.js';
+import { createLocalState } from '../state/local.js';
+import type { SharedState } from '../state/types.js';
 import { Admission, type Refusal } from './admission.js';
 import { createComparisonService } from './comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
@@ -24,6 +26,7 @@ import { createFailureMonitor } from './failure-log.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { createSharedJudgments } from './shared-judgments.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
 import { registerGraphRoutes } from './routes/graphs.js';
 import { registerOpsRoutes } from './routes/ops.js';
@@ -42,6 +45,12 @@ export interface AppDeps {
   /** Epoch-ms clock for request deadlines (default Date.now). */
   now?: (() => number) | undefined;
   transcripts?: TranscriptSink | undefined;
+  /** Shared state (REDIS_URL): cache, single-flight and idempotency across processes. Default: local. */
+  state?: SharedState | undefined;
+  /** WORKERS>1: the merged /metrics text (asked from the primary). Default: this process's registry. */
+  metricsText?: (() => Promise<string>) | undefined;
+  /** WORKERS>1: this worker's cluster id, shown in /readyz. */
+  workerId?: number | undefined;
 }
 
 /** Idempotency records kept (each holds references to its completed judgments). */
@@ -109,6 +118,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
   metrics.watchBackends(() => router.backends());
+  const state = deps.state ?? createLocalState();
   let defaultGraph;
   try {
     defaultGraph = presetChoice(config.defaultGraph);
@@ -208,6 +218,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       lingerMs: config.idempotencyLingerMs,
       maxEntries: IDEMPOTENCY_MAX_ENTRIES,
     },
+    shared: createSharedJudgments(state, {
+      ttlMs: config.sharedCacheTtlMs,
+      onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
+    }),
   });
   const comparisons = createComparisonService({
     router,
@@ -230,6 +244,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     inlineGraphs: { ...config.inlineGraphs, models: configuredModels(config) },
     lifecycle: { closing: false },
     now,
+    state,
+    metricsText: deps.metricsText ?? (() => metrics.registry.metrics()),
+    workerId: deps.workerId,
   };
 
   const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);

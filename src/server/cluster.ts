@@ -16,6 +16,8 @@ import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
 import { z } from 'zod';
 
+import type { Config } from '../config.js';
+import type { BackendSettings } from '../settings/routing-file.js';
 import type { ClusterMetrics } from './metrics.js';
 
 /** Worker → primary: "give me the merged metrics"; primary → worker: "send yours". */
@@ -155,7 +157,7 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
     }
     if (stopping) {
       exitCodes.push(code);
-      log('info', { worker: worker.id, pid: worker.process.pid, code, signal }, 'worker stopped');
+      log('info', { worker: worker.id, worker_pid: worker.process.pid, code, signal }, 'worker stopped');
       if (alive().length === 0) options.exit(exitCodes.every((c) => c === 0) ? 0 : 1);
       return;
     }
@@ -164,7 +166,7 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
     const delay = restartDelay();
     log(
       'error',
-      { worker: worker.id, pid: worker.process.pid, code, signal, restart_in_ms: delay },
+      { worker: worker.id, worker_pid: worker.process.pid, code, signal, restart_in_ms: delay },
       'worker died: its open requests failed with a connection reset (clients retry); starting a replacement',
     );
     setTimeout(() => {
@@ -245,4 +247,35 @@ export function joinCluster(registry: { getMetricsAsJSON(): Promise<unknown[]> }
       });
       process.send?.({ type: 'reward:metrics-request', id });
     });
+}
+
+/**
+ * A worker's share of the per-server backend limits, so that N workers together keep the configured
+ * totals: JUDGE_MAX_INFLIGHT (and each routing-file backend's `max_inflight`) is split N ways (rounded
+ * up); RPM/TPM too, unless the buckets are shared through Redis (then every worker draws from the same
+ * bucket). MAX_CONCURRENT_JUDGMENTS, MAX_QUEUE and CACHE_SIZE stay per worker.
+ */
+export function workerShare(config: Config, workers: number): Config {
+  if (workers <= 1) return config;
+  const sharedBuckets = config.redis !== undefined;
+  const share = (b: BackendSettings): BackendSettings => ({
+    ...b,
+    max_inflight: Math.max(1, Math.ceil(b.max_inflight / workers)),
+    rpm: b.rpm === undefined || sharedBuckets ? b.rpm : b.rpm / workers,
+    tpm: b.tpm === undefined || sharedBuckets ? b.tpm : b.tpm / workers,
+  });
+  const file = config.judge.file;
+  return {
+    ...config,
+    judge: {
+      default: config.judge.default === 'offline' ? 'offline' : share(config.judge.default),
+      file:
+        file === undefined
+          ? undefined
+          : {
+              ...file,
+              backends: Object.fromEntries(Object.entries(file.backends).map(([k, b]) => [k, share(b)])),
+            },
+    },
+  };
 }

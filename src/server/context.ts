@@ -6,6 +6,7 @@ import { RewardError } from '../errors.js';
 import { assertInlineAllowed, checkInlineGraph, type InlineGraphPolicy } from '../judge/graph-limits.js';
 import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
+import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
 import type { ComparisonService } from './comparing.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
@@ -26,6 +27,11 @@ export interface ServerContext {
   /** Set when shutdown starts: new requests get 503 RW_SHUTTING_DOWN, /readyz turns 503. */
   lifecycle: { closing: boolean };
   now(): number;
+  /** Local, or Redis-backed (REDIS_URL); its status is in /readyz. */
+  state: SharedState;
+  /** The /metrics text: this process's registry, or the merged one under WORKERS>1. */
+  metricsText(): Promise<string>;
+  workerId: number | undefined;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

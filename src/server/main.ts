@@ -1,14 +1,22 @@
 /**
  * The process entry point: reads config, builds the router and the app, listens, and shuts down
  * gracefully on SIGTERM/SIGINT (stop accepting, let in-flight judgments finish within SHUTDOWN_GRACE_MS,
- * flush transcripts, close backends, exit 0).
+ * flush transcripts, close backends, exit 0). With WORKERS>1 this process becomes the cluster primary
+ * (`cluster.ts`) and each worker runs the server below on the shared port.
  */
-import { loadConfig } from '../config.js';
+import cluster from 'node:cluster';
+import { hostname, availableParallelism } from 'node:os';
+
+import { loadConfig, type Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createOpenAICompatibleBackend } from '../judge/backends/openai.js';
 import { createRouter } from '../judge/routing.js';
+import { createLocalState } from '../state/local.js';
+import { createRedisState, redactRedisUrl } from '../state/redis.js';
+import type { SharedState } from '../state/types.js';
 import { buildApp } from './app.js';
-import { createMetrics } from './metrics.js';
+import { joinCluster, runPrimary, workerShare } from './cluster.js';
+import { createClusterMetrics, createMetrics } from './metrics.js';
 import { startupFields } from './startup.js';
 import { createFileTranscriptSink, type TranscriptSink } from './transcripts.js';
 
@@ -25,20 +33,93 @@ const OFFLINE_BANNER = [
 
 /** Extra time past the grace period for aborted judgments to answer before the process gives up. */
 const HARD_EXIT_MARGIN_MS = 10_000;
+/** How long start-up waits for Redis before serving degraded (on local state). */
+const REDIS_CONNECT_WAIT_MS = 2_000;
+
+const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
+
+/** The primary serves no HTTP and has no fastify: its few lines in the same JSON shape as pino's. */
+function primaryLog(config: Config): (level: 'info' | 'warn' | 'error', fields: object, msg: string) => void {
+  const threshold = LEVELS[config.logLevel];
+  const host = hostname();
+  return (level, fields, msg) => {
+    if (LEVELS[level] < threshold) return;
+    const line = {
+      level: LEVELS[level],
+      time: Date.now(),
+      pid: process.pid,
+      hostname: host,
+      role: 'primary',
+    };
+    process.stdout.write(`${JSON.stringify({ ...line, ...fields, msg })}\n`);
+  };
+}
+
+function primary(config: Config, workers: number): void {
+  const log = primaryLog(config);
+  log(
+    'info',
+    { workers, redis: config.redis === undefined ? null : redactRedisUrl(config.redis.url) },
+    'starting workers',
+  );
+  if (config.redis === undefined) {
+    log(
+      'warn',
+      {},
+      'WORKERS>1 without REDIS_URL: each worker has its own cache and single-flight; backend limits are split between workers',
+    );
+  }
+  const supervisor = runPrimary({
+    workers,
+    shutdownGraceMs: config.shutdownGraceMs,
+    hardExitMarginMs: HARD_EXIT_MARGIN_MS,
+    metrics: createClusterMetrics(),
+    log,
+    exit: (code) => process.exit(code),
+  });
+  process.on('SIGTERM', () => supervisor.shutdown('SIGTERM'));
+  process.on('SIGINT', () => supervisor.shutdown('SIGINT'));
+}
 
 async function main(): Promise<void> {
-  const config = loadConfig();
+  const loaded = loadConfig();
+  const workers = loaded.workers === 'auto' ? availableParallelism() : loaded.workers;
+  if (workers > 1 && cluster.isPrimary) {
+    primary(loaded, workers);
+    return;
+  }
+  const config = workerShare(loaded, workers);
   // The logger exists once the app does; the backends are built before it.
   const logSink: {
     error?: (err: unknown) => void;
     warn?: (fields: Record<string, unknown>, message: string) => void;
   } = {};
+  const metrics = createMetrics({ recentWindow: config.recentWindow });
+  // Outage / recovery lines, once the server's logger exists (the initial state is logged below).
+  const stateLog: { changed?: (degraded: boolean) => void } = {};
+  const redis =
+    config.redis === undefined
+      ? undefined
+      : createRedisState({
+          ...config.redis,
+          observer: {
+            onDegraded: (degraded) => {
+              metrics.stateObserver.onDegraded?.(degraded);
+              stateLog.changed?.(degraded);
+            },
+            onError: (op, err) => metrics.stateObserver.onError?.(op, err),
+          },
+        });
+  const state: SharedState = redis ?? createLocalState();
+  const redisUp = redis === undefined ? undefined : await redis.connected(REDIS_CONNECT_WAIT_MS);
   const router = createRouter({
     ...config.judge,
     offline: createOfflineBackend,
     createBackend: (settings, name) =>
       createOpenAICompatibleBackend(settings, {
         name,
+        // RPM/TPM buckets: in-process, or shared through Redis with every worker and replica.
+        buckets: state.buckets,
         onResponseFormatFallback: ({ backend, status, error }) =>
           logSink.warn?.(
             { backend, status, type: error.type, code: error.code, message: error.message },
@@ -46,7 +127,6 @@ async function main(): Promise<void> {
           ),
       }),
   });
-  const metrics = createMetrics({ recentWindow: config.recentWindow });
 
   let transcripts: TranscriptSink | undefined;
   if (config.transcriptsPath !== undefined) {
@@ -57,9 +137,28 @@ async function main(): Promise<void> {
       },
     });
   }
-  const server = buildApp({ config, router, metrics, transcripts, logger: { level: config.logLevel } });
+  const server = buildApp({
+    config,
+    router,
+    metrics,
+    transcripts,
+    state,
+    logger: { level: config.logLevel },
+    metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
+    workerId: cluster.worker?.id,
+  });
   logSink.error = (err) => server.log.error({ err }, 'transcript write failed');
   logSink.warn = (fields, message) => server.log.warn(fields, message);
+  if (redis !== undefined) {
+    const url = redactRedisUrl(config.redis?.url ?? '');
+    if (redisUp === true) server.log.info({ redis: url }, 'shared state in Redis');
+    else server.log.warn({ redis: url }, 'Redis unreachable: serving on local state until it answers');
+    stateLog.changed = (degraded) => {
+      if (degraded)
+        server.log.warn({ redis: url }, 'Redis unreachable: judging on local state until it answers');
+      else server.log.info({ redis: url }, 'Redis reachable again: shared state resumed');
+    };
+  }
 
   if (router.name === 'offline') {
     console.error(OFFLINE_BANNER);
@@ -88,6 +187,7 @@ async function main(): Promise<void> {
         await server.close();
         await transcripts?.close();
         await Promise.all(router.backends().map(async (b) => b.close?.()));
+        await state.close();
       } catch (err) {
         server.log.error({ err }, 'error during shutdown');
         code = 1;

@@ -7,6 +7,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 import type { PairJudgment } from '../judge/compare.js';
 import type { Backend, CallEvent, Judgment, ReplicaSnapshot, RetryEvent } from '../judge/types.js';
+import type { StateObserver } from '../state/types.js';
 
 /**
  * prom-client's default gauges whose `_total` suffix breaks the Prometheus rule that only counters end in
@@ -87,6 +88,11 @@ export interface Metrics {
   rankPositionBiasRate: Histogram<'route' | 'criterion'>;
   /** Counts one computed pairwise comparison (both orders) under its criterion. */
   observeComparison(criterion: string, judgment: PairJudgment): void;
+  /** 1 while REDIS_URL is set but Redis is unreachable (judging continues on local state). */
+  sharedStateDegraded: Gauge;
+  sharedStateErrors: Counter<'op'>;
+  /** Feeds the reward_shared_state_* metrics; pass to `createRedisState`. */
+  stateObserver: StateObserver;
   /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
   observeCall(event: CallEvent): void;
   /** Counts one computed judgment under its graph label (a preset name or `custom`). */
@@ -307,6 +313,19 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['backend', 'result'] as const,
     registers,
   });
+  const sharedStateDegraded = new Gauge({
+    name: 'reward_shared_state_degraded',
+    help: 'REDIS_URL is set but Redis is unreachable: 1 while judging runs on local state (cache, leases, buckets).',
+    // WORKERS>1: 1 when any worker is degraded.
+    aggregator: 'max',
+    registers,
+  });
+  const sharedStateErrors = new Counter({
+    name: 'reward_shared_state_errors_total',
+    help: 'Shared-state operations that failed and were answered from local state, by store (judgments, leases, buckets, idempotency, flush, decode).',
+    labelNames: ['op'] as const,
+    registers,
+  });
 
   const comparisons = new Counter({
     name: 'reward_comparisons_total',
@@ -379,6 +398,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       comparisons.labels(criterion, judgment.status).inc();
       comparisonDuration.labels(criterion).observe(judgment.latencyMs / 1000);
       if (judgment.positionBias) positionBiasEvents.labels(criterion).inc();
+    },
+    sharedStateDegraded,
+    sharedStateErrors,
+    stateObserver: {
+      onDegraded: (degraded) => sharedStateDegraded.set(degraded ? 1 : 0),
+      onError: (op) => sharedStateErrors.labels(op).inc(),
     },
     observeCall(event) {
       const role = roleLabel(event.role);

@@ -115,4 +115,4 @@ export interface StateObserver {
   onError?(op: StateOp, err: unknown): void;
 }
 
-export type StateOp = 'judgments' | 'leases' | 'buckets' | 'idempotency' | 'flush';
+export type StateOp = 'judgments' | 'leases' | 'buckets' | 'idempotency' | 'flush' | 'decode';

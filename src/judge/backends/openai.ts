@@ -33,6 +33,7 @@ import {
   type RetryPolicy,
   type Sleep,
 } from '../retry.js';
+import type { BucketStore } from '../../state/types.js';
 import { createPrefixStagger, type StaggerTurn } from '../stagger.js';
 import type { Backend, CallOptions, LlmReply, LlmRequest, ReplicaOutcome } from '../types.js';
 import {
@@ -61,6 +62,8 @@ export interface OpenAICompatibleBackendOptions {
   /** Told once when the backend switches from json_schema to json_object. */
   onResponseFormatFallback?:
     ((event: { backend: string; status: number; error: WireError }) => void) | undefined;
+  /** Where RPM/TPM levels live (shared through Redis with REDIS_URL); default in-process. */
+  buckets?: BucketStore | undefined;
 }
 
 const PING_TIMEOUT_MS = 5_000;
@@ -182,6 +185,10 @@ export function createOpenAICompatibleBackend(
           rpm: settings.rpm,
           tpm: settings.tpm,
           sleep: options.sleep,
+          // In-process, or shared through Redis by every worker and replica configured with this backend
+          // (the same name and endpoints).
+          buckets: options.buckets,
+          bucketName: `${name}@${urls.join(',')}`,
         });
   const picker = createReplicaPicker(
     replicas.map((r) => r.url),

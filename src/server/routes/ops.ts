@@ -19,7 +19,7 @@ async function reachable(backend: Backend): Promise<boolean> {
 }
 
 export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): void {
-  const { router, admission, metrics, lifecycle } = ctx;
+  const { router, admission, metrics, lifecycle, state } = ctx;
 
   app.get('/healthz', () => ({ status: 'ok' }));
 
@@ -44,11 +44,21 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
     );
     const ready = !lifecycle.closing && !saturated && backends.every((b) => b.reachable);
     reply.code(ready ? 200 : 503);
-    return { ready, backend: router.name, shutting_down: lifecycle.closing, saturated, judgments, backends };
+    return {
+      ready,
+      backend: router.name,
+      shutting_down: lifecycle.closing,
+      saturated,
+      judgments,
+      backends,
+      // Degraded shared state keeps the server ready: it judges on local state (docs/scale-out.md).
+      shared_state: state.status(),
+      process: { pid: process.pid, worker: ctx.workerId ?? null },
+    };
   });
 
   app.get('/metrics', async (_request, reply) => {
-    const text = await metrics.registry.metrics();
+    const text = await ctx.metricsText();
     reply.header('content-type', metrics.registry.contentType);
     return text;
   });
