@@ -1,14 +1,18 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Suites that start other processes: the built server (`dist/`, built once if stale), the ablate, probe and
- * evaluate CLIs, and the bench harness smoke run; with them the docs/ablations check, which ablates and probes 600
- * items afresh (~8 s of CPU). `vitest run` runs them with the rest (`npm test`); `npm run test:unit`
- * (`--project unit`) leaves them out for a fast loop, and the `slow` project too: `test/slow/` replays
- * whole trainer steps (bursts of 6 144 requests, ~2–3 min).
+ * Suites that start other processes: the built server (`dist/`, built once if stale; also with WORKERS=2),
+ * redis-server, the ablate, probe and evaluate CLIs, and the bench harness smoke run; with them the
+ * docs/ablations check, which ablates and probes 600 items afresh (~8 s of CPU). `vitest run` runs them
+ * with the rest (`npm test`); `npm run test:unit` (`--project unit`) leaves them out for a fast loop, and
+ * the `slow` project too: `test/slow/` replays whole trainer steps (bursts of 6 144 requests, ~2–3 min).
  */
 const PROCESS_SUITES = [
   'test/server/main.test.ts',
+  'test/server/cluster.test.ts',
+  // redis-server on a loopback port
+  'test/server/replicas.test.ts',
+  'test/state/state.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',
