@@ -225,7 +225,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     }
     if (flight.kind === 'landed') {
       ticket.done(undefined);
-      sharedCoalesced.inc();
+      // Stored by the time this process asked (its write raced our lookup) is a hit; waited for, coalesced.
+      (flight.waited ? sharedCoalesced : sharedHit).inc();
       fromElsewhere.add(flight.stored);
       return flight.stored;
     }

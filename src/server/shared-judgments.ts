@@ -85,7 +85,8 @@ export function decodeStored(text: string): SharedJudgment | undefined {
 }
 
 export type SharedFlight =
-  | { kind: 'landed'; stored: SharedJudgment }
+  /** `waited`: handed over by a holder this caller waited for (else it was already stored). */
+  | { kind: 'landed'; stored: SharedJudgment; waited: boolean }
   | {
       kind: 'acquired';
       /** Hands the outcome to waiters; stores it too when `cacheable`. */
@@ -140,7 +141,7 @@ export function createSharedJudgments(
         const outcome = await state.leases.acquire(key, { signal, deadline });
         if (outcome.kind === 'landed') {
           const stored = decode(outcome.value);
-          if (stored !== undefined) return { kind: 'landed', stored };
+          if (stored !== undefined) return { kind: 'landed', stored, waited: outcome.waited };
           continue;
         }
         const { lease } = outcome;

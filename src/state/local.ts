@@ -84,7 +84,7 @@ export function createLocalLeases(now: Clock = Date.now): LeaseStore {
         if (done) return Promise.resolve();
         done = true;
         if (held.get(key) === entry) held.delete(key);
-        for (const w of entry.waiters) w.resolve({ kind: 'landed', value });
+        for (const w of entry.waiters) w.resolve({ kind: 'landed', value, waited: true });
         entry.waiters.clear();
         return Promise.resolve();
       },

@@ -406,12 +406,12 @@ export function createRedisState(options: RedisStateOptions): RedisState {
       signal.addEventListener('abort', onAbort, { once: true });
     });
 
-  const tryAcquire = async (key: string): Promise<LeaseOutcome | undefined> => {
+  const tryAcquire = async (key: string, waited: boolean): Promise<LeaseOutcome | undefined> => {
     const reply: unknown = await run(ACQUIRE, [`${prefix}j:${key}`, `${prefix}l:${key}`], [holder, leaseMs]);
     if (!Array.isArray(reply)) throw new Error('unexpected lease reply');
     const kind: unknown = reply[0];
     const value: unknown = reply[1];
-    if (kind === 'landed' && typeof value === 'string') return { kind: 'landed', value };
+    if (kind === 'landed' && typeof value === 'string') return { kind: 'landed', value, waited };
     if (kind === 'acquired') return { kind: 'acquired', lease: redisLease(key) };
     return undefined;
   };
@@ -440,7 +440,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
       if (!usable()) return localAcquire(key, opts);
       let stop: (() => void) | undefined;
       try {
-        const first = await tryAcquire(key);
+        const first = await tryAcquire(key, false);
         if (first !== undefined) return first;
         // Held elsewhere: listen for its outcome, then look again (it may have landed in between).
         const messages: string[] = [];
@@ -451,12 +451,14 @@ export function createRedisState(options: RedisStateOptions): RedisState {
         });
         for (let round = 0; round < MAX_LEASE_ROUNDS; round++) {
           if (!usable()) return await localAcquire(key, opts);
-          const outcome = await tryAcquire(key);
+          const outcome = await tryAcquire(key, true);
           if (outcome !== undefined) return outcome;
           const left = deadline - now();
           if (left <= 0) break;
           const message = await nextMessage(messages, wake, Math.min(pollMs, left), signal);
-          if (message?.startsWith('v') === true) return { kind: 'landed', value: message.slice(1) };
+          if (message?.startsWith('v') === true) {
+            return { kind: 'landed', value: message.slice(1), waited: true };
+          }
         }
         throw new RewardError(
           'RW_JUDGE_TIMEOUT',

@@ -14,8 +14,12 @@ export interface JudgmentStore {
   set(key: string, value: string, ttlMs: number): Promise<void>;
 }
 
-/** What a caller of `LeaseStore.acquire` gets: the right to compute, or another holder's outcome. */
-export type LeaseOutcome = { kind: 'acquired'; lease: Lease } | { kind: 'landed'; value: string };
+/**
+ * What a caller of `LeaseStore.acquire` gets: the right to compute, or an outcome — already stored when it
+ * asked (`waited: false`), or handed over by the holder it waited for (`waited: true`).
+ */
+export type LeaseOutcome =
+  { kind: 'acquired'; lease: Lease } | { kind: 'landed'; value: string; waited: boolean };
 
 export interface Lease {
   /**

@@ -44,7 +44,7 @@ function contract(name: string, make: () => Promise<SharedState>): void {
       await new Promise((r) => setTimeout(r, 50));
       if (first.kind !== 'acquired') throw new Error('unreachable');
       await first.lease.complete('{"v":1}', undefined);
-      expect(await second).toEqual({ kind: 'landed', value: '{"v":1}' });
+      expect(await second).toEqual({ kind: 'landed', value: '{"v":1}', waited: true });
     });
 
     it('passes an abandoned lease to a waiter', async () => {
@@ -154,9 +154,13 @@ describeRedis('redis-backed shared state', () => {
     const waiting = b.leases.acquire('shared-1', opts());
     await new Promise((r) => setTimeout(r, 100));
     if (held.kind === 'acquired') await held.lease.complete('{"answer":42}', 10_000);
-    expect(await waiting).toEqual({ kind: 'landed', value: '{"answer":42}' });
+    expect(await waiting).toEqual({ kind: 'landed', value: '{"answer":42}', waited: true });
     // Stored: a later caller on B lands at once, and the judgment store reads it.
-    expect(await b.leases.acquire('shared-1', opts())).toEqual({ kind: 'landed', value: '{"answer":42}' });
+    expect(await b.leases.acquire('shared-1', opts())).toEqual({
+      kind: 'landed',
+      value: '{"answer":42}',
+      waited: false,
+    });
     expect(await b.judgments?.getMany(['shared-1', 'absent'])).toEqual(['{"answer":42}', undefined]);
   });
 
@@ -167,7 +171,7 @@ describeRedis('redis-backed shared state', () => {
     const waiting = b.leases.acquire('shared-fail', opts());
     await new Promise((r) => setTimeout(r, 100));
     if (held.kind === 'acquired') await held.lease.complete('{"failed":true}', undefined);
-    expect(await waiting).toEqual({ kind: 'landed', value: '{"failed":true}' });
+    expect(await waiting).toEqual({ kind: 'landed', value: '{"failed":true}', waited: true });
     const next = await b.leases.acquire('shared-fail', opts());
     expect(next.kind).toBe('acquired');
     if (next.kind === 'acquired') await next.lease.abandon();
@@ -195,7 +199,7 @@ describeRedis('redis-backed shared state', () => {
     const waiting = b.leases.acquire('renew-1', opts(3000));
     await new Promise((r) => setTimeout(r, 700));
     if (held.kind === 'acquired') await held.lease.complete('"late"', 5000);
-    expect(await waiting).toEqual({ kind: 'landed', value: '"late"' });
+    expect(await waiting).toEqual({ kind: 'landed', value: '"late"', waited: true });
   });
 
   it('two clients share one token bucket: together they get the rate once, not twice', async () => {

@@ -1,0 +1,224 @@
+/**
+ * Two replicas sharing a real Redis (redis-server on a loopback port): each is a whole app with its own
+ * router, metrics and Redis connections, both in front of one fake judge backend that counts calls.
+ * Cross-replica cache hits, cross-replica coalescing, one shared RPM bucket, and Redis killed mid-load.
+ */
+import type { FastifyInstance } from 'fastify';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+
+import { loadConfig } from '../../src/config.js';
+import { createOfflineBackend } from '../../src/judge/backends/offline.js';
+import { getPreset } from '../../src/judge/presets.js';
+import { createRouter } from '../../src/judge/routing.js';
+import { judgmentKey } from '../../src/judge/key.js';
+import type { Router } from '../../src/judge/types.js';
+import { buildApp } from '../../src/server/app.js';
+import { createMetrics, type Metrics } from '../../src/server/metrics.js';
+import { createLocalState } from '../../src/state/local.js';
+import { createRedisState } from '../../src/state/redis.js';
+import type { SharedState } from '../../src/state/types.js';
+import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
+import { describeRedis, startRedis, type RedisServer } from '../fakes/redis.js';
+import { candidate, counterValue, GROUND_TRUTH, markerJudge, QUESTION, waitFor } from './helpers.js';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
+type Json = any;
+
+interface Replica {
+  app: FastifyInstance;
+  metrics: Metrics;
+  state: SharedState;
+  router: Router;
+}
+
+const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GROUND_TRUTH, candidates });
+
+describeRedis('two replicas sharing Redis', () => {
+  let redis: RedisServer;
+  let fake: FakeOpenAI;
+  let replicas: Replica[] = [];
+  let prefixSeq = 0;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => redis.stop());
+  afterEach(async () => {
+    for (const r of replicas) {
+      await r.app.close();
+      await Promise.all(r.router.backends().map(async (b) => b.close?.()));
+      await r.state.close();
+    }
+    replicas = [];
+    await fake.close();
+  });
+
+  /** Replicas with one fresh key namespace per test (so tests do not see each other's judgments). */
+  async function start(
+    n: number,
+    env: Record<string, string> = {},
+    options: { redis?: boolean; latencyMs?: number } = {},
+  ): Promise<Replica[]> {
+    fake = await startFakeOpenAI({ fallback: markerJudge, latencyMs: options.latencyMs ?? 20 });
+    const prefix = `t${++prefixSeq}:`;
+    for (let i = 0; i < n; i++) {
+      const config = loadConfig({
+        JUDGE_BASE_URL: fake.baseURL,
+        JUDGE_MODEL: 'fake-model',
+        JUDGE_MAX_RETRIES: '0',
+        ...(options.redis === false ? {} : { REDIS_URL: redis.url, REDIS_PREFIX: prefix }),
+        REDIS_LEASE_MS: '2000',
+        ...env,
+      });
+      const metrics = createMetrics();
+      const state =
+        config.redis === undefined
+          ? createLocalState()
+          : createRedisState({ ...config.redis, observer: metrics.stateObserver });
+      if ('connected' in state && typeof state.connected === 'function') {
+        expect(await state.connected(5000)).toBe(true);
+      }
+      const router = createRouter({ ...config.judge, offline: createOfflineBackend, buckets: state.buckets });
+      replicas.push({ app: buildApp({ config, router, metrics, state }), metrics, state, router });
+    }
+    return replicas;
+  }
+
+  const reward = (r: Replica, body: object) =>
+    r.app.inject({ method: 'POST', url: '/v1/reward', payload: body });
+
+  it('a group judged on A costs 0 backend calls on B: all cached, same judgment ids', async () => {
+    const [a, b] = await start(2);
+    const body = group(Array.from({ length: 8 }, (_, i) => candidate(i)));
+    const first = (await reward(a!, body)).json<Json>();
+    expect(first.results.every((r: Json) => r.cached === false && r.status === 'ok')).toBe(true);
+    expect(fake.callCount).toBe(24);
+
+    const res = await reward(b!, body);
+    expect(res.statusCode).toBe(200);
+    const second = res.json<Json>();
+    expect(fake.callCount).toBe(24);
+    expect(second.rewards).toEqual(first.rewards);
+    expect(second.results.every((r: Json) => r.cached === true)).toBe(true);
+    expect(second.results.map((r: Json) => r.judgment_id)).toEqual(
+      first.results.map((r: Json) => r.judgment_id),
+    );
+    expect(second.usage.calls).toBe(0);
+    // A shared hit (or, if A's write raced B's lookup, handed over through the lease): never computed.
+    const shared =
+      (await counterValue(b!.metrics.cacheLookups, { result: 'shared_hit' })) +
+      (await counterValue(b!.metrics.cacheLookups, { result: 'shared_coalesced' }));
+    expect(shared).toBe(8);
+    expect(await counterValue(b!.metrics.judgments)).toBe(0);
+  });
+
+  it('16 concurrent identical requests split across A and B make one judgment’s calls', async () => {
+    const [a, b] = await start(2, {}, { latencyMs: 200 });
+    const body = group([candidate(0)]);
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => reward(i % 2 === 0 ? a! : b!, body)),
+    );
+    expect(fake.callCount).toBe(3);
+    const results = answers.map((res) => res.json<Json>().results[0]);
+    expect(results.every((r: Json) => r.status === 'ok' && r.reward === 1)).toBe(true);
+    expect(new Set(results.map((r: Json) => r.judgment_id)).size).toBe(1);
+    expect(results.filter((r: Json) => r.cached === false)).toHaveLength(1);
+    const computed = (await counterValue(a!.metrics.judgments)) + (await counterValue(b!.metrics.judgments));
+    expect(computed).toBe(1);
+    // The replica that lost the race received the outcome through the lease, holding no run slot.
+    const landed =
+      (await counterValue(a!.metrics.cacheLookups, { result: 'shared_coalesced' })) +
+      (await counterValue(b!.metrics.cacheLookups, { result: 'shared_coalesced' }));
+    expect(landed).toBe(1);
+  });
+
+  /** Backend calls arriving in the `windowMs` after the first one, with both replicas backlogged. */
+  async function callsInWindow(redisShared: boolean, windowMs: number): Promise<number> {
+    const [a, b] = await start(
+      2,
+      // Past the window nothing is measured: the deadline and a zero grace end the backlog quickly.
+      { JUDGE_RPM: '60', REQUEST_DEADLINE_MS: String(windowMs + 1000), SHUTDOWN_GRACE_MS: '0' },
+      { redis: redisShared },
+    );
+    const pending = [
+      reward(a!, group(Array.from({ length: 6 }, (_, i) => candidate(300 + i)))),
+      reward(b!, group(Array.from({ length: 6 }, (_, i) => candidate(400 + i)))),
+    ];
+    await waitFor(() => fake.callCount > 0, 'the first call', 5000);
+    const t0 = fake.calls[0]!.arrivedAt;
+    await new Promise((resolve) => setTimeout(resolve, windowMs + 100));
+    const inWindow = fake.calls.filter((c) => c.arrivedAt - t0 <= windowMs).length;
+    await Promise.all([a!.app.close(), b!.app.close()]);
+    // Judgments cut off by the deadline or the shutdown come back as failures, never as 0.
+    for (const res of await Promise.all(pending)) {
+      for (const r of res.json<Json>().results) expect(r.reward === null || r.status === 'ok').toBe(true);
+    }
+    return inWindow;
+  }
+
+  it('JUDGE_RPM=60 shared: both replicas together stay within 60 calls/minute (3 s window)', async () => {
+    const windowMs = 3000;
+    // Burst of 1 plus 1 per second: at most 1 + 3 calls in 3 s (+1 for a refill landing on the edge).
+    const shared = await callsInWindow(true, windowMs);
+    expect(shared).toBeGreaterThanOrEqual(3);
+    expect(shared).toBeLessThanOrEqual(5);
+  });
+
+  it('control: without Redis each replica spends the whole RPM, about twice the shared rate', async () => {
+    // Each replica: burst 1 + 3 in 3 s, so about 8 together.
+    expect(await callsInWindow(false, 3000)).toBeGreaterThanOrEqual(6);
+  });
+
+  it('Redis killed mid-load: no request fails, /readyz says degraded; it recovers and shares again', async () => {
+    const [a, b] = await start(2, {}, { latencyMs: 10 });
+    let next = 0;
+    const failures: string[] = [];
+    const send = async (r: Replica): Promise<void> => {
+      const k = next++;
+      const res = await reward(r, group([candidate(1000 + 2 * k), candidate(1001 + 2 * k)]));
+      const body = res.json<Json>();
+      if (res.statusCode !== 200 || body.results.some((x: Json) => x.status !== 'ok')) {
+        failures.push(`${res.statusCode} ${res.body.slice(0, 200)}`);
+      }
+    };
+    let stop = false;
+    const loops = [a!, b!, a!, b!].map(async (r) => {
+      for (let i = 0; i < 400 && !stop; i++) await send(r);
+    });
+    await waitFor(() => next >= 20, 'load to start', 5000);
+    await redis.kill();
+    await waitFor(() => a!.state.status().degraded && b!.state.status().degraded, 'degraded', 5000);
+    const ready = await a!.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json<Json>().shared_state).toMatchObject({ kind: 'redis', degraded: true });
+    const metricsText = (await a!.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metricsText).toMatch(/^reward_shared_state_degraded 1$/m);
+    const during = next;
+    await waitFor(() => next >= during + 20, 'load to continue during the outage', 10_000);
+    // A judgment computed on A during the outage (kept for the flush).
+    const outage = group([candidate(5000)]);
+    expect((await reward(a!, outage)).json<Json>().results[0].cached).toBe(false);
+
+    await redis.restart();
+    await waitFor(() => !a!.state.status().degraded && !b!.state.status().degraded, 'recovery', 10_000);
+    const after = next;
+    await waitFor(() => next >= after + 20, 'load to continue after recovery', 10_000);
+    stop = true;
+    await Promise.all(loops);
+    expect(failures).toEqual([]);
+    expect(next).toBeGreaterThan(60);
+    expect((await a!.metrics.sharedStateDegraded.get()).values[0]?.value).toBe(0);
+
+    // Caught up: the judgment A computed during the outage was flushed; B gets it with no backend call.
+    const key = judgmentKey(
+      getPreset('default')!,
+      { question: QUESTION, candidate: candidate(5000), groundTruth: GROUND_TRUTH },
+      a!.router,
+    );
+    await waitFor(async () => (await a!.state.judgments?.getMany([key]))?.[0] !== undefined, 'the flush');
+    const calls = fake.callCount;
+    const fromB = (await reward(b!, outage)).json<Json>();
+    expect(fromB.results[0].cached).toBe(true);
+    expect(fake.callCount).toBe(calls);
+  });
+});
