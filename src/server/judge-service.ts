@@ -135,6 +135,10 @@ function classify(
       internal: false,
     };
   }
+  if (err instanceof RewardError && err.code === 'RW_JUDGE_TIMEOUT') {
+    // Waited for another replica's judgment (a shared lease) until the deadline.
+    return { status: 'timeout', code: 'RW_JUDGE_TIMEOUT', message: err.message, internal: false };
+  }
   if (err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN') {
     // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
     return { status: 'judge_error', code: 'RW_SHUTTING_DOWN', message: err.message, internal: false };

@@ -57,7 +57,7 @@ describeRedis('two replicas sharing Redis', () => {
   async function start(
     n: number,
     env: Record<string, string> = {},
-    options: { redis?: boolean; latencyMs?: number } = {},
+    options: { redis?: boolean; latencyMs?: number; perReplica?: Array<Record<string, string>> } = {},
   ): Promise<Replica[]> {
     fake = await startFakeOpenAI({ fallback: markerJudge, latencyMs: options.latencyMs ?? 20 });
     const prefix = `t${++prefixSeq}:`;
@@ -69,6 +69,7 @@ describeRedis('two replicas sharing Redis', () => {
         ...(options.redis === false ? {} : { REDIS_URL: redis.url, REDIS_PREFIX: prefix }),
         REDIS_LEASE_MS: '2000',
         ...env,
+        ...options.perReplica?.[i],
       });
       const metrics = createMetrics();
       const state =
@@ -130,6 +131,33 @@ describeRedis('two replicas sharing Redis', () => {
       (await counterValue(a!.metrics.cacheLookups, { result: 'shared_coalesced' })) +
       (await counterValue(b!.metrics.cacheLookups, { result: 'shared_coalesced' }));
     expect(landed).toBe(1);
+  });
+
+  it('a replica waiting for a hung holder elsewhere answers timeout at its own deadline (null, not an error)', async () => {
+    const [a, b] = await start(
+      2,
+      { SHUTDOWN_GRACE_MS: '0' },
+      {
+        perReplica: [{ REQUEST_DEADLINE_MS: '10000' }, { REQUEST_DEADLINE_MS: '600' }],
+      },
+    );
+    fake.setScript([], { kind: 'hang' });
+    const body = group([candidate(30)]);
+    const onA = reward(a!, body);
+    await waitFor(() => fake.inflight() === 2, 'A to hold the lease and call the backend');
+    const started = Date.now();
+    const fromB = await reward(b!, body);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(fromB.statusCode).toBe(200);
+    expect(fromB.json<Json>().results[0]).toMatchObject({
+      status: 'timeout',
+      reward: null,
+      error_code: 'RW_JUDGE_TIMEOUT',
+    });
+    // B never called the backend itself: only A's two analysts did.
+    expect(fake.callCount).toBe(2);
+    await a!.app.close();
+    expect((await onA).json<Json>().results[0].reward).toBeNull();
   });
 
   /** Backend calls arriving in the `windowMs` after the first one, with both replicas backlogged. */
