@@ -76,9 +76,12 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
     Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
   const counted = (): void => metrics.workers.set(alive().length);
 
+  /** Workers that listened at least once; a worker that dies before any did means start-up failed. */
+  const listened = new Set<number>();
   const fork = (): void => {
     const worker = cluster.fork();
     worker.on('message', (message: unknown) => onMessage(worker, message));
+    worker.once('listening', () => listened.add(worker.id));
     counted();
   };
 
@@ -159,6 +162,18 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
       exitCodes.push(code);
       log('info', { worker: worker.id, worker_pid: worker.process.pid, code, signal }, 'worker stopped');
       if (alive().length === 0) options.exit(exitCodes.every((c) => c === 0) ? 0 : 1);
+      return;
+    }
+    if (listened.size === 0) {
+      // Not one worker got as far as listening (port taken, bad routing file…): restarting would loop.
+      log(
+        'error',
+        { worker: worker.id, worker_pid: worker.process.pid, code, signal },
+        'a worker exited before any worker listened: start-up failed, stopping',
+      );
+      stopping = true;
+      for (const w of alive()) w.process.kill('SIGTERM');
+      options.exit(1);
       return;
     }
     const reason = signal !== null ? 'signal' : code === 0 ? 'exit' : 'crash';

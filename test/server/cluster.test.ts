@@ -3,7 +3,9 @@
  * served by two worker processes, one merged /metrics that counts every judgment once, SIGTERM that loses
  * no request, and a killed worker that is replaced while its requests fail as connection errors.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -12,7 +14,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { describeRedis, startRedis } from '../fakes/redis.js';
 import { requestOnce, startBuiltServer, type BuiltServer } from '../support/built-server.js';
-import { ensureDist } from '../support/dist.js';
+import { DIST_ENTRY, ensureDist } from '../support/dist.js';
 import { candidate, GROUND_TRUTH, markerJudge, QUESTION, waitFor } from './helpers.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
@@ -138,6 +140,26 @@ describe('WORKERS=2 (node dist/server/main.js)', () => {
     expect(fake.callCount).toBe(48);
     const stopped = s.logs.filter((l) => l['msg'] === 'worker stopped');
     expect(stopped.map((l) => l['code'])).toEqual([0, 0]);
+  });
+
+  it('stops with exit 1 instead of restarting forever when no worker can start (port taken)', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const child = spawn(process.execPath, [DIST_ENTRY], {
+        env: { PATH: process.env['PATH'] ?? '', PORT: String(port), HOST: '127.0.0.1', WORKERS: '2' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+      expect(code).toBe(1);
+      expect(out).toContain('start-up failed');
+      expect(out).not.toContain('starting a replacement');
+    } finally {
+      taken.close();
+    }
   });
 
   it('a killed worker is replaced; its requests fail as connection errors (never a reward), a retry succeeds', async () => {
