@@ -89,6 +89,11 @@ export async function startRedis(): Promise<RedisServer> {
   const dir = mkdtempSync(join(tmpdir(), 'redis-test-'));
   const port = await freePort();
   let child = await launch(port, dir);
+  // If the suite dies before its afterAll, do not leave the server running (our own PID only).
+  const reap = (): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  process.once('exit', reap);
   const kill = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
     const c = child;
     if (c.exitCode !== null || c.signalCode !== null) return;
@@ -115,6 +120,7 @@ export async function startRedis(): Promise<RedisServer> {
     },
     async stop() {
       await kill('SIGKILL');
+      process.off('exit', reap);
       rmSync(dir, { recursive: true, force: true });
     },
   };
