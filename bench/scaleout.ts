@@ -12,7 +12,7 @@
  *     share, B's rate vs A's own LRU replay); a burst of duplicates split across A and B (backend calls
  *     vs unique judgments, and the same burst on two replicas without Redis); JUDGE_RPM shared by both
  *     (combined calls per minute vs the limit, and without Redis).
- * Options: --runs N --judgments N --latency-ms L --wait-quiet S (wait up to S s for other processes to go
+ * Options: --part all|workers|replicas, --runs N --judgments N --latency-ms L --wait-quiet S (wait up to S s for other processes to go
  * idle before each run) --out FILE (--out - : stdout only).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -49,6 +49,7 @@ const { values } = parseArgs({
     'latency-ms': { type: 'string', default: '20' },
     out: { type: 'string' },
     'wait-quiet': { type: 'string', default: '0' },
+    part: { type: 'string', default: 'all' },
   },
   strict: true,
 });
@@ -57,6 +58,10 @@ const runs = Number(values.runs ?? (quick ? 1 : 3));
 const judgments = Number(values.judgments ?? (quick ? 2000 : 6000));
 const latencyMs = Number(values['latency-ms']);
 const log = (line: string): void => console.error(`[scaleout] ${line}`);
+const rpmSeconds = quick ? 10 : 20;
+const part = values.part;
+if (part !== 'all' && part !== 'workers' && part !== 'replicas')
+  throw new Error(`--part: all, workers or replicas`);
 
 type Fake = Awaited<ReturnType<typeof startFake>>;
 
@@ -296,7 +301,10 @@ async function replicaRun(redis: RedisServer, index: number, corpus: Corpus): Pr
       if (line.startsWith('reward_shared_state_errors_total{')) fallbacks += Number(line.split(' ').pop());
     }
   }
-  // (2) a burst of duplicates split across A and B
+  // (2) a burst of duplicates split across A and B, on fresh replicas and a fresh key namespace (the
+  // corpus wraps around, so these rollouts may repeat judgments of (1))
+  await Promise.all([stopProcess(a.proc, 10_000), stopProcess(b.proc, 10_000)]);
+  [a, b] = await replicas(fake, { ...shared, REDIS_PREFIX: `bench-burst${index}:` }, logDir);
   const unique = 128;
   const copies = 8;
   const bodies = Array.from({ length: unique * copies }, (_, i) =>
@@ -316,7 +324,7 @@ async function replicaRun(redis: RedisServer, index: number, corpus: Corpus): Pr
   // (3) JUDGE_RPM shared by both replicas
   const rpmLimit = 1200;
   const rpmEnv = { JUDGE_RPM: String(rpmLimit), REQUEST_DEADLINE_MS: '60000' };
-  const windowSeconds = quick ? 10 : 20;
+  const windowSeconds = rpmSeconds;
   const rpmShared = await rpmWindow(
     await replicas(fake, { ...shared, REDIS_PREFIX: `bench-rpm${index}:`, ...rpmEnv }, logDir),
     fake,
@@ -437,7 +445,7 @@ function markdown(w: WorkersRun[], r: ReplicaRun[], env: string, seconds: number
     `| Redis operations that timed out (REDIS_TIMEOUT_MS) and fell back to local state, A + B | ${med(r.map((x) => x.fallbacks))} | 0 |`,
     `| burst: ${r[0]?.burstRequests ?? 0} /get_reward requests = ${r[0]?.burstUnique ?? 0} unique rollouts × 8, alternately to A and B: backend calls | ${med(r.map((x) => x.burstCallsShared))} | ${3 * (r[0]?.burstUnique ?? 0)} (one judgment each) |`,
     `| … the same burst on two replicas without Redis | ${med(r.map((x) => x.burstCallsLocal))} | ${6 * (r[0]?.burstUnique ?? 0)} (one per replica) |`,
-    `| JUDGE_RPM=${r[0]?.rpmLimit ?? 0} on both, shared: combined calls/min | ${med(r.map((x) => x.rpmShared))} | ≤ ${r[0]?.rpmLimit ?? 0} |`,
+    `| JUDGE_RPM=${r[0]?.rpmLimit ?? 0} on both, shared: combined calls/min over ${rpmSeconds} s | ${med(r.map((x) => x.rpmShared))} | ≤ ${r[0]?.rpmLimit ?? 0} + the burst (${(r[0]?.rpmLimit ?? 0) / 60} calls) = ${(r[0]?.rpmLimit ?? 0) * (1 + 1 / rpmSeconds)} |`,
     `| … without Redis (each replica its own bucket) | ${med(r.map((x) => x.rpmLocal))} | ≈ ${2 * (r[0]?.rpmLimit ?? 0)} |`,
     '',
   ];
@@ -450,7 +458,7 @@ async function main(): Promise<void> {
   const env = environment();
   const corpus = loadCorpus(base.dataset);
   const w: WorkersRun[] = [];
-  for (let i = 0; i < runs; i++) {
+  for (let i = 0; i < runs && part !== 'replicas'; i++) {
     for (const n of [1, 2]) {
       const background = await waitQuiet(Number(values['wait-quiet']), log);
       log(`run ${i + 1}/${runs}: WORKERS=${n} (other processes: ${background.toFixed(2)} cores)`);
@@ -460,7 +468,7 @@ async function main(): Promise<void> {
   const redis = await startRedis();
   const r: ReplicaRun[] = [];
   try {
-    for (let i = 0; i < runs; i++) {
+    for (let i = 0; i < runs && part !== 'workers'; i++) {
       const background = await waitQuiet(Number(values['wait-quiet']), log);
       log(
         `run ${i + 1}/${runs}: two replicas sharing Redis (other processes: ${background.toFixed(2)} cores)`,
