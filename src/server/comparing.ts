@@ -6,7 +6,6 @@
  * overload or a request too large to admit.
  */
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
@@ -35,6 +34,7 @@ import type { JudgeObserver, Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
 import { Admission, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
+import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
 type Stored =
@@ -105,16 +105,6 @@ const pairShape = (judges: number): WorkShape => ({
 });
 const PICK_SHAPE: WorkShape = { hash: 'pick', llmCallsPerJudgment: 1, criticalPathCalls: 1 };
 
-/** How long after the deadline a request stops waiting for comparisons that have not answered. */
-const DEADLINE_SLACK_MS = 50;
-
-class DeadlineReached extends Error {
-  constructor() {
-    super('request deadline reached');
-    this.name = 'DeadlineReached';
-  }
-}
-
 const isCacheable = (s: Stored): boolean =>
   s.judgment.status === 'ok' || s.judgment.status === 'rejected_input';
 
@@ -169,26 +159,6 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     hit: metrics.comparisonCacheLookups.labels('hit'),
     coalesced: metrics.comparisonCacheLookups.labels('coalesced'),
     miss: metrics.comparisonCacheLookups.labels('miss'),
-  };
-
-  /** A request scope: aborts at the deadline (plus slack) or when the client goes away. */
-  const scopeOf = (deadline: number, outer: AbortSignal | undefined, fanOut: number) => {
-    const controller = new AbortController();
-    if (fanOut >= 10) setMaxListeners(0, controller.signal);
-    const onOuterAbort = (): void => controller.abort(outer?.reason);
-    if (outer?.aborted === true) controller.abort(outer.reason);
-    else outer?.addEventListener('abort', onOuterAbort, { once: true });
-    const timer = setTimeout(
-      () => controller.abort(new DeadlineReached()),
-      Math.max(0, deadline - Date.now()) + DEADLINE_SLACK_MS,
-    );
-    return {
-      signal: controller.signal,
-      end: () => {
-        clearTimeout(timer);
-        outer?.removeEventListener('abort', onOuterAbort);
-      },
-    };
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
@@ -286,7 +256,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       }
     });
     admit(shapes, request.deadline);
-    const scope = scopeOf(request.deadline, request.signal, fanOut);
+    const scope = createRequestScope({ deadline: request.deadline, signal: request.signal, fanOut });
     const startedAt = Date.now();
     const play = async (
       group: TournamentGroup,
@@ -357,7 +327,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
     const own = !cache.has(key);
     if (own) admit([PICK_SHAPE], scopeIn.deadline);
-    const scope = scopeOf(scopeIn.deadline, scopeIn.signal, 1);
+    const scope = createRequestScope({ deadline: scopeIn.deadline, signal: scopeIn.signal, fanOut: 1 });
     const started = Date.now();
     try {
       const flight = own

@@ -11,7 +11,6 @@
  * its client disconnects, its flights are held for IDEMPOTENCY_LINGER_MS so the retry can join them.
  */
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
@@ -22,6 +21,7 @@ import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
 import { Admission, type Refusal, type Ticket } from './admission.js';
 import type { Metrics } from './metrics.js';
+import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments } from './shared-judgments.js';
 import { toTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
@@ -97,16 +97,6 @@ interface IdempotencyRecord {
 }
 
 const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536 };
-
-/** How long after the deadline the request stops waiting for judgments that have not answered. */
-const DEADLINE_SLACK_MS = 50;
-
-class DeadlineReached extends Error {
-  constructor() {
-    super('request deadline reached');
-    this.name = 'DeadlineReached';
-  }
-}
 
 function isCacheable(stored: StoredJudgment): boolean {
   return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
@@ -409,25 +399,14 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       return answered;
     }
 
-    const controller = new AbortController();
-    // One listener per waiting item (a group may hold a thousand); Node warns past 10.
-    if (items.length >= 10) setMaxListeners(0, controller.signal);
-    const outer = request.signal;
-    let linger: NodeJS.Timeout | undefined;
-    const onOuterAbort = (): void => {
-      // A client that gave an idempotency id may retry: hold its flights a little for the retry to join.
-      const holdMs = Math.min(idem.lingerMs, deadline - Date.now());
-      if (request.idempotencyKey === undefined || holdMs <= 0) controller.abort(outer?.reason);
-      else linger = setTimeout(() => controller.abort(outer?.reason), holdMs);
-    };
-    if (outer?.aborted === true) onOuterAbort();
-    else outer?.addEventListener('abort', onOuterAbort, { once: true });
-    // Just past the deadline, so the engine's own timeout (with its partial transcript) normally answers
-    // first; this catches judgments still waiting for a run slot.
-    const timer = setTimeout(
-      () => controller.abort(new DeadlineReached()),
-      Math.max(0, deadline - Date.now()) + DEADLINE_SLACK_MS,
-    );
+    // A client that gave an idempotency id may retry: its flights are held a little for the retry to join.
+    const scope = createRequestScope({
+      deadline,
+      signal: request.signal,
+      fanOut: items.length,
+      holdMs: () =>
+        request.idempotencyKey === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now()),
+    });
 
     const waits: Promise<void>[] = [];
     for (const [i, item] of items.entries()) {
@@ -442,14 +421,14 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         flight = cache.run(
           key,
           (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),
-          controller.signal,
+          scope.signal,
         );
         const forget = (): void => {
           if (flightDeadlines.get(key) === flightDeadline) flightDeadlines.delete(key);
         };
         flight.then(forget, forget);
       } else {
-        flight = cache.join(key, controller.signal);
+        flight = cache.join(key, scope.signal);
         // The flight now also answers this request: it may run until this request's deadline.
         const running = flightDeadlines.get(key);
         if (flight !== undefined && running !== undefined && running.at < deadline) running.at = deadline;
@@ -469,7 +448,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
               cached: !own || fromElsewhere.has(stored),
             }),
           (err: unknown) => {
-            const failure = classify(err, controller.signal);
+            const failure = classify(err, scope.signal);
             if (failure.internal) options.onInternalError?.(err);
             settle({
               judgmentId: null,
@@ -489,9 +468,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     try {
       await Promise.all(waits);
     } finally {
-      clearTimeout(timer);
-      clearTimeout(linger);
-      outer?.removeEventListener('abort', onOuterAbort);
+      scope.end();
     }
     const answered = complete(items, results);
     if (request.idempotencyKey !== undefined) remember(request.idempotencyKey, itemKeys, answered);
