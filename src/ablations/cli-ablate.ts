@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import {
   closeRouter,
+  handleInterrupts,
   intOption,
   loadDatasetListingSkips,
   openRouter,
@@ -66,14 +67,7 @@ async function main(): Promise<number> {
     } · out: ${settings.out}`,
   );
 
-  const controller = new AbortController();
-  const onSignal = (): void => {
-    if (controller.signal.aborted) process.exit(130);
-    console.error('\ninterrupted: finishing in-flight judgments (Ctrl-C again to quit now)');
-    controller.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const interrupts = handleInterrupts('judgments');
   try {
     const run = await runAblation({
       dataset,
@@ -89,7 +83,7 @@ async function main(): Promise<number> {
       baseline: !values['no-baseline'],
       limits: config.candidateLimits,
       retryFailed: values['retry-failed'],
-      signal: controller.signal,
+      signal: interrupts.signal,
       progress: process.stderr,
     });
     if (run.badLines.length > 0) {
@@ -106,8 +100,7 @@ async function main(): Promise<number> {
     console.log(`written: ${run.files.join(', ')}`);
     return 0;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupts.dispose();
     await closeRouter(router);
   }
 }

@@ -6,7 +6,14 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
-import { closeRouter, intOption, loadDatasetListingSkips, openRouter, runMain } from './cli-common.js';
+import {
+  closeRouter,
+  handleInterrupts,
+  intOption,
+  loadDatasetListingSkips,
+  openRouter,
+  runMain,
+} from './cli-common.js';
 import { PHI_RESAMPLES, runCalibration } from './calibration/run.js';
 import { DEFAULT_DEADLINE_MS } from './pool.js';
 import { resolveGraphs } from './runner.js';
@@ -86,14 +93,7 @@ async function main(): Promise<number> {
     .filter((s) => s !== '');
   const { entries } = await resolveGraphs(names, { reference: null });
   const router = openRouter(config);
-  const controller = new AbortController();
-  const onSignal = (): void => {
-    if (controller.signal.aborted) process.exit(130);
-    console.error('\ninterrupted: finishing in-flight judgments (Ctrl-C again to quit now)');
-    controller.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const interrupts = handleInterrupts('judgments');
   try {
     const run = await runCalibration({
       dataset,
@@ -111,7 +111,7 @@ async function main(): Promise<number> {
       usdPerMillionTokens: moneyOption('usd-per-mtok', values['usd-per-mtok']),
       plan,
       suggest: values.suggest,
-      signal: controller.signal,
+      signal: interrupts.signal,
       progress: process.stderr,
     });
     if (!run.completed || run.results === null) {
@@ -137,8 +137,7 @@ async function main(): Promise<number> {
     console.log(`written: ${run.files.slice(0, 2).join(', ')}`);
     return 0;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupts.dispose();
     await closeRouter(router);
   }
 }

@@ -93,6 +93,29 @@ export function openRouter(config: Config): Router {
   return router;
 }
 
+/**
+ * SIGINT/SIGTERM handling for the resumable CLIs: the first signal aborts `signal` (in-flight work
+ * finishes and is kept, so rerunning the command resumes), a second exits 130 at once. `dispose` removes
+ * the handlers.
+ */
+export function handleInterrupts(unit: string): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const onSignal = (): void => {
+    if (controller.signal.aborted) process.exit(130);
+    console.error(`\ninterrupted: finishing in-flight ${unit} (Ctrl-C again to quit now)`);
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
 export async function closeRouter(router: Router): Promise<void> {
   for (const backend of router.backends()) await backend.close?.();
 }

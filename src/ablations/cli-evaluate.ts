@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 
 import { loadConfig } from '../config.js';
 import { CriterionName, PAPER_CRITERIA } from '../roles/criteria.js';
-import { closeRouter, intOption, openRouter, runMain } from './cli-common.js';
+import { closeRouter, handleInterrupts, intOption, openRouter, runMain } from './cli-common.js';
 import { DEFAULT_EVALUATE_DEADLINE_MS, runEvaluation } from './evaluate.js';
 import { loadEvaluateInput } from './evaluate-input.js';
 import { renderTable2 } from './evaluate-report.js';
@@ -77,14 +77,7 @@ async function main(): Promise<number> {
   console.error(
     `ideas: ${input.ideas.length} · questions: ${input.questions.length} · systems: ${input.systems.join(', ')} · out: ${values.out}`,
   );
-  const controller = new AbortController();
-  const onSignal = (): void => {
-    if (controller.signal.aborted) process.exit(130);
-    console.error('\ninterrupted: finishing in-flight units (Ctrl-C again to quit now)');
-    controller.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const interrupts = handleInterrupts('units');
   try {
     const run = await runEvaluation({
       input,
@@ -98,7 +91,7 @@ async function main(): Promise<number> {
       deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_EVALUATE_DEADLINE_MS),
       limits: config.candidateLimits,
       retryFailed: values['retry-failed'],
-      signal: controller.signal,
+      signal: interrupts.signal,
       progress: process.stderr,
     });
     if (run.badLines.length > 0) console.error(`ignored ${run.badLines.length} unreadable units.jsonl lines`);
@@ -111,8 +104,7 @@ async function main(): Promise<number> {
     console.log(`written: ${run.files.join(', ')}`);
     return 0;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupts.dispose();
     await closeRouter(router);
   }
 }
