@@ -218,6 +218,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       lingerMs: config.idempotencyLingerMs,
       maxEntries: IDEMPOTENCY_MAX_ENTRIES,
     },
+    // Shared only with a shared judgment store: a record points at judgments other processes can read.
+    sharedRecords: state.judgments === undefined ? undefined : state.idempotency,
     shared: createSharedJudgments(state, {
       ttlMs: config.sharedCacheTtlMs,
       onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),

@@ -8,7 +8,9 @@
  * retry that joins it extends it. A request with an idempotency id (`request_id`, `rollout_id`, a NeMo-Gym
  * rollout index, an `Idempotency-Key` header) is remembered for IDEMPOTENCY_WINDOW_MS: a retry with the
  * same id and the same items gets the completed judgments back even after the LRU dropped them, and when
- * its client disconnects, its flights are held for IDEMPOTENCY_LINGER_MS so the retry can join them.
+ * its client disconnects, its flights are held for IDEMPOTENCY_LINGER_MS so the retry can join them. With
+ * REDIS_URL the records are shared (`idempotency.ts`), and judgments another process is computing (a retry
+ * that landed here, a duplicate) are waited for through their leases, not admitted (or refused) as new work.
  */
 import { randomUUID } from 'node:crypto';
 
@@ -20,9 +22,16 @@ import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
 import { Admission, type Refusal, type Ticket } from './admission.js';
+import {
+  createIdempotencyRecords,
+  itemsDigest,
+  type IdempotencyOptions,
+  type Recalled,
+} from './idempotency.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
-import type { SharedFlight, SharedJudgments } from './shared-judgments.js';
+import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
+import type { IdempotencyStore } from '../state/types.js';
 import { toTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
 /** A graph as a request chose it: the compiled graph and its metrics label (preset name or `custom`). */
@@ -84,19 +93,17 @@ export interface JudgeServiceOptions {
   onRefusal?: ((refusal: Refusal) => void) | undefined;
   /** Epoch-ms clock (default Date.now); the same one as the request deadlines. */
   now?: (() => number) | undefined;
-  idempotency?: { windowMs: number; lingerMs: number; maxEntries: number } | undefined;
+  idempotency?: IdempotencyOptions | undefined;
   /** REDIS_URL: the cache and single-flight shared with other workers and replicas. */
   shared?: SharedJudgments | undefined;
-}
-
-/** What an idempotency id remembers: the items' judgment keys and their completed judgments. */
-interface IdempotencyRecord {
-  keys: string;
-  done: Array<StoredJudgment | undefined>;
-  expiresAt: number;
+  /** REDIS_URL: idempotency records shared with other workers and replicas. */
+  sharedRecords?: IdempotencyStore | undefined;
 }
 
 const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536 };
+
+/** The ticket of a judgment outside the admission backlog (one another process is computing). */
+const UNPREDICTED: Ticket = { done: () => undefined };
 
 function isCacheable(stored: StoredJudgment): boolean {
   return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
@@ -189,9 +196,14 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
 
   /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
   const flightDeadlines = new Map<string, { at: number }>();
-  const records = new Map<string, IdempotencyRecord>();
   const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
   const now = options.now ?? Date.now;
+  const records = createIdempotencyRecords({
+    ...idem,
+    shared: options.sharedRecords,
+    now,
+    onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
+  });
 
   /**
    * One flight. With a shared tier, first the cross-process lease: another holder's outcome is taken as
@@ -298,44 +310,27 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     });
   };
 
-  /** The id's remembered judgments, when the request has the same items; expired records go. */
-  const recall = (key: string | undefined, itemKeys: string): IdempotencyRecord | undefined => {
-    if (key === undefined) return undefined;
-    const record = records.get(key);
-    if (record === undefined) return undefined;
-    if (record.expiresAt <= now()) {
-      records.delete(key);
-      return undefined;
-    }
-    // Same id, other items: a client reusing an id for other work. Judge what was sent, never replay.
-    return record.keys === itemKeys ? record : undefined;
-  };
-
-  const remember = (key: string, itemKeys: string, results: readonly JudgedItem[]): void => {
-    const done = results.map((r) =>
-      r.judgmentId !== null && isCacheable({ id: r.judgmentId, judgment: r.judgment })
-        ? { id: r.judgmentId, judgment: r.judgment }
-        : undefined,
+  /** The request's idempotency record: answered (completed judgments only, never failures). */
+  const remember = (id: string, items: string, results: readonly JudgedItem[]): void => {
+    records.answered(
+      id,
+      items,
+      results.map((r) =>
+        r.judgmentId !== null && isCacheable({ id: r.judgmentId, judgment: r.judgment })
+          ? { id: r.judgmentId, judgment: r.judgment }
+          : undefined,
+      ),
     );
-    records.delete(key);
-    records.set(key, { keys: itemKeys, done, expiresAt: now() + idem.windowMs });
-    while (records.size > idem.maxEntries) {
-      const oldest = records.keys().next();
-      if (oldest.done === true) break;
-      records.delete(oldest.value);
-    }
   };
 
   /** Completed judgments in the shared tier for keys this process has neither cached nor in flight. */
-  const lookupElsewhere = async (
-    keys: readonly string[],
-  ): Promise<Map<string, StoredJudgment> | undefined> => {
+  const lookupElsewhere = async (keys: readonly string[]): Promise<SharedLookup | undefined> => {
     if (options.shared === undefined) return undefined;
     const wanted = [...new Set(keys.filter((k) => !cache.has(k) && !cache.holds(k)))];
     if (wanted.length === 0) return undefined;
-    const found = await options.shared.lookup(wanted);
-    for (const [key, stored] of found) cache.remember(key, stored);
-    return found;
+    const lookup = await options.shared.lookup(wanted);
+    for (const [key, stored] of lookup.found) cache.remember(key, stored);
+    return lookup;
   };
 
   const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
@@ -346,20 +341,26 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     /** Index of the item that starts each new flight. */
     const starters = new Map<string, number>();
     for (const item of items) keys.push(judgmentKey(item.graph.graph, item.input, router));
-    const itemKeys = request.idempotencyKey === undefined ? '' : keys.join('\n');
-    const record = recall(request.idempotencyKey, itemKeys);
-    if (request.idempotencyKey !== undefined)
-      metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
+    const id = request.idempotencyKey;
+    const itemsKey = id === undefined ? '' : itemsDigest(keys);
     let hits = 0;
-    // Shared tier first (awaited), so that what follows stays synchronous: nothing awaits between the
-    // admission decision and the start of the flights.
-    const elsewhere = options.shared === undefined ? undefined : await lookupElsewhere(keys);
+    // Shared tier first (awaited, the record and the judgments in parallel), so that what follows stays
+    // synchronous: nothing awaits between the admission decision and the start of the flights.
+    let record: Recalled | undefined = id === undefined ? undefined : records.recallHere(id, itemsKey);
+    let elsewhere: SharedLookup | undefined;
+    if (options.shared !== undefined || options.sharedRecords !== undefined) {
+      const elsewhereRecord =
+        record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
+      [record, elsewhere] = await Promise.all([elsewhereRecord, lookupElsewhere(keys)]);
+    }
+    if (id !== undefined) metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
+    const replay = record?.kind === 'here' ? record.done : undefined;
     let sharedHits = 0;
     for (let i = 0; i < items.length; i++) {
       const key = keys[i] ?? '';
       // Found elsewhere just now (and remembered in the LRU by the lookup): a shared hit.
-      const remembered = record?.done[i];
-      const remote = remembered === undefined ? elsewhere?.get(key) : undefined;
+      const remembered = replay?.[i];
+      const remote = remembered === undefined ? elsewhere?.found.get(key) : undefined;
       const cached = remembered ?? remote ?? cache.get(key);
       if (cached !== undefined) {
         results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
@@ -369,25 +370,28 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         starters.set(key, i);
       }
     }
+    // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
+    // work: this process waits for them through their leases, holding no run slot, so they are not admitted
+    // (nor refused) here. Only keys nobody computes count against this server's capacity.
+    const graphs: CompiledGraph[] = [];
+    for (const [key, i] of starters) {
+      const item = items[i];
+      if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
+    }
     // A request larger than the whole capacity could never be admitted: a retryable 503 would loop forever.
     const capacity = admission.maxConcurrent + admission.maxQueued;
-    if (starters.size > capacity) {
+    if (graphs.length > capacity) {
       throw new RewardError(
         'RW_BAD_REQUEST',
-        `request needs ${starters.size} new judgments but this server admits at most ${capacity} at once ` +
+        `request needs ${graphs.length} new judgments but this server admits at most ${capacity} at once ` +
           '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): split it into smaller requests',
-        { details: { new_judgments: starters.size, capacity } },
+        { details: { new_judgments: graphs.length, capacity } },
       );
     }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
-    if (starters.size > 0) {
-      const graphs: CompiledGraph[] = [];
-      for (const i of starters.values()) {
-        const item = items[i];
-        if (item !== undefined) graphs.push(item.graph.graph);
-      }
+    if (graphs.length > 0) {
       const decision = admission.decide(graphs, deadline - now());
-      if (!decision.ok) throw refuse(decision.refusal, starters.size);
+      if (!decision.ok) throw refuse(decision.refusal, graphs.length);
     }
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
@@ -395,7 +399,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (joined > 0) coalesced.inc(joined);
     if (hits === items.length) {
       const answered = complete(items, results);
-      if (request.idempotencyKey !== undefined) remember(request.idempotencyKey, itemKeys, answered);
+      if (id !== undefined) remember(id, itemsKey, answered);
       return answered;
     }
 
@@ -404,8 +408,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       deadline,
       signal: request.signal,
       fanOut: items.length,
-      holdMs: () =>
-        request.idempotencyKey === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now()),
+      holdMs: () => (id === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now())),
     });
 
     const waits: Promise<void>[] = [];
@@ -417,7 +420,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (own) {
         const flightDeadline = { at: deadline };
         flightDeadlines.set(key, flightDeadline);
-        const ticket = admission.admit(item.graph.graph);
+        // Waited for elsewhere: not in this server's backlog (if the holder gives up and this process takes
+        // the lease over, that one judgment runs unpredicted).
+        const ticket = elsewhere?.running.has(key) === true ? UNPREDICTED : admission.admit(item.graph.graph);
         flight = cache.run(
           key,
           (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),
@@ -471,7 +476,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       scope.end();
     }
     const answered = complete(items, results);
-    if (request.idempotencyKey !== undefined) remember(request.idempotencyKey, itemKeys, answered);
+    if (id !== undefined) remember(id, itemsKey, answered);
     return answered;
   };
 

@@ -206,7 +206,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const idempotencyLookups = new Counter({
     name: 'reward_idempotency_lookups_total',
-    help: 'Requests carrying an idempotency id: hit (same id and items seen within the window) or miss.',
+    help: 'Requests carrying an idempotency id: hit (same id and items answered within the window, by this process or, with REDIS_URL, another) or miss.',
     labelNames: ['result'] as const,
     registers,
   });

@@ -95,9 +95,17 @@ export type SharedFlight =
       abandon(): Promise<void>;
     };
 
+/** What the shared tier knows of some keys. */
+export interface SharedLookup {
+  /** Completed judgments (entries that do not decode are left out and reported). */
+  found: Map<string, SharedJudgment>;
+  /** Keys with no stored judgment whose lease another process holds: being computed there now. */
+  running: Set<string>;
+}
+
 export interface SharedJudgments {
-  /** Completed judgments found for `keys` (entries that do not decode are left out and reported). */
-  lookup(keys: readonly string[]): Promise<Map<string, SharedJudgment>>;
+  /** Completed judgments of `keys`, and which of the others are being computed elsewhere. */
+  lookup(keys: readonly string[]): Promise<SharedLookup>;
   /** The right to compute `key`, or the outcome of whoever computed it. */
   acquire(key: string, signal: AbortSignal, deadline: number): Promise<SharedFlight>;
 }
@@ -124,15 +132,17 @@ export function createSharedJudgments(
   return {
     async lookup(keys) {
       const found = new Map<string, SharedJudgment>();
-      if (keys.length === 0) return found;
-      const values = await store.getMany(keys);
-      for (const [i, text] of values.entries()) {
-        const key = keys[i];
-        if (text === undefined || key === undefined) continue;
-        const stored = decode(text);
+      const running = new Set<string>();
+      if (keys.length === 0) return { found, running };
+      // Two commands on one connection: one round trip.
+      const [values, held] = await Promise.all([store.getMany(keys), state.leases.heldElsewhere(keys)]);
+      for (const [i, key] of keys.entries()) {
+        const text = values[i];
+        const stored = text === undefined ? undefined : decode(text);
         if (stored !== undefined) found.set(key, stored);
+        else if (held[i] === true) running.add(key);
       }
-      return found;
+      return { found, running };
     },
     async acquire(key, signal, deadline) {
       // A landed outcome that does not decode is ignored: compute it here (the lease is not ours, but a

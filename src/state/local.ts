@@ -104,6 +104,8 @@ export function createLocalLeases(now: Clock = Date.now): LeaseStore {
   };
 
   return {
+    // Every lease here is this process's own.
+    heldElsewhere: (keys) => Promise.resolve(keys.map(() => false)),
     acquire(key: string, { signal, deadline }: LeaseOptions): Promise<LeaseOutcome> {
       if (signal.aborted) return Promise.reject(toError(signal.reason));
       const entry = held.get(key);

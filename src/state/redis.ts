@@ -434,6 +434,17 @@ export function createRedisState(options: RedisStateOptions): RedisState {
   };
 
   const leases: LeaseStore = {
+    async heldElsewhere(keys) {
+      if (keys.length === 0) return [];
+      if (!usable()) return keys.map(() => false);
+      try {
+        const holders = await client.mget(keys.map((k) => `${prefix}l:${k}`));
+        return holders.map((h) => h !== null && h !== holder);
+      } catch (err) {
+        failed('leases', err);
+        return keys.map(() => false);
+      }
+    },
     async acquire(key: string, opts: LeaseOptions): Promise<LeaseOutcome> {
       const { signal, deadline } = opts;
       if (signal.aborted) throw toError(signal.reason);

@@ -47,6 +47,11 @@ export interface LeaseStore {
    * value already stored under `key`). Rejects with the signal's reason on abort.
    */
   acquire(key: string, options: LeaseOptions): Promise<LeaseOutcome>;
+  /**
+   * For each key, whether another process holds its lease now (its judgment is being computed there).
+   * Local state knows no other process: all false. Never rejects (false when unknown).
+   */
+  heldElsewhere(keys: readonly string[]): Promise<boolean[]>;
 }
 
 /** One token bucket: a burst of `capacity`, refilled at `perMs` tokens per ms. */

@@ -133,6 +133,59 @@ describeRedis('two replicas sharing Redis', () => {
     expect(landed).toBe(1);
   });
 
+  it('a retry landing on a full B while A computes is not refused: B waits for A’s judgments', async () => {
+    // B admits one judgment at once and queues none: any new work is refused while it is busy.
+    const [a, b] = await start(
+      2,
+      {},
+      { latencyMs: 1000, perReplica: [{}, { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '0' }] },
+    );
+    const body = { ...group([candidate(70), candidate(71)]), request_id: 'step-3-rollouts-70' };
+    const onA = reward(a!, body);
+    await waitFor(() => fake.inflight() === 4, 'A’s two judgments to call the backend (leases held)');
+    const busy = reward(b!, group([candidate(80)]));
+    await waitFor(() => fake.inflight() === 6, 'B’s one slot to be busy');
+    // Control: B is full, new work is refused.
+    const refused = await reward(b!, group([candidate(81)]));
+    expect(refused.statusCode).toBe(503);
+    expect(refused.json<Json>().code).toBe('RW_OVERLOADED');
+
+    // The client gave up on A and retried on B (a 2-item request B alone could not even admit).
+    const retry = await reward(b!, body);
+    expect(retry.statusCode).toBe(200);
+    const fromB = retry.json<Json>();
+    const fromA = (await onA).json<Json>();
+    expect(fromA.results.every((r: Json) => r.status === 'ok' && r.cached === false)).toBe(true);
+    expect(fromB.rewards).toEqual(fromA.rewards);
+    expect(fromB.results.every((r: Json) => r.cached === true)).toBe(true);
+    expect(fromB.results.map((r: Json) => r.judgment_id)).toEqual(
+      fromA.results.map((r: Json) => r.judgment_id),
+    );
+    expect((await busy).statusCode).toBe(200);
+    // A's 2 judgments and B's busy one: the retry cost no call, and B received A's outcomes by lease.
+    expect(fake.callCount).toBe(9);
+    expect(await counterValue(b!.metrics.cacheLookups, { result: 'shared_coalesced' })).toBe(2);
+    expect(await counterValue(b!.metrics.admissionRefusals, { reason: 'memory' })).toBe(1);
+  });
+
+  it('a request_id answered on A is recognised on B; the same id with other items is judged afresh', async () => {
+    const [a, b] = await start(2);
+    const body = { ...group([candidate(90), candidate(91)]), request_id: 'step-4-rollouts-90' };
+    const fromA = (await reward(a!, body)).json<Json>();
+    expect(fake.callCount).toBe(6);
+    const fromB = (await reward(b!, body)).json<Json>();
+    expect(fromB.results.map((r: Json) => r.judgment_id)).toEqual(
+      fromA.results.map((r: Json) => r.judgment_id),
+    );
+    expect(fake.callCount).toBe(6);
+    expect(await counterValue(b!.metrics.idempotencyLookups, { result: 'hit' })).toBe(1);
+
+    const reused = (await reward(b!, { ...body, candidates: [candidate(92)] })).json<Json>();
+    expect(reused.results[0]).toMatchObject({ status: 'ok', cached: false });
+    expect(fake.callCount).toBe(9);
+    expect(await counterValue(b!.metrics.idempotencyLookups, { result: 'miss' })).toBe(1);
+  });
+
   it('a replica waiting for a hung holder elsewhere answers timeout at its own deadline (null, not an error)', async () => {
     const [a, b] = await start(
       2,
@@ -203,7 +256,11 @@ describeRedis('two replicas sharing Redis', () => {
     const failures: string[] = [];
     const send = async (r: Replica): Promise<void> => {
       const k = next++;
-      const res = await reward(r, group([candidate(1000 + 2 * k), candidate(1001 + 2 * k)]));
+      // With an id: the idempotency records go through the outage too.
+      const res = await reward(r, {
+        ...group([candidate(1000 + 2 * k), candidate(1001 + 2 * k)]),
+        request_id: `kill-${k}`,
+      });
       const body = res.json<Json>();
       if (res.statusCode !== 200 || body.results.some((x: Json) => x.status !== 'ok')) {
         failures.push(`${res.statusCode} ${res.body.slice(0, 200)}`);

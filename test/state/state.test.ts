@@ -218,6 +218,18 @@ describeRedis('redis-backed shared state', () => {
     expect(immediate).toBeLessThanOrEqual(11);
   });
 
+  it('sees which keys another process is computing: its lease, not one of its own, until it lands', async () => {
+    const a = await open();
+    const b = await open();
+    const held = await a.leases.acquire('seen-1', opts());
+    expect(held.kind).toBe('acquired');
+    expect(await b.leases.heldElsewhere(['seen-1', 'seen-2'])).toEqual([true, false]);
+    expect(await a.leases.heldElsewhere(['seen-1'])).toEqual([false]);
+    if (held.kind === 'acquired') await held.lease.complete('"v"', 5000);
+    expect(await b.leases.heldElsewhere(['seen-1'])).toEqual([false]);
+    expect(await createLocalState().leases.heldElsewhere(['seen-1'])).toEqual([false]);
+  });
+
   it('idempotency records are shared', async () => {
     const a = await open();
     const b = await open();
