@@ -168,6 +168,44 @@ describeRedis('two replicas sharing Redis', () => {
     expect(await counterValue(b!.metrics.admissionRefusals, { reason: 'memory' })).toBe(1);
   });
 
+  it('a GRPO step of 256 slime rollouts retried wholesale on a small B while A computes: 0 refused, 0 recomputed', async () => {
+    const [a, b] = await start(
+      2,
+      { JUDGE_MAX_INFLIGHT: '1024' },
+      { latencyMs: 500, perReplica: [{}, { MAX_CONCURRENT_JUDGMENTS: '4', MAX_QUEUED_JUDGMENTS: '0' }] },
+    );
+    const n = 256;
+    const rollout = (i: number) => ({
+      prompt: QUESTION,
+      response: candidate(2000 + i),
+      label: GROUND_TRUTH,
+      rollout_id: `step-9/${i}`,
+    });
+    const slime = (r: Replica, i: number) =>
+      r.app.inject({ method: 'POST', url: '/slime', payload: rollout(i) });
+    const onA = Array.from({ length: n }, (_, i) => slime(a!, i));
+    const keys = Array.from({ length: n }, (_, i) =>
+      judgmentKey(
+        getPreset('default')!,
+        { question: QUESTION, candidate: candidate(2000 + i), groundTruth: GROUND_TRUTH },
+        b!.router,
+      ),
+    );
+    await waitFor(
+      async () => (await b!.state.leases.heldElsewhere(keys)).every(Boolean),
+      'A to hold all 256 leases',
+      10_000,
+    );
+    const onB = await Promise.all(Array.from({ length: n }, (_, i) => slime(b!, i)));
+    const fromA = await Promise.all(onA);
+    expect(onB.map((res) => res.statusCode)).toEqual(Array.from({ length: n }, () => 200));
+    expect(onB.map((res) => res.json<Json>().reward)).toEqual(fromA.map((res) => res.json<Json>().reward));
+    expect(onB.every((res) => res.json<Json>().cached === true)).toBe(true);
+    expect(fake.callCount).toBe(3 * n);
+    expect(await counterValue(b!.metrics.judgments)).toBe(0);
+    expect(await counterValue(b!.metrics.admissionRefusals, { reason: 'memory' })).toBe(0);
+  });
+
   it('a request_id answered on A is recognised on B; the same id with other items is judged afresh', async () => {
     const [a, b] = await start(2);
     const body = { ...group([candidate(90), candidate(91)]), request_id: 'step-4-rollouts-90' };
