@@ -91,9 +91,18 @@ function retryAfter(details: unknown): number | undefined {
   return typeof value === 'number' ? value : undefined;
 }
 
-/** The one way a failure is answered: `{ code, message, details? }`, its status, and Retry-After. */
-function sendFailure(err: unknown, request: FastifyRequest, reply: FastifyReply): void {
+/**
+ * The one way a failure is answered: `{ code, message, details? }`, its status, and Retry-After; counted by
+ * its code in `errors`.
+ */
+function sendFailure(
+  errors: Metrics['requestErrors'],
+  err: unknown,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
   const failure = toHttpFailure(err);
+  errors.labels(request.routeOptions.url ?? 'unmatched', failure.body.code).inc();
   if (failure.body.code === 'RW_CLIENT_ABORTED') {
     // Nobody is listening: one info line, no stack, nothing sent.
     request.log.info(
@@ -141,7 +150,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     },
     return503OnClosing: false,
     // Errors Fastify answers before routing (bad URL, over-long parameter: 414) go out in our shape too.
-    frameworkErrors: (err, request, reply) => sendFailure(err, request, reply),
+    frameworkErrors: (err, request, reply) => sendFailure(metrics.requestErrors, err, request, reply),
     // Requests Node's HTTP parser rejects (431 oversized headers, 408 request timeout, 400 malformed).
     clientErrorHandler: (err, socket) => {
       const response = clientErrorResponse(err);
@@ -280,7 +289,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     throw new RewardError('RW_NOT_FOUND', `no route ${request.method} ${request.url.slice(0, 200)}`);
   });
 
-  app.setErrorHandler(sendFailure);
+  app.setErrorHandler((err, request, reply) => sendFailure(metrics.requestErrors, err, request, reply));
 
   let graceTimer: NodeJS.Timeout | undefined;
   app.addHook('preClose', (done) => {

@@ -57,6 +57,8 @@ export interface Metrics {
   registry: Registry;
   requests: Counter<'route' | 'code'>;
   requestDuration: Histogram<'route'>;
+  /** Error answers by route pattern and RW_* code (the HTTP status alone hides e.g. a prompt mismatch). */
+  requestErrors: Counter<'route' | 'code'>;
   judgments: Counter<'graph' | 'status' | 'verdict'>;
   judgmentDuration: Histogram<'graph'>;
   llmCalls: Counter<'role' | 'model' | 'outcome'>;
@@ -122,6 +124,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const requests = new Counter({
     name: 'reward_requests_total',
     help: 'HTTP requests answered, by route pattern and status code.',
+    labelNames: ['route', 'code'] as const,
+    registers,
+  });
+  const requestErrors = new Counter({
+    name: 'reward_request_errors_total',
+    help: 'Error answers by route pattern and error code (RW_CLIENT_ABORTED: counted, nothing sent).',
     labelNames: ['route', 'code'] as const,
     registers,
   });
@@ -368,6 +376,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   return {
     registry,
     requests,
+    requestErrors,
     requestDuration,
     judgments,
     judgmentDuration,

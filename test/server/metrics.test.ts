@@ -138,10 +138,30 @@ describe('GET /metrics', () => {
     expect(value(s, 'reward_queue_depth')).toBe(0);
     // Unmatched routes are one label value, not the URL.
     expect(value(s, 'reward_requests_total', { route: 'unmatched', code: '404' })).toBe(1);
+    expect(value(s, 'reward_request_errors_total', { route: 'unmatched', code: 'RW_NOT_FOUND' })).toBe(1);
 
     expect(after.text).not.toContain(secret);
     const labelValues = new Set(s.flatMap((x) => Object.values(x.labels)));
     for (const v of labelValues) expect(v.length).toBeLessThan(64);
+  });
+
+  it('counts error answers by RW_* code, which the HTTP status alone does not tell apart', async () => {
+    h = await startHarness();
+    const getReward = (payload: object) => h!.app.inject({ method: 'POST', url: '/get_reward', payload });
+    const mismatch = await getReward({
+      query: [`<|im_start|>user\nsomething else<|im_end|>\n${candidate(0)}`],
+      prompts: ['<|im_start|>user\nthe prompt<|im_end|>\n'],
+      labels: [GROUND_TRUTH],
+    });
+    expect(mismatch.statusCode).toBe(400);
+    expect(mismatch.json().code).toBe('RW_PROMPT_MISMATCH');
+    expect((await getReward({ query: 'not a list' })).statusCode).toBe(400);
+    const { samples } = await scrape(h);
+    const errors = (code: string) =>
+      value(samples, 'reward_request_errors_total', { route: '/get_reward', code });
+    expect(errors('RW_PROMPT_MISMATCH')).toBe(1);
+    expect(errors('RW_BAD_REQUEST')).toBe(1);
+    expect(value(samples, 'reward_requests_total', { route: '/get_reward', code: '400' })).toBe(2);
   });
 
   it('counts failed LLM calls by error code', async () => {
