@@ -61,13 +61,14 @@ describe('POST /get_reward (OpenRLHF)', () => {
     expect(body.rewards).toEqual([1, 0, 0]);
     expect(body.scores).toHaveLength(3);
     const keys = Object.keys(body.extra_logs).sort();
-    expect(keys).toEqual(['cached', 'judge_failed', 'latency_s', 'rejected_input', 'score']);
+    expect(keys).toEqual(['cached', 'incoherent', 'judge_failed', 'latency_s', 'rejected_input', 'score']);
     for (const key of keys) {
       expect(body.extra_logs[key]).toHaveLength(3);
       for (const v of body.extra_logs[key]) expect(typeof v).toBe('number');
     }
     expect(body.extra_logs.judge_failed).toEqual([0, 0, 0]);
     expect(body.extra_logs.rejected_input).toEqual([0, 0, 1]);
+    expect(body.extra_logs.incoherent).toEqual([0, 0, 0]);
 
     // The judge saw the bare idea (no template tokens) and the right question.
     const prompts = h.fake.calls.map((c) => c.body.messages?.find((m) => m.role === 'user')?.content ?? '');

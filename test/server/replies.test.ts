@@ -41,6 +41,22 @@ describe('incoherent replies in results and metrics', () => {
     ]);
     expect(await metricsText(h)).toContain('reward_incoherent_judgments_total{graph="single-judge"} 1');
   });
+
+  it('logs it per rollout in OpenRLHF’s extra_logs', async () => {
+    h = await startHarness({
+      fake: {
+        script: [{ kind: 'json', body: { reasoning: 'r', verdict: 'no_match', confidence: 0.1 } }],
+        fallback: { kind: 'json', body: { reasoning: 'r', verdict: 'match', confidence: 0.9 } },
+      },
+    });
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/get_reward?graph=single-judge',
+      payload: { query: [candidate(0), candidate(1)], labels: [GROUND_TRUTH, GROUND_TRUTH] },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json<{ extra_logs: { incoherent: number[] } }>().extra_logs.incoherent).toEqual([1, 0]);
+  });
 });
 
 describe('named reasons reach the results', () => {

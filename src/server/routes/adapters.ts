@@ -163,6 +163,8 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       extra_logs: {
         judge_failed: judged.map((j) => (isFailure(j) ? 1 : 0)),
         rejected_input: judged.map((j) => (j.judgment.status === 'rejected_input' ? 1 : 0)),
+        // A deciding reply that contradicts itself: a rising mean is a judge (or prompt) problem.
+        incoherent: judged.map((j) => (j.judgment.incoherent ? 1 : 0)),
         cached: judged.map((j) => (j.cached ? 1 : 0)),
         score: judged.map((j) => j.judgment.score ?? 0),
         latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
