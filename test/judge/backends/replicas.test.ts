@@ -123,8 +123,9 @@ describe('backend replicas: failures and the circuit breaker', () => {
     const snapshot = b.replicas!();
     expect(snapshot[sick]).toMatchObject({ state: 'open', circuitOpens: 1 });
     expect(snapshot[sick]!.attempts.get('http_5xx')).toBe(served()[sick]! - before[sick]!);
-    // Only calls sent before the circuit opened reached it (those homed there, or spilled by bounded load).
-    expect(served()[sick]! - before[sick]!).toBeLessThan(20);
+    // Only the first attempts of the calls homed there reached it (all sent before the circuit opened);
+    // their retries went elsewhere. (The bound was a fixed 20: it failed when 20 of 40 keys homed there.)
+    expect(served()[sick]! - before[sick]!).toBeLessThanOrEqual(homed[sick]!);
     for (const [i, r] of snapshot.entries()) if (i !== sick) expect(r.state).toBe('closed');
 
     // The next calls (one at a time: no load spill) do not touch the sick replica, and ground truths
