@@ -217,6 +217,36 @@ def test_request_body_headers_and_prefix(stub_factory):
                            "request_id": "r-1"}
 
 
+def test_every_retry_of_one_call_carries_the_same_idempotency_key_and_the_next_call_a_new_one(stub_factory):
+    stub = stub_factory([reply(503, OVERLOADED, Retry_After="1"), {"drop": True}, reply(200, group_ok([1])),
+                         reply(200, group_ok([1]))])
+    client, _ = make_client(stub.url)
+    client.reward("q", "gt", ["a"])
+    client.reward("q", "gt", ["a"])
+    keys = [r["headers"].get("Idempotency-Key") for r in stub.requests]
+    assert len(keys) == 4 and all(isinstance(k, str) and len(k) == 32 for k in keys)
+    assert keys[0] == keys[1] == keys[2] != keys[3]
+
+
+def test_async_retries_carry_the_same_idempotency_key(stub_factory):
+    stub = stub_factory([reply(503, OVERLOADED, Retry_After="1"), reply(200, group_ok([1]))])
+
+    async def run() -> None:
+        async with AsyncRewardClient(stub.url, backoff_base_s=0.0, max_retry_after_s=0.0) as client:
+            await client.reward("q", "gt", ["a"])
+
+    asyncio.run(run())
+    keys = [r["headers"].get("Idempotency-Key") for r in stub.requests]
+    assert len(keys) == 2 and keys[0] is not None and keys[0] == keys[1]
+
+
+def test_a_get_carries_no_idempotency_key(stub_factory):
+    stub = stub_factory([reply(200, {"graphs": []})])
+    client, _ = make_client(stub.url)
+    client.graphs()
+    assert "Idempotency-Key" not in stub.requests[0]["headers"]
+
+
 def test_keep_alive_connection_is_reused(stub_factory):
     stub = stub_factory([reply(200, group_ok([1]))] * 3)
     client, _ = make_client(stub.url)

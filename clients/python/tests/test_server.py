@@ -177,3 +177,25 @@ def test_overload_503_with_retry_after_is_retried_by_the_client(tiny_server):
     assert all(e.code == "RW_OVERLOADED" and e.retry_after_s is not None and e.retry_after_s >= 1
                for e in overloaded)
     assert all(e.delay_s >= e.retry_after_s for e in overloaded)
+
+
+def _metric_sum(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def test_a_client_timeout_shorter_than_the_judgment_still_gets_the_reward(server_factory, fake_backend):
+    """A 300 ms judge: the default graph needs two stages, ~0.6 s, and the client gives up on each attempt
+    after 0.25 s. The attempts share one Idempotency-Key, so the server keeps the judgment of a timed-out
+    attempt running and the retry joins it: one judgment, and the reward. Without the key every attempt
+    would cancel and restart it, and all six would time out."""
+    server = server_factory({"JUDGE_BASE_URL": fake_backend.base_url, "JUDGE_API_KEY": "test",
+                             "JUDGE_MODEL": "fake-judge"})
+    events: List[RetryEvent] = []
+    with RewardClient(server.url, timeout_s=0.25, max_retries=5, backoff_base_s=0.05,
+                      on_retry=events.append) as c:
+        assert c.reward(QUESTION, GROUND_TRUTH, [f"{MATCHING} Timed out once."]) == [1.0]
+    assert events and all(e.status is None and "no response" in e.error for e in events)
+    metrics = server.metrics()
+    assert _metric_sum(metrics, "reward_judgments_total") == 1
+    assert _metric_sum(metrics, "reward_idempotency_lookups_total") == len(events) + 1

@@ -7,7 +7,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from ._http import Attempts, ConnectionFailure, Response, decode_json, dumps
+from ._http import Attempts, ConnectionFailure, Response, decode_json, dumps, idempotency_headers
 from .client import (
     Graph,
     GroupInput,
@@ -72,13 +72,14 @@ class AsyncRewardClient:
     async def _request(self, method: str, path: str, payload: Any = None) -> Tuple[Any, int]:
         loop = asyncio.get_running_loop()
         body = None if payload is None else dumps(payload)
+        headers = idempotency_headers(method)
         client = self.sync
         attempts = Attempts(method, path, client.retry, client._rng, client.on_retry)
         while True:
             outcome: Union[Response, ConnectionFailure]
             try:
                 outcome = await loop.run_in_executor(
-                    self._executor, client._transport.request, method, path, body
+                    self._executor, client._transport.request, method, path, body, headers
                 )
             except ConnectionFailure as exc:
                 outcome = exc

@@ -16,6 +16,7 @@ from ._http import (
     Transport,
     decode_json,
     dumps,
+    idempotency_headers,
 )
 from .results import GroupResult, JudgeResult, parse_batch, parse_group, parse_judgment
 
@@ -245,11 +246,12 @@ class RewardClient:
     def _request(self, method: str, path: str, payload: Any = None) -> Tuple[Any, int]:
         """One logical request with retries; returns (decoded JSON, attempts made)."""
         body = None if payload is None else dumps(payload)
+        headers = idempotency_headers(method)
         attempts = Attempts(method, path, self.retry, self._rng, self.on_retry)
         while True:
             outcome: Union[Response, ConnectionFailure]
             try:
-                outcome = self._transport.request(method, path, body)
+                outcome = self._transport.request(method, path, body, headers)
             except ConnectionFailure as exc:
                 outcome = exc
             delay = attempts.next_delay(outcome)
