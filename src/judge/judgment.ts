@@ -25,7 +25,7 @@ export interface JudgmentRun {
 
 /** Why a judgment has no reward. */
 export interface JudgmentFailure {
-  status: 'judge_error' | 'timeout';
+  status: 'judge_error' | 'timeout' | 'overloaded';
   code: ErrorCode;
   message: string;
   /** Short reason shown to callers, e.g. `deadline`, `aborted`, `internal error`. */

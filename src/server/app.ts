@@ -55,6 +55,12 @@ export interface AppDeps {
 
 /** Idempotency records kept (each holds references to its completed judgments). */
 const IDEMPOTENCY_MAX_ENTRIES = 65_536;
+/**
+ * Judgments those records hold beyond the LRU at most: CACHE_SIZE, but never fewer than this (so that
+ * CACHE_SIZE=0 still replays retries). Every Python-client POST carries an id, so records follow the
+ * request rate; this is what bounds their memory.
+ */
+const IDEMPOTENCY_MIN_ITEMS = 4096;
 /** At most one admission warning per this many ms; the line counts the refusals in between. */
 const REFUSAL_LOG_INTERVAL_MS = 10_000;
 
@@ -226,6 +232,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       windowMs: config.idempotencyWindowMs,
       lingerMs: config.idempotencyLingerMs,
       maxEntries: IDEMPOTENCY_MAX_ENTRIES,
+      maxItems: Math.max(config.cacheSize, IDEMPOTENCY_MIN_ITEMS),
     },
     // Shared only with a shared judgment store: a record points at judgments other processes can read.
     sharedRecords: state.judgments === undefined ? undefined : state.idempotency,

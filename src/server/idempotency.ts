@@ -31,6 +31,11 @@ export interface IdempotencyOptions {
   lingerMs: number;
   /** Records kept in this process (oldest dropped first). */
   maxEntries: number;
+  /**
+   * Completed judgments those records hold in all (oldest records dropped first): what bounds their
+   * memory, since one record of a batch holds many and each holds its transcript.
+   */
+  maxItems: number;
 }
 
 /** What a retry learns from a record with its id and items. */
@@ -61,6 +66,8 @@ export interface IdempotencyRecordsOptions extends IdempotencyOptions {
 interface LocalRecord {
   items: string;
   done: ReadonlyArray<RecordedJudgment | undefined>;
+  /** How many of `done` are judgments (the rest failed: never replayed). */
+  held: number;
   expiresAt: number;
 }
 
@@ -95,16 +102,23 @@ function decodeShared(text: string): SharedRecord | undefined {
 }
 
 export function createIdempotencyRecords(options: IdempotencyRecordsOptions): IdempotencyRecords {
-  const { windowMs, maxEntries, shared } = options;
+  const { windowMs, maxEntries, maxItems, shared } = options;
   const now = options.now ?? Date.now;
   const records = new Map<string, LocalRecord>();
+  let held = 0;
+  const drop = (id: string): void => {
+    const record = records.get(id);
+    if (record === undefined) return;
+    records.delete(id);
+    held -= record.held;
+  };
 
   return {
     recallHere(id, items) {
       const record = records.get(id);
       if (record === undefined) return undefined;
       if (record.expiresAt <= now()) {
-        records.delete(id);
+        drop(id);
         return undefined;
       }
       // Same id, other items: a client reusing an id for other work. Judge what was sent, never replay.
@@ -124,12 +138,15 @@ export function createIdempotencyRecords(options: IdempotencyRecordsOptions): Id
     },
 
     answered(id, items, done) {
-      records.delete(id);
-      records.set(id, { items, done, expiresAt: now() + windowMs });
-      while (records.size > maxEntries) {
+      drop(id);
+      let count = 0;
+      for (const d of done) if (d !== undefined) count += 1;
+      records.set(id, { items, done, held: count, expiresAt: now() + windowMs });
+      held += count;
+      while (records.size > maxEntries || held > maxItems) {
         const oldest = records.keys().next();
         if (oldest.done === true) break;
-        records.delete(oldest.value);
+        drop(oldest.value);
       }
       if (shared === undefined || windowMs <= 0) return;
       const record: SharedRecord = { v: 1, items };

@@ -100,22 +100,26 @@ export interface JudgeServiceOptions {
   sharedRecords?: IdempotencyStore | undefined;
 }
 
-const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536 };
+const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536, maxItems: 10_000 };
 
-/** The ticket of a judgment outside the admission backlog (one another process is computing). */
-const UNPREDICTED: Ticket = { done: () => undefined };
+/** How often a request takes over a judgment another process's deadline cut short. */
+const MAX_TAKEOVERS = 2;
+/** ... when at least this much of its own deadline is left (less could not finish a judgment anyway). */
+const TAKEOVER_MIN_MS = 1000;
 
 function isCacheable(stored: StoredJudgment): boolean {
   return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
 }
 
-type SyntheticCode = 'RW_JUDGE_TIMEOUT' | 'RW_CLIENT_ABORTED' | 'RW_SHUTTING_DOWN' | 'RW_INTERNAL';
+type SyntheticCode =
+  'RW_JUDGE_TIMEOUT' | 'RW_CLIENT_ABORTED' | 'RW_SHUTTING_DOWN' | 'RW_OVERLOADED' | 'RW_INTERNAL';
+type SyntheticStatus = 'timeout' | 'judge_error' | 'overloaded';
 
 /** Why a request got no judgment for an item. Only the last case is a bug worth logging. */
 function classify(
   err: unknown,
   request: AbortSignal,
-): { status: 'timeout' | 'judge_error'; code: SyntheticCode; message: string; internal: boolean } {
+): { status: SyntheticStatus; code: SyntheticCode; message: string; internal: boolean } {
   if (request.reason instanceof DeadlineReached) {
     return {
       status: 'timeout',
@@ -136,6 +140,10 @@ function classify(
     // Waited for another replica's judgment (a shared lease) until the deadline.
     return { status: 'timeout', code: 'RW_JUDGE_TIMEOUT', message: err.message, internal: false };
   }
+  if (err instanceof RewardError && err.code === 'RW_OVERLOADED') {
+    // Taken over from another process that gave it up, when this one had no room for it.
+    return { status: 'overloaded', code: 'RW_OVERLOADED', message: err.message, internal: false };
+  }
   if (err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN') {
     // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
     return { status: 'judge_error', code: 'RW_SHUTTING_DOWN', message: err.message, internal: false };
@@ -143,25 +151,21 @@ function classify(
   return { status: 'judge_error', code: 'RW_INTERNAL', message: 'internal error', internal: true };
 }
 
-/** A judgment that never ran: the deadline came first, or something broke. */
+const SYNTHETIC_REASONS: Record<SyntheticStatus, { reason: string; stopReason: string }> = {
+  timeout: { reason: 'deadline', stopReason: 'deadline' },
+  judge_error: { reason: 'internal error', stopReason: 'node_failed' },
+  overloaded: { reason: 'overloaded', stopReason: 'not_admitted' },
+};
+
+/** A judgment that never ran: the deadline came first, there was no room for it, or something broke. */
 function syntheticFailure(
   graph: CompiledGraph,
-  status: 'timeout' | 'judge_error',
+  status: SyntheticStatus,
   code: SyntheticCode,
   message: string,
   latencyMs: number,
 ): Judgment {
-  return failedJudgment(
-    graph,
-    {
-      status,
-      code,
-      message,
-      reason: status === 'timeout' ? 'deadline' : 'internal error',
-      stopReason: status === 'timeout' ? 'deadline' : 'node_failed',
-    },
-    { latencyMs },
-  );
+  return failedJudgment(graph, { status, code, message, ...SYNTHETIC_REASONS[status] }, { latencyMs });
 }
 
 /** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
@@ -215,26 +219,37 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     item: JudgeItem,
     signal: AbortSignal,
     deadline: { at: number },
-    ticket: Ticket,
+    admitted: Ticket | undefined,
     requestId: string | undefined,
   ): Promise<StoredJudgment> => {
     if (options.shared === undefined) {
       miss.inc();
-      return computeHere(item, signal, deadline, ticket, requestId);
+      return computeHere(item, signal, deadline, admitted ?? admission.admit(item.graph.graph), requestId);
     }
     let flight: SharedFlight;
     try {
-      flight = await options.shared.acquire(key, signal, deadline.at);
+      flight = await acquireShared(key, signal, deadline);
     } catch (err) {
-      ticket.done(undefined);
+      admitted?.done(undefined);
       throw err;
     }
     if (flight.kind === 'landed') {
-      ticket.done(undefined);
+      admitted?.done(undefined);
       // Stored by the time this process asked (its write raced our lookup) is a hit; waited for, coalesced.
       (flight.waited ? sharedCoalesced : sharedHit).inc();
       fromElsewhere.add(flight.stored);
       return flight.stored;
+    }
+    let ticket = admitted;
+    if (ticket === undefined) {
+      // It was being computed elsewhere, and that process gave it up (its clients left, or it died): it is
+      // new work here now, admitted like any other, so a retry cannot queue past MAX_QUEUED_JUDGMENTS.
+      const decision = admission.decide([item.graph.graph], deadline.at - now());
+      if (!decision.ok) {
+        void flight.abandon();
+        throw refuse(decision.refusal, 1);
+      }
+      ticket = admission.admit(item.graph.graph);
     }
     miss.inc();
     let stored: StoredJudgment;
@@ -247,6 +262,27 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     // Not awaited: the answer does not wait for Redis (the local LRU already has it).
     void flight.complete(stored, isCacheable(stored));
     return stored;
+  };
+
+  /**
+   * The shared lease of `key`, or the outcome another process published. An outcome cut by that process's
+   * own deadline (status `timeout`) while this request still has time is not taken: this process asks again
+   * and, the lease being free, computes the judgment itself.
+   */
+  const acquireShared = async (
+    key: string,
+    signal: AbortSignal,
+    deadline: { at: number },
+  ): Promise<SharedFlight> => {
+    const shared = options.shared;
+    if (shared === undefined) throw new Error('no shared tier');
+    let flight = await shared.acquire(key, signal, deadline.at);
+    for (let i = 0; i < MAX_TAKEOVERS && flight.kind === 'landed'; i++) {
+      const cutShort = flight.stored.judgment.status === 'timeout';
+      if (!cutShort || deadline.at - now() < TAKEOVER_MIN_MS) break;
+      flight = await shared.acquire(key, signal, deadline.at);
+    }
+    return flight;
   };
 
   /** Wait for a run slot, run, count, write the transcript. */
@@ -351,7 +387,10 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (options.shared !== undefined || options.sharedRecords !== undefined) {
       const elsewhereRecord =
         record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
-      [record, elsewhere] = await Promise.all([elsewhereRecord, lookupElsewhere(keys)]);
+      // Items this process's record replays need no shared lookup (all of them: no round trip at all).
+      const replayed = record?.kind === 'here' ? record.done : undefined;
+      const unanswered = replayed === undefined ? keys : keys.filter((_, i) => replayed[i] === undefined);
+      [record, elsewhere] = await Promise.all([elsewhereRecord, lookupElsewhere(unanswered)]);
     }
     if (id !== undefined) metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
     const replay = record?.kind === 'here' ? record.done : undefined;
@@ -420,9 +459,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (own) {
         const flightDeadline = { at: deadline };
         flightDeadlines.set(key, flightDeadline);
-        // Waited for elsewhere: not in this server's backlog (if the holder gives up and this process takes
-        // the lease over, that one judgment runs unpredicted).
-        const ticket = elsewhere?.running.has(key) === true ? UNPREDICTED : admission.admit(item.graph.graph);
+        // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
+        // then, if the holder gives it up).
+        const ticket = elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph);
         flight = cache.run(
           key,
           (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { createIdempotencyRecords, itemsDigest } from '../../src/server/idempotency.js';
 import { createLocalIdempotency } from '../../src/state/local.js';
 
-const OPTIONS = { windowMs: 1000, lingerMs: 0, maxEntries: 2 };
+const OPTIONS = { windowMs: 1000, lingerMs: 0, maxEntries: 2, maxItems: 100 };
 const items = itemsDigest(['key-a', 'key-b']);
 
 describe('idempotency records', () => {
@@ -29,6 +29,21 @@ describe('idempotency records', () => {
     expect(records.recallHere('reward\u0000r1', items)).toBeUndefined();
     t = 1000;
     expect(records.recallHere('reward\u0000r3', items)).toBeUndefined();
+  });
+
+  it('holds at most maxItems judgments in all, dropping the oldest records; failed items do not count', () => {
+    const records = createIdempotencyRecords({ ...OPTIONS, maxEntries: 100, maxItems: 3 });
+    const judged = { id: 'j', judgment: {} as never };
+    records.answered('a', items, [judged, judged]);
+    records.answered('b', items, [undefined, undefined, undefined]);
+    expect(records.recallHere('a', items)?.kind).toBe('here');
+    records.answered('c', items, [judged]);
+    expect(records.recallHere('a', items)?.kind).toBe('here');
+    records.answered('d', items, [judged]);
+    // 2 + 0 + 1 + 1 = 4 > 3: the oldest record goes, and with it its two judgments.
+    expect(records.recallHere('a', items)).toBeUndefined();
+    expect(records.recallHere('b', items)?.kind).toBe('here');
+    expect(records.recallHere('d', items)?.kind).toBe('here');
   });
 
   it('shares the record, not the judgments, with another process; its key is a digest of the id', async () => {

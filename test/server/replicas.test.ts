@@ -150,7 +150,8 @@ describeRedis('two replicas sharing Redis', () => {
     expect(refused.statusCode).toBe(503);
     expect(refused.json<Json>().code).toBe('RW_OVERLOADED');
 
-    // The client gave up on A and retried on B (a 2-item request B alone could not even admit).
+    // The same request retried on B (as when its connection to A timed out), a 2-item request B alone
+    // could not even admit.
     const retry = await reward(b!, body);
     expect(retry.statusCode).toBe(200);
     const fromB = retry.json<Json>();
@@ -204,6 +205,69 @@ describeRedis('two replicas sharing Redis', () => {
     expect(fake.callCount).toBe(3 * n);
     expect(await counterValue(b!.metrics.judgments)).toBe(0);
     expect(await counterValue(b!.metrics.admissionRefusals, { reason: 'memory' })).toBe(0);
+  });
+
+  it('the holder gives up while B waits: B admits what it takes over like new work, never past its queue bound', async () => {
+    const [a, b] = await start(
+      2,
+      {},
+      { latencyMs: 400, perReplica: [{}, { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '0' }] },
+    );
+    const n = 6;
+    const body = {
+      ...group(Array.from({ length: n }, (_, i) => candidate(120 + i))),
+      request_id: 'given-up',
+    };
+    const keys = Array.from({ length: n }, (_, i) =>
+      judgmentKey(
+        getPreset('default')!,
+        { question: QUESTION, candidate: candidate(120 + i), groundTruth: GROUND_TRUTH },
+        b!.router,
+      ),
+    );
+    const onA = reward(a!, body);
+    await waitFor(async () => (await b!.state.leases.heldElsewhere(keys)).every(Boolean), 'A’s leases');
+    let maxDepth = 0;
+    const sampler = setInterval(() => {
+      void b!.metrics.queueDepth.get().then((m) => {
+        maxDepth = Math.max(maxDepth, m.values[0]?.value ?? 0);
+      });
+    }, 5);
+    try {
+      const onB = reward(b!, body);
+      await waitFor(
+        async () => (await counterValue(b!.metrics.idempotencyLookups, { result: 'miss' })) === 1,
+        'B to wait for A’s judgments',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // A lets go of every lease at once (as when it shuts down or its clients left).
+      await a!.state.close();
+      const fromB = (await onB).json<Json>();
+      const statuses = fromB.results.map((r: Json) => r.status);
+      expect(statuses.every((s: string) => s === 'ok' || s === 'overloaded')).toBe(true);
+      expect(statuses).toContain('ok');
+      for (const r of fromB.results.filter((x: Json) => x.status === 'overloaded')) {
+        expect(r).toMatchObject({ reward: null, error_code: 'RW_OVERLOADED' });
+      }
+      const overloaded = statuses.filter((s: string) => s === 'overloaded').length;
+      expect(await counterValue(b!.metrics.admissionRefusals, { reason: 'memory' })).toBe(overloaded);
+      expect(maxDepth).toBe(0);
+    } finally {
+      clearInterval(sampler);
+    }
+    await onA;
+  });
+
+  it('a judgment the holder’s own deadline cut short is taken over by a replica with time left', async () => {
+    const [a, b] = await start(2, {}, { latencyMs: 500, perReplica: [{ REQUEST_DEADLINE_MS: '700' }, {}] });
+    const body = group([candidate(140)]);
+    const onA = reward(a!, body);
+    await waitFor(() => fake.inflight() === 2, 'A’s analysts to call the backend');
+    const onB = reward(b!, body);
+    expect((await onA).json<Json>().results[0]).toMatchObject({ status: 'timeout', reward: null });
+    const fromB = (await onB).json<Json>().results[0];
+    expect(fromB).toMatchObject({ status: 'ok', reward: 1, cached: false });
+    expect(await counterValue(b!.metrics.judgments)).toBe(1);
   });
 
   it('a request_id answered on A is recognised on B; the same id with other items is judged afresh', async () => {

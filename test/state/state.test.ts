@@ -256,6 +256,8 @@ describeRedis('redis-backed shared state', () => {
     if (lease.kind === 'acquired') await lease.lease.complete('"kept"', 60_000);
     expect((await s.buckets.take([rpm(600, 'outage-b')], 0)).taken).toBe(true);
     expect(await s.idempotency.claim('request:outage', 'x', 60_000)).toBeUndefined();
+    // Nothing is known to run elsewhere: every key is admitted as new work (the safe side).
+    expect(await s.leases.heldElsewhere(['during-outage', 'other'])).toEqual([false, false]);
     await s.judgments?.set('direct', '"also kept"', 60_000);
     expect(await s.judgments?.getMany(['direct'])).toEqual([undefined]);
 
