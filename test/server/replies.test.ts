@@ -21,14 +21,15 @@ async function metricsText(harness: Harness): Promise<string> {
   return res.body;
 }
 
+/** The first reply contradicts itself (no_match, confidence 0.1 in it); the others are coherent. */
+const INCOHERENT_FIRST = {
+  script: [{ kind: 'json' as const, body: { reasoning: 'r', verdict: 'no_match', confidence: 0.1 } }],
+  fallback: { kind: 'json' as const, body: { reasoning: 'r', verdict: 'match', confidence: 0.9 } },
+};
+
 describe('incoherent replies in results and metrics', () => {
   it('flags a no_match with confidence 0.1 (score 0.9) in results and counts it', async () => {
-    h = await startHarness({
-      fake: {
-        script: [{ kind: 'json', body: { reasoning: 'r', verdict: 'no_match', confidence: 0.1 } }],
-        fallback: { kind: 'json', body: { reasoning: 'r', verdict: 'match', confidence: 0.9 } },
-      },
-    });
+    h = await startHarness({ fake: INCOHERENT_FIRST });
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -43,12 +44,7 @@ describe('incoherent replies in results and metrics', () => {
   });
 
   it('logs it per rollout in OpenRLHF’s extra_logs', async () => {
-    h = await startHarness({
-      fake: {
-        script: [{ kind: 'json', body: { reasoning: 'r', verdict: 'no_match', confidence: 0.1 } }],
-        fallback: { kind: 'json', body: { reasoning: 'r', verdict: 'match', confidence: 0.9 } },
-      },
-    });
+    h = await startHarness({ fake: INCOHERENT_FIRST });
     const res = await h.app.inject({
       method: 'POST',
       url: '/get_reward?graph=single-judge',
