@@ -20,8 +20,9 @@
  * Memory: the queue of judgments waiting for a run slot is bounded by `maxQueued` (sized from the
  * measured bytes per queued judgment, README "Configuration"), not by a small count.
  */
-import { toError } from '../errors.js';
+import { RewardError, toError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
+import type { Metrics } from './metrics.js';
 
 /**
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
@@ -358,4 +359,41 @@ export class Admission {
       drainCallsPerS: this.drainCallsPerS(),
     });
   }
+}
+
+/** Where a refusal is reported: `reward_admission_refusals_total` and the app's rate-limited log line. */
+export interface RefusalReporting {
+  metrics: Pick<Metrics, 'admissionRefusals'>;
+  onRefusal?: ((refusal: Refusal) => void) | undefined;
+}
+
+/**
+ * The one answer to a refused request (judgments and comparisons alike): counts the refusal, feeds the log
+ * hook, and returns the `503 RW_OVERLOADED` error whose `retry_after_s` becomes the Retry-After header.
+ * `n` new units of `noun` (e.g. `judgments`) were refused.
+ */
+export function overloadError(
+  refusal: Refusal,
+  n: number,
+  noun: string,
+  reporting: RefusalReporting,
+): RewardError {
+  reporting.metrics.admissionRefusals.labels(refusal.reason).inc();
+  reporting.onRefusal?.(refusal);
+  const why =
+    refusal.reason === 'memory'
+      ? `the queue is full (${refusal.waiting} judgments waiting for a run slot)`
+      : `the backlog needs ${refusal.completionS.toFixed(1)} s with them, the deadline allows ` +
+        `${refusal.horizonS.toFixed(1)} s`;
+  return new RewardError('RW_OVERLOADED', `server busy: ${n} new ${noun} refused: ${why}`, {
+    details: {
+      retry_after_s: Admission.retryAfterSeconds(refusal),
+      reason: refusal.reason,
+      predicted_wait_s: Math.round(refusal.waitS * 10) / 10,
+      drain_calls_per_s: Math.round(refusal.drainCallsPerS),
+      needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
+        ? Math.round(refusal.neededCallsPerS)
+        : null,
+    },
+  });
 }

@@ -190,6 +190,29 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     intervalMs: config.failureWarnIntervalMs,
     warn: (fields, message) => app.log.warn(fields, message),
   });
+  // One rate-limited line for refused judgments and comparisons alike (they share the admission).
+  const onRefusal = refusalLogger((refusal, refused) => {
+    const missing = refusal.neededCallsPerS / refusal.drainCallsPerS;
+    app.log.warn(
+      {
+        reason: refusal.reason,
+        refused_requests: refused,
+        predicted_wait_s: Math.round(refusal.waitS),
+        deadline_horizon_s: Math.round(refusal.horizonS),
+        drain_calls_per_s: Math.round(refusal.drainCallsPerS),
+        needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
+          ? Math.round(refusal.neededCallsPerS)
+          : null,
+        queued_judgments: refusal.waiting,
+      },
+      refusal.reason === 'memory'
+        ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
+        : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
+            `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
+            `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
+            `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
+    );
+  }, now);
   const service = createJudgeService({
     router,
     // The service counts every computed judgment here; the failure monitor sees the same ones.
@@ -205,28 +228,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     candidateLimits: config.candidateLimits,
     transcripts: deps.transcripts,
     onInternalError: (err) => app.log.error({ err }, 'judgment failed unexpectedly'),
-    onRefusal: refusalLogger((refusal, refused) => {
-      const missing = refusal.neededCallsPerS / refusal.drainCallsPerS;
-      app.log.warn(
-        {
-          reason: refusal.reason,
-          refused_requests: refused,
-          predicted_wait_s: Math.round(refusal.waitS),
-          deadline_horizon_s: Math.round(refusal.horizonS),
-          drain_calls_per_s: Math.round(refusal.drainCallsPerS),
-          needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
-            ? Math.round(refusal.neededCallsPerS)
-            : null,
-          queued_judgments: refusal.waiting,
-        },
-        refusal.reason === 'memory'
-          ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
-          : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
-              `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
-              `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
-              `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
-      );
-    }, now),
+    onRefusal,
     now,
     idempotency: {
       windowMs: config.idempotencyWindowMs,
@@ -249,6 +251,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     candidateLimits: config.candidateLimits,
     transcripts: deps.transcripts,
     onInternalError: (err) => app.log.error({ err }, 'comparison failed unexpectedly'),
+    onRefusal,
   });
   const ctx: ServerContext = {
     config,

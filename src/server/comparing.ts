@@ -32,7 +32,7 @@ import {
 } from '../judge/tournament.js';
 import type { JudgeObserver, Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
-import { Admission, type WorkShape } from './admission.js';
+import { overloadError, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
@@ -92,6 +92,8 @@ export interface ComparisonServiceOptions {
   candidateLimits: { minChars: number; maxChars: number };
   transcripts?: TranscriptSink | undefined;
   onInternalError?: ((err: unknown) => void) | undefined;
+  /** Called on every refusal (the app rate-limits the log line, shared with judgments). */
+  onRefusal?: ((refusal: Refusal) => void) | undefined;
 }
 
 /**
@@ -175,19 +177,10 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     if (shapes.length === 0) return;
     const decision = admission.decide(shapes, deadline - Date.now());
     if (decision.ok) return;
-    const refusal = decision.refusal;
-    metrics.admissionRefusals.labels(refusal.reason).inc();
-    throw new RewardError(
-      'RW_OVERLOADED',
-      `server busy: ${shapes.length} new comparisons refused (${refusal.reason === 'memory' ? 'the queue is full' : 'the backlog would not drain inside the deadline'})`,
-      {
-        details: {
-          retry_after_s: Admission.retryAfterSeconds(refusal),
-          reason: refusal.reason,
-          predicted_wait_s: Math.round(refusal.waitS * 10) / 10,
-        },
-      },
-    );
+    throw overloadError(decision.refusal, shapes.length, 'comparisons', {
+      metrics,
+      onRefusal: options.onRefusal,
+    });
   };
 
   const computePair = async (

@@ -21,7 +21,7 @@ import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
-import { Admission, type Refusal, type Ticket } from './admission.js';
+import { overloadError, type Admission, type Refusal, type Ticket } from './admission.js';
 import {
   createIdempotencyRecords,
   itemsDigest,
@@ -324,27 +324,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     }
   };
 
-  const refuse = (refusal: Refusal, n: number): RewardError => {
-    metrics.admissionRefusals.labels(refusal.reason).inc();
-    options.onRefusal?.(refusal);
-    const retryAfterS = Admission.retryAfterSeconds(refusal);
-    const why =
-      refusal.reason === 'memory'
-        ? `the queue is full (${refusal.waiting} judgments waiting for a run slot)`
-        : `the backlog needs ${refusal.completionS.toFixed(1)} s with them, the deadline allows ` +
-          `${refusal.horizonS.toFixed(1)} s`;
-    return new RewardError('RW_OVERLOADED', `server busy: ${n} new judgments refused: ${why}`, {
-      details: {
-        retry_after_s: retryAfterS,
-        reason: refusal.reason,
-        predicted_wait_s: Math.round(refusal.waitS * 10) / 10,
-        drain_calls_per_s: Math.round(refusal.drainCallsPerS),
-        needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
-          ? Math.round(refusal.neededCallsPerS)
-          : null,
-      },
-    });
-  };
+  const refuse = (refusal: Refusal, n: number): RewardError =>
+    overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
 
   /** The request's idempotency record: answered (completed judgments only, never failures). */
   const remember = (id: string, items: string, results: readonly JudgedItem[]): void => {

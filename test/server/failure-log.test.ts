@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config.js';
@@ -11,7 +9,7 @@ import type { Router } from '../../src/judge/types.js';
 import { buildApp } from '../../src/server/app.js';
 import { createFailureMonitor } from '../../src/server/failure-log.js';
 import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
-import { candidate, GROUND_TRUTH, QUESTION } from './helpers.js';
+import { candidate, GROUND_TRUTH, logLines, QUESTION } from './helpers.js';
 
 const graph = getPreset('single-judge')!;
 const ok = () =>
@@ -117,14 +115,7 @@ describe('the failure warning at LOG_LEVEL info', () => {
       DEFAULT_GRAPH: 'single-judge',
     });
     router = createRouter({ ...config.judge, offline: createOfflineBackend });
-    const lines: Array<Record<string, unknown>> = [];
-    const stream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString().split('\n'))
-          if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { stream, lines } = logLines();
     const app = buildApp({ config, router, logger: { level: 'info', stream } });
     const post = (from: number) =>
       app.inject({

@@ -1,5 +1,7 @@
 /** Shared fixtures for the server suites: an app wired to the fake OpenAI backend over real HTTP. */
-import type { FastifyInstance } from 'fastify';
+import { Writable } from 'node:stream';
+
+import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 
 import { loadConfig, type Config } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
@@ -51,6 +53,21 @@ export interface HarnessOptions {
   transcripts?: TranscriptSink;
   /** The app's epoch-ms clock (request deadlines), e.g. to make a request arrive "later". */
   now?: () => number;
+  /** The app's Fastify logger option (default off), e.g. `{ level: 'info', stream: logLines().stream }`. */
+  logger?: FastifyServerOptions['logger'];
+}
+
+/** A log destination that parses each JSON line the app writes into `lines`. */
+export function logLines(): { stream: Writable; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n'))
+        if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { stream, lines };
 }
 
 /** An app on a fake backend (real HTTP on 127.0.0.1); `close` closes the app, its backends and the fake. */
@@ -66,7 +83,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const router = createRouter({ ...config.judge, offline: createOfflineBackend });
   const metrics = createMetrics({ recentWindow: config.recentWindow });
-  const app = buildApp({ config, router, metrics, transcripts: options.transcripts, now: options.now });
+  const app = buildApp({
+    config,
+    router,
+    metrics,
+    transcripts: options.transcripts,
+    now: options.now,
+    logger: options.logger,
+  });
   return {
     app,
     fake,

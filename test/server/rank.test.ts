@@ -10,8 +10,10 @@ import { createFileTranscriptSink } from '../../src/server/transcripts.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
 import {
+  candidate,
   counterValue,
   GROUND_TRUTH,
+  logLines,
   offlineApp,
   QUESTION,
   startHarness,
@@ -232,6 +234,55 @@ describe('POST /v1/rank', () => {
     expect(refused.body.code).toBe('RW_OVERLOADED');
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect((await busy).statusCode).toBe(200);
+  });
+
+  it('refuses a ranking like a judgment: the same details, reward_admission_refusals_total and the admission warning', async () => {
+    const log = logLines();
+    h = await startHarness({
+      env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' },
+      fake: { fallback: { kind: 'hang' } },
+      logger: { level: 'info', stream: log.stream },
+    });
+    const { app, fake } = h;
+    // One judgment running, one waiting for the run slot: the queue (memory bound) is full.
+    const busy = app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(0), candidate(1)] },
+    });
+    await waitFor(() => fake.inflight() === 2, 'the first judgment to run');
+    const warnings = () => log.lines.filter((l) => String(l['msg']).startsWith('admission:'));
+
+    const ranked = await rank(h, { candidates: IDEAS.slice(0, 2) });
+    expect(ranked.status).toBe(503);
+    expect(ranked.body.code).toBe('RW_OVERLOADED');
+    expect(await counterValue(h.metrics.admissionRefusals, { reason: 'memory' })).toBe(1);
+    expect(warnings()).toHaveLength(1);
+    expect(warnings()[0]).toMatchObject({ level: 40, reason: 'memory', queued_judgments: 1 });
+
+    const judged = await app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(2)] },
+    });
+    expect(judged.statusCode).toBe(503);
+    const judgedDetails = judged.json<Json>().details;
+    expect(Object.keys(ranked.body.details).sort()).toEqual(Object.keys(judgedDetails).sort());
+    expect(ranked.body.details).toMatchObject({
+      reason: 'memory',
+      retry_after_s: judgedDetails.retry_after_s,
+      predicted_wait_s: judgedDetails.predicted_wait_s,
+      drain_calls_per_s: judgedDetails.drain_calls_per_s,
+      needed_calls_per_s: expect.any(Number),
+    });
+    expect(ranked.headers['retry-after']).toBe(String(ranked.body.details.retry_after_s));
+    expect(await counterValue(h.metrics.admissionRefusals, { reason: 'memory' })).toBe(2);
+    // One rate-limited line for both kinds of refusal (at most one per 10 s).
+    expect(warnings()).toHaveLength(1);
+    // Neither refused request reached the backend.
+    expect(fake.callCount).toBe(2);
+    await fake.close();
+    expect((await busy).json<Json>().rewards).toEqual([null, null]);
   });
 
   it('answers 200 with null scores (timeout, never 0) when the backend hangs past the deadline', async () => {
