@@ -1,7 +1,7 @@
 /** Issue 14 item 4: cascade graphs (a cheap first stage stops when confident, else the committee). */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { RewardError } from '../../src/errors.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
@@ -9,9 +9,9 @@ import { allNodes, compileGraph } from '../../src/judge/graph.js';
 import { compileSpec, getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
-import type { JudgmentInput, Router } from '../../src/judge/types.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeReply } from '../fakes/openai.js';
+import type { JudgmentInput } from '../../src/judge/types.js';
+import { universalReply, type FakeReply } from '../fakes/openai.js';
+import { useFakeRouter } from './helpers.js';
 
 const input: JudgmentInput = {
   question: 'How can language models verify their own reasoning?',
@@ -95,22 +95,9 @@ describe('cascade spec', () => {
 });
 
 describe('cascade on the fake backend', () => {
-  let fake: FakeOpenAI | undefined;
-  let router: Router | undefined;
-  afterEach(async () => {
-    for (const b of router?.backends() ?? []) await b.close?.();
-    await fake?.close();
-    fake = undefined;
-  });
-
-  async function setup(script: FakeReply[], fallback: FakeReply = { kind: 'status', status: 500 }) {
-    fake = await startFakeOpenAI({ script, fallback });
-    router = createRouter({
-      default: BackendSettings.parse({ base_url: fake.baseURL, model: 'fake-model', max_retries: 0 }),
-      offline: createOfflineBackend,
-    });
-    return { fake, router };
-  }
+  const start = useFakeRouter();
+  const setup = (script: FakeReply[], fallback: FakeReply = { kind: 'status', status: 500 }) =>
+    start({ script, fallback });
 
   it('a confident no_match stops after one call (cascade_stop)', async () => {
     const { fake, router } = await setup([judge('no_match', 0.9)]);

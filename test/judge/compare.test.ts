@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import {
   canonicalPair,
@@ -9,12 +9,9 @@ import {
   rateIdea,
   type PairInput,
 } from '../../src/judge/compare.js';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
-import { createRouter } from '../../src/judge/routing.js';
-import { BackendSettings, type BackendSettingsInput } from '../../src/settings/routing-file.js';
-import type { JudgeObserver, Router } from '../../src/judge/types.js';
+import type { JudgeObserver } from '../../src/judge/types.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
-import { startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions } from '../fakes/openai.js';
+import { soon, useFakeRouter } from './helpers.js';
 
 const QUESTION = 'How can language models learn to verify their own reasoning steps?';
 const GT =
@@ -29,33 +26,7 @@ const input = (a: string, b: string): PairInput => ({
   b,
 });
 
-let fake: FakeOpenAI | undefined;
-let router: Router | undefined;
-afterEach(async () => {
-  for (const b of router?.backends() ?? []) await b.close?.();
-  await fake?.close();
-  fake = undefined;
-  router = undefined;
-});
-
-async function setup(
-  options: FakeOpenAIOptions,
-  settings: Partial<BackendSettingsInput> = {},
-): Promise<{ fake: FakeOpenAI; router: Router }> {
-  fake = await startFakeOpenAI(options);
-  router = createRouter({
-    default: BackendSettings.parse({
-      base_url: fake.baseURL,
-      model: 'fake-model',
-      max_retries: 0,
-      ...settings,
-    }),
-    offline: createOfflineBackend,
-  });
-  return { fake, router };
-}
-
-const soon = (ms = 5_000): number => Date.now() + ms;
+const setup = useFakeRouter();
 
 describe('comparePair', () => {
   it('asks both orders (a in position A, then b in position A) and maps the answers back', async () => {

@@ -2,50 +2,15 @@
  * How the executor reads real inference-server replies (issue 13 item 8), each on the scripted fake:
  * cut replies, context limits on re-asks, per-role budgets, out-of-range numbers, incoherent verdicts.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { ROLE_MAX_TOKENS } from '../../src/judge/budgets.js';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
-import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
-import type { JudgmentInput, Router } from '../../src/judge/types.js';
-import { BackendSettings, type BackendSettingsInput } from '../../src/settings/routing-file.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeOpenAIOptions } from '../fakes/openai.js';
+import { universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { soon, useFakeRouter, VERIFY_INPUT as input } from './helpers.js';
 
-const input: JudgmentInput = {
-  question: 'How can language models learn to verify their own reasoning steps?',
-  candidate:
-    'Train a step-level verifier on automatically labelled reasoning traces and use it to rerank sampled solutions.',
-  groundTruth:
-    'We propose process supervision: a reward model trained on step-level labels scores each reasoning step, ' +
-    'and we use it to select among sampled solutions, outperforming outcome supervision.',
-};
-
-let fake: FakeOpenAI | undefined;
-let router: Router | undefined;
-afterEach(async () => {
-  for (const b of router?.backends() ?? []) await b.close?.();
-  await fake?.close();
-  fake = undefined;
-  router = undefined;
-});
-
-async function setup(options: FakeOpenAIOptions, settings: Partial<BackendSettingsInput> = {}) {
-  fake = await startFakeOpenAI(options);
-  router = createRouter({
-    default: BackendSettings.parse({
-      base_url: fake.baseURL,
-      model: 'fake-model',
-      max_retries: 0,
-      ...settings,
-    }),
-    offline: createOfflineBackend,
-  });
-  return { fake, router };
-}
-
-const soon = (ms = 5_000): number => Date.now() + ms;
+const setup = useFakeRouter();
 const single = () => getPreset('single-judge')!;
 const budgets = (f: FakeOpenAI) => f.calls.map((c) => c.body.max_tokens);
 

@@ -1,53 +1,19 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { RewardError } from '../../src/errors.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { BackendSettings, type BackendSettingsInput } from '../../src/settings/routing-file.js';
+import { BackendSettings } from '../../src/settings/routing-file.js';
 import { judgmentKey } from '../../src/judge/key.js';
 import { parseReply } from '../../src/judge/reply.js';
 import { runJudgment } from '../../src/judge/run.js';
-import type { JudgeObserver, JudgmentInput, Router } from '../../src/judge/types.js';
+import type { JudgeObserver, Router } from '../../src/judge/types.js';
 import { analyst } from '../../src/roles/index.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI, type FakeReply } from '../fakes/openai.js';
+import { universalReply, type FakeReply } from '../fakes/openai.js';
+import { soon, useFakeRouter, VERIFY_INPUT as input } from './helpers.js';
 
-const input: JudgmentInput = {
-  question: 'How can language models learn to verify their own reasoning steps?',
-  candidate:
-    'Train a step-level verifier on automatically labelled reasoning traces and use it to rerank sampled solutions.',
-  groundTruth:
-    'We propose process supervision: a reward model trained on step-level labels scores each reasoning step, ' +
-    'and we use it to select among sampled solutions, outperforming outcome supervision.',
-};
-
-let fake: FakeOpenAI | undefined;
-let router: Router | undefined;
-afterEach(async () => {
-  for (const b of router?.backends() ?? []) await b.close?.();
-  await fake?.close();
-  fake = undefined;
-  router = undefined;
-});
-
-async function setup(
-  options: { script?: FakeReply[]; fallback?: FakeReply; latencyMs?: number },
-  settings: Partial<BackendSettingsInput> = {},
-): Promise<{ fake: FakeOpenAI; router: Router }> {
-  fake = await startFakeOpenAI(options);
-  router = createRouter({
-    default: BackendSettings.parse({
-      base_url: fake.baseURL,
-      model: 'fake-model',
-      max_retries: 0,
-      ...settings,
-    }),
-    offline: createOfflineBackend,
-  });
-  return { fake, router };
-}
-
-const soon = (ms = 5_000): number => Date.now() + ms;
+const setup = useFakeRouter();
 const match: FakeReply = { kind: 'json', body: universalReply('match', 0.8) };
 const noMatch: FakeReply = { kind: 'json', body: universalReply('no_match', 0.9) };
 

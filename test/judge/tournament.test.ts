@@ -1,9 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { comparePair, type PairJudgment } from '../../src/judge/compare.js';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
-import { createRouter } from '../../src/judge/routing.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
 import {
   allPairs,
   circularPairs,
@@ -17,9 +14,9 @@ import {
   type PlayedPair,
   type Schedule,
 } from '../../src/judge/tournament.js';
-import type { Router } from '../../src/judge/types.js';
 import { positionAJudge, rankJudge } from '../fakes/comparative.js';
-import { startFakeOpenAI, type FakeOpenAI, type FakeReply, type FakeReplyFn } from '../fakes/openai.js';
+import { type FakeReply, type FakeReplyFn } from '../fakes/openai.js';
+import { useFakeRouter } from './helpers.js';
 
 const result = (preference: PairResult['preference'], positionBias = false): PairResult => ({
   preference,
@@ -120,12 +117,7 @@ describe('standings and rewards', () => {
 });
 
 describe('tournaments on the fake backend', () => {
-  let fake: FakeOpenAI | undefined;
-  let router: Router | undefined;
-  afterEach(async () => {
-    for (const b of router?.backends() ?? []) await b.close?.();
-    await fake?.close();
-  });
+  const start = useFakeRouter();
 
   const ideas = Array.from(
     { length: 6 },
@@ -134,16 +126,7 @@ describe('tournaments on the fake backend', () => {
   );
 
   async function tournament(schedule: Schedule, judge: FakeReply | FakeReplyFn, maxRetries = 0) {
-    fake = await startFakeOpenAI({ fallback: judge });
-    router = createRouter({
-      default: BackendSettings.parse({
-        base_url: fake.baseURL,
-        model: 'fake-model',
-        max_retries: maxRetries,
-      }),
-      offline: createOfflineBackend,
-    });
-    const r = router;
+    const { fake, router: r } = await start({ fallback: judge }, { max_retries: maxRetries });
     const played = await runTournament<PairResult & { j: PairJudgment }>(6, schedule, async (p) => {
       const j = await comparePair(
         {
@@ -162,8 +145,6 @@ describe('tournaments on the fake backend', () => {
 
   it('all_pairs over 6 candidates makes exactly 30 comparison calls, circular 12', async () => {
     expect((await tournament('all_pairs', rankJudge)).calls).toBe(30);
-    await fake?.close();
-    for (const b of router?.backends() ?? []) await b.close?.();
     expect((await tournament('circular', rankJudge)).calls).toBe(12);
   });
 

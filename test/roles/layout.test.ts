@@ -3,17 +3,14 @@
  * instruction form a prefix that depends on nothing but the question, the ground truth and the role; the
  * nonce, the candidate, the round, the debate and the node (seed, focus) come after it.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { PRESETS, getPreset } from '../../src/judge/presets.js';
-import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
-import type { Router } from '../../src/judge/types.js';
 import { ROLES } from '../../src/roles/index.js';
 import type { Focus, RoleContext } from '../../src/roles/types.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { universalReply } from '../fakes/openai.js';
+import { useFakeRouter } from '../judge/helpers.js';
 
 const base: RoleContext = {
   question: 'How can adversarial robustness be improved?',
@@ -118,24 +115,15 @@ describe('prompt layout across roles and members', () => {
 });
 
 describe('prompt layout on the wire', () => {
-  let fake: FakeOpenAI | undefined;
-  let router: Router | undefined;
-  afterEach(async () => {
-    for (const b of router?.backends() ?? []) await b.close?.();
-    await fake?.close();
-  });
+  const start = useFakeRouter();
 
   it('calls of one group share the wire prompt up to the nonce, one judgment’s analysts through the candidate', async () => {
-    fake = await startFakeOpenAI({ fallback: { kind: 'json', body: universalReply('match') } });
-    router = createRouter({
-      default: BackendSettings.parse({ base_url: fake.baseURL, model: 'fake-model', max_retries: 0 }),
-      offline: createOfflineBackend,
-    });
+    const { fake, router } = await start({ fallback: { kind: 'json', body: universalReply('match') } });
     const graph = getPreset('default')!;
     const candidates = ['Penalise the input gradient norm.', 'Distil a robust teacher into a student.'];
     const judged = await Promise.all(
       candidates.map((candidate) =>
-        runJudgment(graph, { ...base, candidate }, { router: router!, deadline: Date.now() + 10_000 }),
+        runJudgment(graph, { ...base, candidate }, { router, deadline: Date.now() + 10_000 }),
       ),
     );
     expect(judged.map((j) => j.status)).toEqual(['ok', 'ok']);
