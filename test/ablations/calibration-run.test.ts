@@ -1,33 +1,22 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { CalibrationResults } from '../../src/ablations/calibration/analyze.js';
 import { runCalibration } from '../../src/ablations/calibration/run.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
 import { resolveGraphs } from '../../src/ablations/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { universalReply } from '../fakes/openai.js';
+import { useFakeRouter } from '../judge/helpers.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
 const SHARED = fileURLToPath(new URL('../../../shared/datasets/openreview-pairs.jsonl', import.meta.url));
 
-const dirs: string[] = [];
-let fake: FakeOpenAI | undefined;
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-  await fake?.close();
-  fake = undefined;
-});
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'calibrate-'));
-  dirs.push(dir);
-  return dir;
-}
+const tempDir = useTempDirs('calibrate-');
+const startFake = useFakeRouter();
 
 describe.skipIf(!existsSync(SHARED))('calibrate on the shared OpenReview set (offline backend)', () => {
   it('independence over-promises for near-identical members; the correlation-aware prediction lands in the CI', async () => {
@@ -76,22 +65,16 @@ describe('calibrate with a failing backend', () => {
     // The first five words of its candidate: a phrase no other item's prompt contains.
     const marker = items[0]!.candidate.split(' ').slice(0, 5).join(' ');
     expect(items.slice(1).some((i) => `${i.candidate} ${i.ground_truth}`.includes(marker))).toBe(false);
-    fake = await startFakeOpenAI({
-      fallback: (body) =>
-        (body.messages ?? []).some((m) => m.content.includes(marker))
-          ? { kind: 'status', status: 500 }
-          : { kind: 'json', body: universalReply('match') },
-    });
+    const { router } = await startFake(
+      {
+        fallback: (body) =>
+          (body.messages ?? []).some((m) => m.content.includes(marker))
+            ? { kind: 'status', status: 500 }
+            : { kind: 'json', body: universalReply('match') },
+      },
+      { api_key: 'test', model: 'fake' },
+    );
     const { entries } = await resolveGraphs(['vote-3'], { reference: null });
-    const router = createRouter({
-      default: BackendSettings.parse({
-        base_url: fake.baseURL,
-        api_key: 'test',
-        model: 'fake',
-        max_retries: 0,
-      }),
-      offline: createOfflineBackend,
-    });
     const out = await tempDir();
     const run = await runCalibration({
       dataset,

@@ -1,25 +1,18 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCalibration } from '../../src/ablations/calibration/run.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
 import { resolveGraphs } from '../../src/ablations/runner.js';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { compileSpec } from '../../src/judge/presets.js';
-import { createRouter } from '../../src/judge/routing.js';
 import { getRole } from '../../src/roles/index.js';
 import { STRICTNESS_TEXT } from '../../src/roles/strictness.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { universalReply } from '../fakes/openai.js';
+import { useFakeRouter } from '../judge/helpers.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
-let fake: FakeOpenAI | undefined;
-const dirs: string[] = [];
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
+const startFake = useFakeRouter();
+const tempDir = useTempDirs('calibrate-suggest-');
 
 const ctx = {
   question: 'q',
@@ -55,27 +48,20 @@ describe('strictness role option', () => {
 describe('calibrate --suggest', () => {
   it('names strict for a permissive member and shows the measured effect of the variant run beside it', async () => {
     // The judge accepts everything unless its prompt carries the strict note; then it rejects everything.
-    fake = await startFakeOpenAI({
-      fallback: (body) => ({
-        kind: 'json',
-        body: universalReply(
-          (body.messages ?? []).some((m) => m.content.includes(STRICTNESS_TEXT.strict))
-            ? 'no_match'
-            : 'match',
-        ),
-      }),
-    });
-    const router = createRouter({
-      default: BackendSettings.parse({
-        base_url: fake.baseURL,
-        api_key: 'test',
-        model: 'fake',
-        max_retries: 0,
-      }),
-      offline: createOfflineBackend,
-    });
-    const dir = await mkdtemp(join(tmpdir(), 'calibrate-suggest-'));
-    dirs.push(dir);
+    const { router } = await startFake(
+      {
+        fallback: (body) => ({
+          kind: 'json',
+          body: universalReply(
+            (body.messages ?? []).some((m) => m.content.includes(STRICTNESS_TEXT.strict))
+              ? 'no_match'
+              : 'match',
+          ),
+        }),
+      },
+      { api_key: 'test', model: 'fake' },
+    );
+    const dir = await tempDir();
     const strictGraph = join(dir, 'strict-judge.json');
     const { writeFile } = await import('node:fs/promises');
     await writeFile(

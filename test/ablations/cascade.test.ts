@@ -1,19 +1,16 @@
 /** Issue 14 item 4: the ablation report shows a cascade beside its two stages. */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { matchedVoteSize } from '../../src/ablations/baselines.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
 import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
-const dirs: string[] = [];
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
+const tempDir = useTempDirs('ablate-cascade-');
 
 describe('ablating a cascade', () => {
   it('adds both stages and reports calls, tokens, P/R and stop counts beside them', async () => {
@@ -21,8 +18,7 @@ describe('ablating a cascade', () => {
     // The stages; the budget-matched vote baselines are added by the run, once the calls are measured.
     expect(entries.map((e) => e.label)).toEqual(['cascade', 'default', 'single-judge']);
     expect(reference).toBe('default');
-    const dir = await mkdtemp(join(tmpdir(), 'ablate-cascade-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     const run = await runAblation({
       dataset: await loadDataset('datasets/sample.jsonl'),
       entries,

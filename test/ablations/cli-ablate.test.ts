@@ -1,13 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dirs.js';
 
-const dirs: string[] = [];
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
+const tempDir = useTempDirs('cli-ablate-');
 
 async function ablate(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env: Record<string, string> = {};
@@ -28,8 +25,7 @@ async function ablate(args: string[]): Promise<{ code: number | null; stdout: st
 
 describe('npm run ablate', () => {
   it('stops on a bad line naming line and field; --skip-invalid skips it, says so, and runs', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cli-ablate-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     const sample = (await readFile('datasets/sample.jsonl', 'utf8')).trim().split('\n').slice(0, 6);
     sample.splice(2, 0, sample[0]!.replace('"label": 1', '"label": "yes"'));
     const data = join(dir, 'data.jsonl');

@@ -1,18 +1,14 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDirs } from '../support/temp-dirs.js';
 
-const dirs: string[] = [];
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
+const tempDir = useTempDirs('cli-evaluate-');
 
 describe('npm run evaluate (CLI, offline backend)', () => {
   it('runs the sample end to end and prints the Table-2 markdown', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cli-evaluate-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) {
       if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG') env[k] = v;

@@ -1,18 +1,14 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PROBE_NAMES } from '../../src/ablations/probes/catalogue.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
-const dirs: string[] = [];
-afterEach(async () => {
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
+const tempDir = useTempDirs('probe-');
 
 async function cli(gates: Record<string, number | null>): Promise<{ code: number | null; out: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'probe-'));
-  dirs.push(dir);
+  const dir = await tempDir();
   const gatesPath = join(dir, 'gates.json');
   await writeFile(gatesPath, JSON.stringify(gates));
   const env: Record<string, string> = {};

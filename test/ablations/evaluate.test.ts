@@ -1,17 +1,14 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { runEvaluation, type EvaluateResults } from '../../src/ablations/evaluate.js';
-import { parseEvaluateInput, type EvaluateInput } from '../../src/ablations/evaluate-input.js';
+import { parseEvaluateInput } from '../../src/ablations/evaluate-input.js';
 import { kendallTauB, normalizePairwise } from '../../src/ablations/evaluate-stats.js';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
-import { createRouter } from '../../src/judge/routing.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
-import type { Router } from '../../src/judge/types.js';
 import { comparisonReply, criterionOf, scoreOf, shownIdeas } from '../fakes/comparative.js';
-import { startFakeOpenAI, type FakeChatRequest, type FakeOpenAI, type FakeReply } from '../fakes/openai.js';
+import { type FakeChatRequest, type FakeReply } from '../fakes/openai.js';
+import { useFakeRouter } from '../judge/helpers.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
 describe('pairwise normalisation (the paper: +1 / −1 / 0 per order, summed, normalised linearly to 1–5)', () => {
   it('maps a sum s over k order judgments to 3 + 2·s/k: a worked example with three ideas', () => {
@@ -72,28 +69,13 @@ function taggedJudge(body: FakeChatRequest): FakeReply {
   return comparisonReply(a! > b! ? 'A' : b! > a! ? 'B' : 'A');
 }
 
-let fake: FakeOpenAI | undefined;
-let router: Router | undefined;
-const dirs: string[] = [];
-afterEach(async () => {
-  for (const b of router?.backends() ?? []) await b.close?.();
-  await fake?.close();
-  fake = undefined;
-  router = undefined;
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
+const startFake = useFakeRouter();
+const tempDir = useTempDirs('evaluate-');
 
-async function setup(
-  judge: (body: FakeChatRequest) => FakeReply = taggedJudge,
-): Promise<{ input: EvaluateInput; dir: string }> {
-  fake = await startFakeOpenAI({ fallback: judge });
-  router = createRouter({
-    default: BackendSettings.parse({ base_url: fake.baseURL, model: 'fake-model', max_retries: 0 }),
-    offline: createOfflineBackend,
-  });
-  const dir = await mkdtemp(join(tmpdir(), 'evaluate-'));
-  dirs.push(dir);
-  return { input: { ...parseEvaluateInput(INPUT), sha256: 'test' }, dir };
+async function setup(judge: (body: FakeChatRequest) => FakeReply = taggedJudge) {
+  const { fake, router } = await startFake({ fallback: judge });
+  const dir = await tempDir();
+  return { input: { ...parseEvaluateInput(INPUT), sha256: 'test' }, dir, fake, router };
 }
 
 const cell = (
@@ -105,17 +87,17 @@ const cell = (
 
 describe('npm run evaluate on the fake backend', () => {
   it('reproduces the hand-computed absolute means and normalised pairwise scores exactly', async () => {
-    const { input, dir } = await setup();
+    const { input, dir, fake, router } = await setup();
     const run = await runEvaluation({
       input,
-      router: router!,
+      router,
       outDir: dir,
       criteria: ['novelty', 'feasibility'],
       protocols: ['absolute', 'pairwise'],
     });
     const r = run.results!;
     // 6 ideas × 2 criteria ratings + 6 pairs × 2 criteria × 2 orders.
-    expect(fake!.callCount).toBe(12 + 24);
+    expect(fake.callCount).toBe(12 + 24);
     expect(r.cost.absolute).toMatchObject({ units: 12, calls: 12, failed: 0 });
     expect(r.cost.pairwise).toMatchObject({ units: 12, calls: 24, failed: 0 });
     // Absolute: the mean of the tags.  novelty α (5+4)/2, β (3+4)/2, γ (1+2)/2; feasibility α (2+3)/2 …
@@ -153,10 +135,10 @@ describe('npm run evaluate on the fake backend', () => {
   });
 
   it('resumes an interrupted run to the same results.json, judging only the missing units', async () => {
-    const { input, dir } = await setup();
+    const { input, dir, fake, router } = await setup();
     const options = {
       input,
-      router: router!,
+      router,
       criteria: ['novelty', 'feasibility'] as const,
       protocols: ['absolute', 'pairwise'] as const,
     };
@@ -184,7 +166,7 @@ describe('npm run evaluate on the fake backend', () => {
       },
     });
     expect(first.completed).toBe(false);
-    const callsBefore = fake!.callCount;
+    const callsBefore = fake.callCount;
     const second = await runEvaluation({
       ...options,
       criteria: [...options.criteria],
@@ -194,12 +176,12 @@ describe('npm run evaluate on the fake backend', () => {
     expect(second.completed).toBe(true);
     expect(second.reused).toBe(first.ran);
     expect(second.ran).toBe(24 - first.ran);
-    expect(fake!.callCount - callsBefore).toBeLessThan(36);
+    expect(fake.callCount - callsBefore).toBeLessThan(36);
     expect(await readFile(join(dir, 'resumed', 'results.json'), 'utf8')).toBe(reference);
   });
 
   it('leaves a failed rating out (no score, never a 1) and counts it with its error code', async () => {
-    const { input, dir } = await setup((body) =>
+    const { input, dir, router } = await setup((body) =>
       body.response_format?.json_schema?.name === 'rating' && shownIdeas(body)[0]!.includes('gamma')
         ? { kind: 'status', status: 500 }
         : taggedJudge(body),
@@ -207,7 +189,7 @@ describe('npm run evaluate on the fake backend', () => {
     const r = (
       await runEvaluation({
         input,
-        router: router!,
+        router,
         outDir: dir,
         criteria: ['novelty'],
         protocols: ['absolute', 'pairwise'],
@@ -221,11 +203,11 @@ describe('npm run evaluate on the fake backend', () => {
   });
 
   it('refuses criterion match without a ground truth for every question', async () => {
-    const { input, dir } = await setup();
+    const { input, dir, fake, router } = await setup();
     await expect(
-      runEvaluation({ input, router: router!, outDir: dir, criteria: ['match'], protocols: ['absolute'] }),
+      runEvaluation({ input, router, outDir: dir, criteria: ['match'], protocols: ['absolute'] }),
     ).rejects.toThrow(/criterion "match" needs a ground_truth/);
-    expect(fake!.callCount).toBe(0);
+    expect(fake.callCount).toBe(0);
   });
 });
 

@@ -1,33 +1,18 @@
-import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { appendFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadDataset, parseDataset, type Dataset } from '../../src/ablations/dataset.js';
 import { matchedVoteSize } from '../../src/ablations/baselines.js';
 import { resolveGraphs, runAblation, type AblationRun } from '../../src/ablations/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
 import type { Router } from '../../src/judge/types.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { universalReply } from '../fakes/openai.js';
+import { useFakeRouter } from '../judge/helpers.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
-const dirs: string[] = [];
-let fake: FakeOpenAI | undefined;
-let router: Router | undefined;
-
-afterEach(async () => {
-  for (const b of router?.backends() ?? []) await b.close?.();
-  router = undefined;
-  await fake?.close();
-  fake = undefined;
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
-
-async function tempDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), 'ablate-'));
-  dirs.push(d);
-  return d;
-}
+const tempDir = useTempDirs('ablate-');
+const startFake = useFakeRouter();
 
 const offlineRouter = () => createRouter({ default: 'offline', offline: createOfflineBackend });
 
@@ -54,24 +39,14 @@ function syntheticDataset(
   return { ...parseDataset(lines.join('\n')), sha256: 'synthetic' };
 }
 
-function fakeRouter(baseURL: string, extra: Partial<BackendSettings> = {}): Router {
-  return createRouter({
-    default: BackendSettings.parse({
-      base_url: baseURL,
-      api_key: 'test',
-      model: 'fake',
-      max_retries: 0,
-      timeout_ms: 5_000,
-      ...extra,
-    }),
-    offline: createOfflineBackend,
-  });
-}
+/** The fake backend's settings in these tests (each judgment call bounded by 5 s). */
+const FAKE_SETTINGS = { api_key: 'test', model: 'fake', timeout_ms: 5_000 };
 
 /** Resolves `names` (no reference unless given) and runs them without baselines into a fresh directory. */
 async function runGraphs(
   names: string[],
   dataset: Dataset,
+  router: Router,
   options: Partial<Parameters<typeof runAblation>[0]> = {},
 ): Promise<AblationRun> {
   const { entries, reference } = await resolveGraphs(names, { reference: null });
@@ -79,7 +54,7 @@ async function runGraphs(
     dataset,
     entries,
     reference,
-    router: router!,
+    router,
     outDir: await tempDir(),
     baseline: false,
     ...options,
@@ -93,7 +68,7 @@ describe('runAblation resume', () => {
     expect(entries.map((e) => e.label)).toEqual(['default', 'proposer-critic', 'lexical']);
 
     const whole = await tempDir();
-    router = offlineRouter();
+    const router = offlineRouter();
     const full = await runAblation({
       dataset,
       entries,
@@ -163,8 +138,8 @@ describe('runAblation resume', () => {
 
   it('uses only the first --limit items', async () => {
     const dataset = await loadDataset('datasets/sample.jsonl');
-    router = offlineRouter();
-    const run = await runGraphs(['lexical'], dataset, { limit: 5, baseline: true });
+    const router = offlineRouter();
+    const run = await runGraphs(['lexical'], dataset, router, { limit: 5, baseline: true });
     expect(run.ran).toBe(5);
     expect(run.results?.dataset.items).toBe(5);
     expect(run.results?.graphs.map((g) => g.name)).toEqual(['lexical']);
@@ -173,13 +148,15 @@ describe('runAblation resume', () => {
 
 describe('runAblation on the fake backend', () => {
   it('always-"match": precision = base rate, recall = 1, permissive; scripted failures are failures, not negatives', async () => {
-    fake = await startFakeOpenAI({
-      fallback: (body) =>
-        (body.messages ?? []).some((m) => m.content.includes('zzfailzz'))
-          ? { kind: 'status', status: 500 }
-          : { kind: 'json', body: universalReply('match') },
-    });
-    router = fakeRouter(fake.baseURL);
+    const { router } = await startFake(
+      {
+        fallback: (body) =>
+          (body.messages ?? []).some((m) => m.content.includes('zzfailzz'))
+            ? { kind: 'status', status: 500 }
+            : { kind: 'json', body: universalReply('match') },
+      },
+      FAKE_SETTINGS,
+    );
     // 40 items, 16 positive (i % 5 < 2); 4 failing items (10%): 2 positive, 2 negative.
     const failing = new Set([0, 2, 5, 7]);
     const dataset = syntheticDataset(
@@ -188,7 +165,7 @@ describe('runAblation on the fake backend', () => {
       (i) => failing.has(i),
     );
     expect(dataset.items.filter((it, i) => failing.has(i) && it.label === 1)).toHaveLength(2);
-    const run = await runGraphs(['default'], dataset, { concurrency: 6 });
+    const run = await runGraphs(['default'], dataset, router, { concurrency: 6 });
     const g = run.results!.graphs[0]!;
     expect(g.statuses).toMatchObject({ ok: 36, judge_error: 4 });
     expect(g.failure.rate).toBeCloseTo(0.1, 12);
@@ -204,14 +181,16 @@ describe('runAblation on the fake backend', () => {
   });
 
   it('without failures, always-"match" precision equals the base rate exactly', async () => {
-    fake = await startFakeOpenAI({ fallback: { kind: 'json', body: universalReply('match') }, latencyMs: 2 });
-    router = fakeRouter(fake.baseURL);
+    const { fake, router } = await startFake(
+      { fallback: { kind: 'json', body: universalReply('match') }, latencyMs: 2 },
+      FAKE_SETTINGS,
+    );
     const dataset = syntheticDataset(
       30,
       (i) => i % 3 === 0,
       () => false,
     );
-    const run = await runGraphs(['single-judge'], dataset, { concurrency: 3 });
+    const run = await runGraphs(['single-judge'], dataset, router, { concurrency: 3 });
     const g = run.results!.graphs[0]!;
     expect(g.metrics.point.precision).toBeCloseTo(10 / 30, 12);
     expect(g.metrics.point.recall).toBe(1);
@@ -223,19 +202,21 @@ describe('runAblation on the fake backend', () => {
   });
 
   it('a hung backend ends in status timeout at the per-judgment deadline, reported as failure', async () => {
-    fake = await startFakeOpenAI({
-      fallback: (body) =>
-        (body.messages ?? []).some((m) => m.content.includes('zzfailzz'))
-          ? { kind: 'hang' }
-          : { kind: 'json', body: universalReply('no_match') },
-    });
-    router = fakeRouter(fake.baseURL);
+    const { router } = await startFake(
+      {
+        fallback: (body) =>
+          (body.messages ?? []).some((m) => m.content.includes('zzfailzz'))
+            ? { kind: 'hang' }
+            : { kind: 'json', body: universalReply('no_match') },
+      },
+      FAKE_SETTINGS,
+    );
     const dataset = syntheticDataset(
       10,
       (i) => i % 2 === 0,
       (i) => i === 3,
     );
-    const run = await runGraphs(['single-judge'], dataset, { deadlineMs: 200 });
+    const run = await runGraphs(['single-judge'], dataset, router, { deadlineMs: 200 });
     const g = run.results!.graphs[0]!;
     expect(g.statuses).toMatchObject({ ok: 9, timeout: 1 });
     expect(g.metrics.confusion).toEqual({ tp: 0, fp: 0, tn: 4, fn: 5 });
@@ -252,8 +233,8 @@ describe('budget-matched vote baselines', () => {
 
   it("proposer-critic's baseline uses its measured calls, not its maximum of 6; a token-matched one too", async () => {
     const dataset = await loadDataset('datasets/sample.jsonl');
-    router = offlineRouter();
-    const run = await runGraphs(['proposer-critic', 'lexical'], dataset, { baseline: true });
+    const router = offlineRouter();
+    const run = await runGraphs(['proposer-critic', 'lexical'], dataset, router, { baseline: true });
     const results = run.results!;
     const pc = results.graphs.find((g) => g.name === 'proposer-critic')!;
     expect(pc.llmCallsPerJudgment).toBe(6);

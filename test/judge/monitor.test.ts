@@ -1,18 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { createOfflineBackend } from '../../src/judge/backends/offline.js';
+import { describe, expect, it } from 'vitest';
 import { classifyObjection, monitorRound } from '../../src/judge/monitor.js';
 import { compileSpec } from '../../src/judge/presets.js';
-import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
 import type { TranscriptMessage } from '../../src/judge/types.js';
-import { BackendSettings } from '../../src/settings/routing-file.js';
-import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { universalReply } from '../fakes/openai.js';
+import { useFakeRouter } from './helpers.js';
 
-let fake: FakeOpenAI | undefined;
-afterEach(async () => {
-  await fake?.close();
-  fake = undefined;
-});
+const startFake = useFakeRouter();
+const FAKE_SETTINGS = { api_key: 'test', model: 'fake' };
 
 const input = {
   question: 'How to train dense retrievers?',
@@ -34,29 +29,20 @@ function debateGraph(earlyStop: unknown) {
 
 const OBJECTIONS = ['The training objective differs from the curriculum.', 'The wording is vague.'];
 
-async function routerFor(reply: () => Record<string, unknown>) {
-  fake = await startFakeOpenAI({ fallback: () => ({ kind: 'json', body: reply() }) });
-  return createRouter({
-    default: BackendSettings.parse({
-      base_url: fake.baseURL,
-      api_key: 'test',
-      model: 'fake',
-      max_retries: 0,
-    }),
-    offline: createOfflineBackend,
-  });
-}
+/** A fake backend answering every call with `reply()`, and a router on it. */
+const fakeFor = (reply: () => Record<string, unknown>) =>
+  startFake({ fallback: () => ({ kind: 'json', body: reply() }) }, FAKE_SETTINGS);
 
 describe('early_stop converged', () => {
   it('stops a scripted repeating debate after the first repeat and records why', async () => {
-    const router = await routerFor(() => ({ ...universalReply('no_match'), objections: OBJECTIONS }));
+    const { fake, router } = await fakeFor(() => ({ ...universalReply('no_match'), objections: OBJECTIONS }));
     const graph = debateGraph({ kind: 'converged', similarity: 0.9 });
     const j = await runJudgment(graph, input, { router, deadline: Date.now() + 10_000 });
     expect(j.status).toBe('ok');
     expect(j.reward).toBe(0);
     expect(j.rounds).toBe(2);
     expect(j.stopReason).toBe('converged');
-    expect(fake?.calls).toHaveLength(4);
+    expect(fake.calls).toHaveLength(4);
     const d = j.debate!;
     expect(d.threshold).toBe(0.9);
     expect(d.rounds.map((r) => r.round)).toEqual([1, 2]);
@@ -81,7 +67,7 @@ describe('early_stop converged', () => {
       'memory tokens chunk',
       'irrigation reward',
     ];
-    const router = await routerFor(() => {
+    const { router } = await fakeFor(() => {
       const topic = topics[Math.floor(n++ / 2) % topics.length]!;
       return {
         ...universalReply('no_match'),
@@ -103,7 +89,7 @@ describe('early_stop converged', () => {
 
   it('stops once the token budget is spent', async () => {
     let n = 0;
-    const router = await routerFor(() => ({
+    const { router } = await fakeFor(() => ({
       ...universalReply('match'),
       reasoning: `turn ${n++} ${'x'.repeat(n)}`,
     }));
@@ -119,19 +105,13 @@ describe('early_stop converged', () => {
 
   it('a backend failure mid-debate is still a failure (reward null), not a converged stop', async () => {
     let n = 0;
-    fake = await startFakeOpenAI({
-      fallback: () =>
-        n++ < 2 ? { kind: 'json', body: universalReply('match') } : { kind: 'status', status: 500 },
-    });
-    const router = createRouter({
-      default: BackendSettings.parse({
-        base_url: fake.baseURL,
-        api_key: 'test',
-        model: 'fake',
-        max_retries: 0,
-      }),
-      offline: createOfflineBackend,
-    });
+    const { router } = await startFake(
+      {
+        fallback: () =>
+          n++ < 2 ? { kind: 'json', body: universalReply('match') } : { kind: 'status', status: 500 },
+      },
+      FAKE_SETTINGS,
+    );
     const j = await runJudgment(debateGraph({ kind: 'converged' }), input, {
       router,
       deadline: Date.now() + 10_000,
