@@ -1,14 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { candidateFromQuery, questionFromMessages } from '../../src/server/routes/adapters.js';
 import { stripChatTokens } from '../../src/text/chat-tokens.js';
-import { candidate, GOOD, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { candidate, GOOD, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 const CHATML_PROMPT = `<|im_start|>system\nYou propose research ideas.<|im_end|>\n<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n`;
 const LLAMA3_PROMPT = `<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n${QUESTION}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`;
@@ -40,7 +36,7 @@ describe('chat-token stripping', () => {
 
 describe('POST /get_reward (OpenRLHF)', () => {
   it('judges query minus prompt, with string and object labels, and returns numeric extra_logs with identical keys', async () => {
-    h = await startHarness();
+    const h = await harness();
     const good = candidate(0, true);
     const bad = candidate(1, false);
     const res = await h.app.inject({
@@ -78,7 +74,7 @@ describe('POST /get_reward (OpenRLHF)', () => {
   });
 
   it('answers empty lists to empty lists', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/get_reward',
@@ -89,7 +85,7 @@ describe('POST /get_reward (OpenRLHF)', () => {
   });
 
   it('answers 503 RW_JUDGE_FAILED when a judgment fails and FAILURE_REWARD is not set', async () => {
-    h = await startHarness();
+    const h = await harness();
     h.fake.setScript([], { kind: 'status', status: 500 });
     const res = await h.app.inject({
       method: 'POST',
@@ -103,7 +99,7 @@ describe('POST /get_reward (OpenRLHF)', () => {
   });
 
   it('answers FAILURE_REWARD=0 with judge_failed = 1 when the operator set it', async () => {
-    h = await startHarness({ env: { FAILURE_REWARD: '0' } });
+    const h = await harness({ env: { FAILURE_REWARD: '0' } });
     h.fake.setScript([], (body) => {
       const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
       return user.includes(GOOD)
@@ -131,7 +127,7 @@ describe('POST /get_reward (OpenRLHF)', () => {
   });
 
   it('uses the preset named in ?graph=', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/get_reward?graph=single-judge',
@@ -151,7 +147,7 @@ describe('POST /get_reward (OpenRLHF)', () => {
 
 describe('POST /slime', () => {
   it('answers {reward, score, status, …} for a string prompt and for a message-list prompt', async () => {
-    h = await startHarness();
+    const h = await harness();
     const asString = await h.app.inject({
       method: 'POST',
       url: '/slime',
@@ -178,7 +174,7 @@ describe('POST /slime', () => {
   });
 
   it('answers 503 on judge failure unless FAILURE_REWARD is set', async () => {
-    h = await startHarness();
+    const h = await harness();
     h.fake.setScript([], { kind: 'status', status: 500 });
     const payload = { prompt: QUESTION, response: candidate(0), label: GROUND_TRUTH };
     const res = await h.app.inject({ method: 'POST', url: '/slime', payload });
@@ -203,7 +199,7 @@ describe('POST /verify (NeMo-Gym)', () => {
   });
 
   it('echoes the row with reward', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({ method: 'POST', url: '/verify', payload: row(candidate(0, true)) });
     expect(res.statusCode).toBe(200);
     const body = res.json();
@@ -219,7 +215,7 @@ describe('POST /verify (NeMo-Gym)', () => {
   });
 
   it('masks the sample on judge failure instead of training on a made-up 0', async () => {
-    h = await startHarness();
+    const h = await harness();
     h.fake.setScript([], { kind: 'status', status: 500 });
     const res = await h.app.inject({ method: 'POST', url: '/verify', payload: row(candidate(0, true)) });
     expect(res.statusCode).toBe(200);

@@ -1,12 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { candidate, GROUND_TRUTH, startHarness, type Harness } from './helpers.js';
+import { candidate, GROUND_TRUTH, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 const KEY = 's3cret-token';
 const body = { ground_truth: GROUND_TRUTH, candidates: [candidate(0)] };
@@ -26,7 +22,7 @@ const routes: Array<{ method: 'GET' | 'POST'; url: string; payload?: unknown }> 
 
 describe('bearer auth (REWARD_API_KEY)', () => {
   it('answers 401 RW_UNAUTHORIZED on every route but /healthz without the token, and never reaches the judge', async () => {
-    h = await startHarness({ env: { REWARD_API_KEY: KEY } });
+    const h = await harness({ env: { REWARD_API_KEY: KEY } });
     for (const r of routes) {
       for (const authorization of [undefined, 'Bearer wrong', `Basic ${KEY}`, `Bearer ${KEY}x`, 'Bearer ']) {
         const headers: Record<string, string> = authorization === undefined ? {} : { authorization };
@@ -46,7 +42,7 @@ describe('bearer auth (REWARD_API_KEY)', () => {
   });
 
   it('serves with the right token', async () => {
-    h = await startHarness({ env: { REWARD_API_KEY: KEY } });
+    const h = await harness({ env: { REWARD_API_KEY: KEY } });
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -63,13 +59,13 @@ describe('bearer auth (REWARD_API_KEY)', () => {
   });
 
   it('leaves /metrics public when METRICS_PUBLIC=true, and only /metrics', async () => {
-    h = await startHarness({ env: { REWARD_API_KEY: KEY, METRICS_PUBLIC: 'true' } });
+    const h = await harness({ env: { REWARD_API_KEY: KEY, METRICS_PUBLIC: 'true' } });
     expect((await h.app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(200);
     expect((await h.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(401);
   });
 
   it('is off when REWARD_API_KEY is unset', async () => {
-    h = await startHarness();
+    const h = await harness();
     expect((await h.app.inject({ method: 'GET', url: '/v1/graphs' })).statusCode).toBe(200);
   });
 });

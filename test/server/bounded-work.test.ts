@@ -13,15 +13,13 @@ import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { buildApp } from '../../src/server/app.js';
-import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness, waitFor } from './helpers.js';
+import { candidate, GROUND_TRUTH, QUESTION, waitFor, useHarness } from './helpers.js';
 
 let app: FastifyInstance | undefined;
-let h: Harness | undefined;
+const harness = useHarness();
 afterEach(async () => {
   await app?.close();
   app = undefined;
-  await h?.close();
-  h = undefined;
 });
 
 /** An offline-backend app listening on 127.0.0.1; `lines` collects its JSON log lines. */
@@ -88,7 +86,7 @@ describe('REQUEST_TIMEOUT_MS', () => {
   });
 
   it('does not limit judging: a complete request answers after the timeout has passed', async () => {
-    h = await startHarness({ env: { REQUEST_TIMEOUT_MS: '300' }, fake: { latencyMs: 1200 } });
+    const h = await harness({ env: { REQUEST_TIMEOUT_MS: '300' }, fake: { latencyMs: 1200 } });
     const url = await h.app.listen({ port: 0, host: '127.0.0.1' });
     const started = Date.now();
     const res = await fetch(`${url}/v1/judge`, {

@@ -10,7 +10,7 @@ import {
   counterValue,
   GROUND_TRUTH,
   QUESTION,
-  startHarness,
+  useHarness,
   waitFor,
   type Harness,
 } from './helpers.js';
@@ -26,17 +26,15 @@ function groupWithDuplicates(): string[] {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Json = any;
 
-let h: Harness | undefined;
+const harness = useHarness();
 const open: ClientRequest[] = [];
-afterEach(async () => {
+afterEach(() => {
   for (const req of open.splice(0)) req.destroy();
-  await h?.close();
-  h = undefined;
 });
 
 describe('coalescing and cache', () => {
   it('computes a group of 16 candidates with 4 duplicates as exactly 12 judgments', async () => {
-    h = await startHarness({ fake: { latencyMs: 20 } });
+    const h = await harness({ fake: { latencyMs: 20 } });
     const candidates = groupWithDuplicates();
     const res = await h.app.inject({
       method: 'POST',
@@ -58,7 +56,7 @@ describe('coalescing and cache', () => {
   });
 
   it('computes the same group sent as 16 concurrent single-rollout /get_reward requests as 12 judgments', async () => {
-    h = await startHarness({ fake: { latencyMs: 20 } });
+    const h = await harness({ fake: { latencyMs: 20 } });
     const prompt = `<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n`;
     const app = h.app;
     const responses = await Promise.all(
@@ -81,7 +79,7 @@ describe('coalescing and cache', () => {
   });
 
   it('serves a repeated judgment from the LRU cache with cached: true and no backend call', async () => {
-    h = await startHarness();
+    const h = await harness();
     const payload = { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(0)] };
     const first = await h.app.inject({ method: 'POST', url: '/v1/reward', payload });
     const calls = h.fake.callCount;
@@ -94,7 +92,7 @@ describe('coalescing and cache', () => {
   });
 
   it('never caches a failure: the next identical request computes again', async () => {
-    h = await startHarness();
+    const h = await harness();
     h.fake.setScript([], { kind: 'status', status: 500 });
     // One LLM call per judgment, so no sibling call is still travelling when the failure is answered.
     const payload = {
@@ -114,7 +112,7 @@ describe('coalescing and cache', () => {
   });
 
   it('with CACHE_SIZE=0 still coalesces concurrent duplicates but recomputes later ones', async () => {
-    h = await startHarness({ env: { CACHE_SIZE: '0' } });
+    const h = await harness({ env: { CACHE_SIZE: '0' } });
     const payload = {
       question: QUESTION,
       ground_truth: GROUND_TRUTH,
@@ -167,7 +165,7 @@ describe('client disconnect', () => {
   const body = { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(0)] };
 
   it('cancels the LLM calls of a judgment nobody else waits for', async () => {
-    h = await startHarness({ fake: { fallback: { kind: 'hang' } } });
+    const h = await harness({ fake: { fallback: { kind: 'hang' } } });
     const port = await listen(h);
     const fake = h.fake;
     const { req } = post(port, body);
@@ -179,14 +177,14 @@ describe('client disconnect', () => {
     expect(fake.callCount).toBe(2);
     // The cut calls count as the client's abort, not as judge timeouts.
     await waitFor(
-      async () => (await counterValue(h!.metrics.llmCalls, { outcome: 'RW_CLIENT_ABORTED' })) === 2,
+      async () => (await counterValue(h.metrics.llmCalls, { outcome: 'RW_CLIENT_ABORTED' })) === 2,
       'the aborted calls to be counted',
     );
     expect(await counterValue(h.metrics.llmCalls, { outcome: 'RW_JUDGE_TIMEOUT' })).toBe(0);
   });
 
   it('keeps a judgment running when another request shares it', async () => {
-    h = await startHarness({
+    const h = await harness({
       fake: { fallback: { kind: 'slow', ms: 400, then: { kind: 'json', body: universalReply('match') } } },
     });
     const port = await listen(h);

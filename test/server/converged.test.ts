@@ -1,16 +1,12 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { universalReply } from '../fakes/openai.js';
-import { GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 describe('POST /v1/judge with a converged early stop', () => {
   it('returns the debate monitor: per-round similarity, objection shares and why it stopped', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { ALLOW_INLINE_GRAPHS: 'true' },
       fake: {
         fallback: () => ({

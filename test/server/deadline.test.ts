@@ -2,22 +2,18 @@
  * Under a deadline, judgments already started finish first: backend slots go to later stages and older
  * judgments before new first stages, so a request that runs out of time returns what it completed.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { candidate, counterValue, QUESTION, GROUND_TRUTH, startHarness, type Harness } from './helpers.js';
+import { candidate, counterValue, QUESTION, GROUND_TRUTH, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 describe('deadline priority', () => {
   it('32 candidates with a deadline that fits about half: the completed half comes back ok', async () => {
     // analysts-2 = 3 calls per judgment; 4 slots × 200 ms per call → 96 calls need 4.8 s; the deadline
     // allows ~2.4 s (~16 judgments). In arrival (FIFO) order the 64 first-stage calls alone take 3.2 s,
     // so without the priority every item would come back `timeout`.
-    h = await startHarness({
+    const h = await harness({
       env: { JUDGE_MAX_INFLIGHT: '4', REQUEST_DEADLINE_MS: '2400' },
       fake: { latencyMs: 200 },
     });

@@ -2,6 +2,7 @@
 import { Writable } from 'node:stream';
 
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
+import { afterEach } from 'vitest';
 
 import { loadConfig, type Config } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
@@ -102,6 +103,22 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await Promise.all(router.backends().map(async (b) => b.close?.()));
       await fake.close();
     },
+  };
+}
+
+/**
+ * Call at the top level of a suite: returns `startHarness` for its tests, and closes every harness it
+ * started after each test.
+ */
+export function useHarness(): (options?: HarnessOptions) => Promise<Harness> {
+  const open: Harness[] = [];
+  afterEach(async () => {
+    for (const h of open.splice(0)) await h.close();
+  });
+  return async (options) => {
+    const h = await startHarness(options);
+    open.push(h);
+    return h;
   };
 }
 

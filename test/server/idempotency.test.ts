@@ -1,28 +1,16 @@
 import type { AddressInfo } from 'node:net';
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
-import {
-  candidate,
-  counterValue,
-  GROUND_TRUTH,
-  QUESTION,
-  startHarness,
-  waitFor,
-  type Harness,
-} from './helpers.js';
+import { candidate, counterValue, GROUND_TRUTH, QUESTION, waitFor, useHarness } from './helpers.js';
 
 const CALLS = getPreset('default')!.llmCallsPerJudgment;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Json = any;
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 const group = (candidates: string[], extra: Record<string, unknown> = {}) => ({
   question: QUESTION,
@@ -35,7 +23,7 @@ describe('a flight runs until its latest joiner’s deadline', () => {
   it('answers a retry that joined late with the reward, although the first request timed out', async () => {
     // Each call takes 1.2 s: a judgment (2 stages) needs 2.4 s, past the first request's 2 s deadline.
     let offsetMs = 0;
-    h = await startHarness({
+    const h = await harness({
       env: { REQUEST_DEADLINE_MS: '2000' },
       fake: { latencyMs: 1200 },
       now: () => Date.now() + offsetMs,
@@ -58,7 +46,7 @@ describe('a flight runs until its latest joiner’s deadline', () => {
 
 describe('idempotency ids', () => {
   it('replays a request_id’s completed judgments to a retry with the same items, even with CACHE_SIZE=0', async () => {
-    h = await startHarness({ env: { CACHE_SIZE: '0' } });
+    const h = await harness({ env: { CACHE_SIZE: '0' } });
     const { app, fake } = h;
     const body = group([candidate(0), candidate(1)], { request_id: 'step-7-group-3' });
     const first: Json = (await app.inject({ method: 'POST', url: '/v1/reward', payload: body })).json();
@@ -78,7 +66,7 @@ describe('idempotency ids', () => {
   });
 
   it('judges other items sent under a reused id afresh, never answering another body’s reward', async () => {
-    h = await startHarness({ env: { CACHE_SIZE: '0' } });
+    const h = await harness({ env: { CACHE_SIZE: '0' } });
     const { app, fake } = h;
     await app.inject({
       method: 'POST',
@@ -98,7 +86,7 @@ describe('idempotency ids', () => {
   });
 
   it('replays by NeMo-Gym rollout index on /verify and by Idempotency-Key on /get_reward', async () => {
-    h = await startHarness({ env: { CACHE_SIZE: '0' } });
+    const h = await harness({ env: { CACHE_SIZE: '0' } });
     const { app, fake } = h;
     const row = {
       responses_create_params: { input: [{ role: 'user', content: QUESTION }] },
@@ -136,7 +124,7 @@ describe('idempotency ids', () => {
   });
 
   it('keeps the judgment of a disconnected client with a rollout_id running, so its retry joins it', async () => {
-    h = await startHarness({ fake: { latencyMs: 600 } });
+    const h = await harness({ fake: { latencyMs: 600 } });
     const { app, fake } = h;
     await app.listen({ port: 0, host: '127.0.0.1' });
     const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/slime`;

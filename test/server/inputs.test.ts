@@ -3,17 +3,13 @@
  * content-free ground truth or a client-chosen graph. Assertions are on the fake backend's recorded
  * requests (real HTTP on 127.0.0.1).
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { MASTER_KEY_NULLS } from '../../src/ablations/probes/catalogue.js';
 import { compileSpec } from '../../src/judge/presets.js';
-import { candidate, GOOD, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { candidate, GOOD, GROUND_TRUTH, QUESTION, type Harness, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 /** One token (or header) per family, each of which a candidate may carry to impersonate a turn. */
 const CONTROL_TOKENS = [
@@ -109,7 +105,7 @@ describe('control tokens never reach a judge', () => {
   ];
   for (const [name, url, payload] of routes) {
     it(`${name}: the recorded judge requests carry the idea and none of ${CONTROL_TOKENS.length} tokens`, async () => {
-      h = await startHarness();
+      const h = await harness();
       const res = await h.app.inject({ method: 'POST', url, payload: payload() });
       expect(res.statusCode, res.body).toBe(200);
       expectNoControlTokens(h);
@@ -122,7 +118,7 @@ describe('/get_reward finds the rollout', () => {
   const PROMPT = CHATML(SYSTEM, QUESTION);
 
   it('strips leading pad/BOS tokens and tolerates a slightly different decode of the prompt', async () => {
-    h = await startHarness();
+    const h = await harness();
     const idea = candidate(0, true);
     // The decode has pad + BOS tokens in front, the prompt's whitespace differs, and the prompt in
     // `prompts` carries a BOS the query lost.
@@ -141,7 +137,7 @@ describe('/get_reward finds the rollout', () => {
   });
 
   it('a padded query whose response is a filler stays rejected_input with 0 judge calls', async () => {
-    h = await startHarness();
+    const h = await harness();
     const query = `<pad><pad><bos>${PROMPT}Let's solve this step by step.<|im_end|><|endoftext|>`;
     const res = await h.app.inject({
       method: 'POST',
@@ -155,7 +151,7 @@ describe('/get_reward finds the rollout', () => {
   });
 
   it('refuses a query that does not start with its prompt: 400 RW_PROMPT_MISMATCH naming the index', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/get_reward',
@@ -172,7 +168,7 @@ describe('/get_reward finds the rollout', () => {
   });
 
   it('parses a label that is a JSON string of {ground_truth, question}', async () => {
-    h = await startHarness();
+    const h = await harness();
     const asked = 'Which objective aligns paired image and text encoders?';
     const res = await h.app.inject({
       method: 'POST',
@@ -196,7 +192,7 @@ describe('/get_reward finds the rollout', () => {
   });
 
   it('batched /get_reward and per-rollout /slime calls of the same rollouts ask the same question and agree', async () => {
-    h = await startHarness();
+    const h = await harness();
     const ideas = [candidate(0, true), candidate(1, false), candidate(2, true)];
     const families = [
       PROMPT,
@@ -256,7 +252,7 @@ describe('/get_reward finds the rollout', () => {
 
 describe('/verify reads every text-bearing content part', () => {
   it('judges `text` and `output_text` parts (and ignores non-assistant items)', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/verify',
@@ -291,7 +287,7 @@ describe('content-free or over-long ground truth and question', () => {
   const CONTENT_FREE = ['.', '\u200b\u200b\u200b', ' \u200b . \u2060 ', '—', '...!?'];
 
   it('answers 400 naming the field on every route, with 0 judge calls', async () => {
-    h = await startHarness();
+    const h = await harness();
     for (const gt of CONTENT_FREE) {
       const cases: Array<[string, Record<string, unknown>, RegExp]> = [
         ['/v1/reward', { question: QUESTION, ground_truth: gt, candidates: [candidate(0)] }, /ground_truth/],
@@ -320,7 +316,7 @@ describe('content-free or over-long ground truth and question', () => {
   });
 
   it('refuses a ground truth or question over its limit, naming the variable', async () => {
-    h = await startHarness({ env: { MAX_GROUND_TRUTH_CHARS: '500', MAX_QUESTION_CHARS: '100' } });
+    const h = await harness({ env: { MAX_GROUND_TRUTH_CHARS: '500', MAX_QUESTION_CHARS: '100' } });
     const long = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -367,7 +363,7 @@ describe('inline graphs are an operator choice', () => {
     });
 
   it('refuses the measured 76-call graph by default (403 RW_GRAPH_NOT_ALLOWED, 0 calls); presets still run', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await post(h, graph76());
     expect(res.statusCode).toBe(403);
     expect(res.json()).toMatchObject({
@@ -381,11 +377,11 @@ describe('inline graphs are an operator choice', () => {
   });
 
   it('with ALLOW_INLINE_GRAPHS=true, enforces calls, rounds, max_tokens and configured models', async () => {
-    h = await startHarness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
+    const h = await harness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
     const compiled = compileSpec(graph76('fake-model'));
     expect(compiled.llmCallsPerJudgment).toBe(76);
     const refused = async (graph: unknown, limit: string) => {
-      const res = await post(h!, graph);
+      const res = await post(h, graph);
       expect(res.statusCode, res.body).toBe(403);
       expect(res.json().details.limit).toBe(limit);
     };
@@ -406,7 +402,7 @@ describe('inline graphs are an operator choice', () => {
 
 describe('degenerate fillers in every form', () => {
   it('every master-key variant of the probe catalogue is rejected_input with 0 judge calls', async () => {
-    h = await startHarness();
+    const h = await harness();
     const fillers = MASTER_KEY_NULLS.filter((t) => t !== '');
     const res = await h.app.inject({
       method: 'POST',

@@ -1,13 +1,9 @@
 /** Issue 14 over HTTP: cached prompt tokens in /metrics, results and usage; cascade stop reasons. */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { candidate, GROUND_TRUTH, QUESTION, type Harness, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 interface RewardJson {
   results: Array<{ status: string; prompt_tokens: number; cached_prompt_tokens: number | null }>;
@@ -44,7 +40,7 @@ const fakeCachedTokens = (harness: Harness): number => Math.floor(harness.fake.p
 
 describe('cached prompt tokens', () => {
   it('counts the backend-reported cached_tokens in /metrics by backend and role, and per judgment', async () => {
-    h = await startHarness({ fake: { blockCache: true } });
+    const h = await harness({ fake: { blockCache: true } });
     const body = await rewardGroup(h);
     expect(body.results.map((r) => r.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
     // Later judgments of the group reuse the shared prefix, so they report cached tokens.
@@ -70,7 +66,7 @@ describe('cached prompt tokens', () => {
   });
 
   it('reports null and no series when the backend does not report cached_tokens', async () => {
-    h = await startHarness();
+    const h = await harness();
     const body = await rewardGroup(h);
     expect(body.results.map((r) => r.cached_prompt_tokens)).toEqual([null, null, null, null]);
     expect(body.usage.cached_prompt_tokens).toBeNull();
@@ -82,7 +78,7 @@ describe('cached prompt tokens', () => {
 
 describe('cascade through /v1/reward', () => {
   it('reports stop_reason per result: confident no_match stops, a match escalates', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',

@@ -4,22 +4,18 @@
  * `prometheus`) the real binary checks the same texts too; without it those checks are skipped.
  */
 import { execFile } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 import { parseExposition, promlint, type Problem } from './promlint.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 /** The app's /metrics after a group (ok, ok, rejected), a judge failure, a 404 and a 400. */
 async function scrapeAfterTraffic(): Promise<string> {
-  h = await startHarness();
+  const h = await harness();
   const reward = (candidates: string[]) =>
-    h!.app.inject({
+    h.app.inject({
       method: 'POST',
       url: '/v1/reward',
       payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates },

@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
 import type { Judgment } from '../../src/judge/types.js';
 import { createMetrics } from '../../src/server/metrics.js';
-import { candidate, GROUND_TRUTH, startHarness, type Harness } from './helpers.js';
+import { candidate, GROUND_TRUTH, type Harness, useHarness } from './helpers.js';
 
 const CALLS = getPreset('default')!.llmCallsPerJudgment;
 
@@ -68,11 +68,7 @@ function value(samples: Sample[], name: string, labels: Record<string, string> =
     .reduce((sum, s) => sum + s.value, 0);
 }
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 async function scrape(harness: Harness) {
   const res = await harness.app.inject({ method: 'GET', url: '/metrics' });
@@ -83,7 +79,7 @@ async function scrape(harness: Harness) {
 
 describe('GET /metrics', () => {
   it('exposes every DESIGN §7 metric with its type, plus default process metrics', async () => {
-    h = await startHarness();
+    const h = await harness();
     const { types } = await scrape(h);
     for (const [name, type] of Object.entries(DESIGN_METRICS)) expect(types.get(name), name).toBe(type);
     expect(types.has('process_cpu_user_seconds_total')).toBe(true);
@@ -91,7 +87,7 @@ describe('GET /metrics', () => {
   });
 
   it('moves counters as requests are served and never labels by request text', async () => {
-    h = await startHarness();
+    const h = await harness();
     const secret = 'ZQXJSECRETMARKER';
     const before = await scrape(h);
     const res = await h.app.inject({
@@ -146,8 +142,8 @@ describe('GET /metrics', () => {
   });
 
   it('counts error answers by RW_* code, which the HTTP status alone does not tell apart', async () => {
-    h = await startHarness();
-    const getReward = (payload: object) => h!.app.inject({ method: 'POST', url: '/get_reward', payload });
+    const h = await harness();
+    const getReward = (payload: object) => h.app.inject({ method: 'POST', url: '/get_reward', payload });
     const mismatch = await getReward({
       query: [`<|im_start|>user\nsomething else<|im_end|>\n${candidate(0)}`],
       prompts: ['<|im_start|>user\nthe prompt<|im_end|>\n'],
@@ -165,7 +161,7 @@ describe('GET /metrics', () => {
   });
 
   it('counts failed LLM calls by error code', async () => {
-    h = await startHarness();
+    const h = await harness();
     h.fake.setScript([], { kind: 'status', status: 500 });
     await h.app.inject({
       method: 'POST',

@@ -1,32 +1,20 @@
 import type { AddressInfo } from 'node:net';
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
-import {
-  candidate,
-  counterValue,
-  GROUND_TRUTH,
-  QUESTION,
-  startHarness,
-  waitFor,
-  type Harness,
-} from './helpers.js';
+import { candidate, counterValue, GROUND_TRUTH, QUESTION, waitFor, useHarness } from './helpers.js';
 
 const CALLS = getPreset('default')!.llmCallsPerJudgment;
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GROUND_TRUTH, candidates });
 
 describe('admission', () => {
   it('refuses a request whose new work would finish after the deadline: 503 RW_OVERLOADED, Retry-After = predicted wait, none started', async () => {
     // Cold start: 1 backend slot at the assumed 1 s per call drains 1 call/s; the deadline allows 0.9 × 5 s.
-    h = await startHarness({
+    const h = await harness({
       env: { JUDGE_MAX_INFLIGHT: '1', REQUEST_DEADLINE_MS: '5000' },
       fake: { fallback: { kind: 'hang' } },
     });
@@ -73,7 +61,7 @@ describe('admission', () => {
   });
 
   it('refuses work beyond the memory bound (MAX_QUEUED_JUDGMENTS) even when the deadline would allow it', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' },
       fake: { fallback: { kind: 'hang' } },
     });
@@ -94,7 +82,7 @@ describe('admission', () => {
   });
 
   it('answers 400, not a retryable 503, to a request larger than the whole capacity', async () => {
-    h = await startHarness({ env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' }, fake: {} });
+    const h = await harness({ env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' }, fake: {} });
     const tooBig = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -108,7 +96,7 @@ describe('admission', () => {
   });
 
   it('admits a request whose judgments are all in flight already, even when the queue is full', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '0', JUDGE_MAX_INFLIGHT: '1' },
       fake: { latencyMs: 150 },
     });
@@ -125,7 +113,7 @@ describe('admission', () => {
 
 describe('deadline', () => {
   it('answers items still running at REQUEST_DEADLINE_MS as timeout with reward null, and stays responsive meanwhile', async () => {
-    h = await startHarness({ env: { REQUEST_DEADLINE_MS: '400' }, fake: { fallback: { kind: 'hang' } } });
+    const h = await harness({ env: { REQUEST_DEADLINE_MS: '400' }, fake: { fallback: { kind: 'hang' } } });
     const { app, fake } = h;
     const started = Date.now();
     const pending = app.inject({
@@ -158,7 +146,7 @@ describe('deadline', () => {
   });
 
   it('times out a judgment still waiting for a run slot', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { REQUEST_DEADLINE_MS: '300', MAX_CONCURRENT_JUDGMENTS: '1' },
       fake: { fallback: { kind: 'hang' } },
     });
@@ -176,7 +164,7 @@ describe('deadline', () => {
 
 describe('readiness', () => {
   it('is ready with a reachable backend and 503 when the backend is gone', async () => {
-    h = await startHarness();
+    const h = await harness();
     const ok = await h.app.inject({ method: 'GET', url: '/readyz' });
     expect(ok.statusCode).toBe(200);
     expect(ok.json()).toMatchObject({ ready: true, saturated: false, backends: [{ reachable: true }] });
@@ -190,7 +178,7 @@ describe('readiness', () => {
 
 describe('shutdown', () => {
   it('stops accepting, then fails the judgments still running when the grace period ends', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { MAX_CONCURRENT_JUDGMENTS: '1', SHUTDOWN_GRACE_MS: '200' },
       fake: { fallback: { kind: 'hang' } },
     });

@@ -1,7 +1,6 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { request as httpRequest, type ClientRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createFileTranscriptSink } from '../../src/server/transcripts.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 import {
   candidate,
   counterValue,
@@ -16,7 +16,7 @@ import {
   logLines,
   offlineApp,
   QUESTION,
-  startHarness,
+  useHarness,
   waitFor,
   type Harness,
 } from './helpers.js';
@@ -31,18 +31,16 @@ const IDEAS = [3, 1, 5, 0, 4, 2].map(
 );
 const ORDER = [2, 4, 0, 5, 1, 3];
 
-let h: Harness | undefined;
+// Removed after the harness (which writes the transcripts into them) has closed.
+const tempDir = useTempDirs('rank-');
+const harness = useHarness();
 const open: ClientRequest[] = [];
-const dirs: string[] = [];
-afterEach(async () => {
+afterEach(() => {
   for (const req of open.splice(0)) req.destroy();
-  await h?.close();
-  h = undefined;
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
-async function rank(harness: Harness, body: Record<string, unknown>, url = '/v1/rank') {
-  const res = await harness.app.inject({
+async function rank(on: Harness, body: Record<string, unknown>, url = '/v1/rank') {
+  const res = await on.app.inject({
     method: 'POST',
     url,
     payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: IDEAS, ...body },
@@ -52,7 +50,7 @@ async function rank(harness: Harness, body: Record<string, unknown>, url = '/v1/
 
 describe('POST /v1/rank', () => {
   it('ranks 6 candidates with all_pairs in exactly 30 calls, scores monotone in the known order', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const { status, body } = await rank(h, {});
     expect(status).toBe(200);
     expect(h.fake.callCount).toBe(30);
@@ -89,7 +87,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('uses 2G = 12 calls with the circular schedule and ceil(log2 G) rounds with swiss', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const circular = await rank(h, { schedule: 'circular' });
     expect(h.fake.callCount).toBe(12);
     expect(circular.body.comparisons.scheduled).toBe(6);
@@ -102,7 +100,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('with a judge that always answers position A: position-bias rate 1, every pair a tie, equal scores', async () => {
-    h = await startHarness({ fake: { fallback: positionAJudge } });
+    const h = await harness({ fake: { fallback: positionAJudge } });
     const { body } = await rank(h, {});
     expect(body.position_bias).toEqual({ events: 15, judged: 15, rate: 1 });
     expect(new Set(body.scores)).toEqual(new Set([0.5]));
@@ -113,7 +111,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('drops a comparison that fails after retries (never a loss) and gives a candidate with none null', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { JUDGE_MAX_RETRIES: '1' },
       fake: {
         fallback: (b: FakeChatRequest): FakeReply =>
@@ -138,7 +136,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('computes each pair once: a repeat (in any candidate order) is answered from the cache', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const first = await rank(h, {});
     const again = await rank(h, { candidates: [...IDEAS].reverse() });
     expect(h.fake.callCount).toBe(30);
@@ -151,7 +149,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('coalesces two identical concurrent requests into one set of comparisons', async () => {
-    h = await startHarness({ fake: { latencyMs: 30, fallback: rankJudge } });
+    const h = await harness({ fake: { latencyMs: 30, fallback: rankJudge } });
     const [a, b] = await Promise.all([rank(h, {}), rank(h, {})]);
     expect(a.status).toBe(200);
     expect(b.body.ranking).toEqual(a.body.ranking);
@@ -160,7 +158,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('asks several judges per order: 2 × judges calls per pair', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const { body } = await rank(h, { candidates: IDEAS.slice(0, 3), judges: 3 });
     expect(h.fake.callCount).toBe(3 * 2 * 3);
     expect(body.calls).toBe(18);
@@ -168,7 +166,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('validates: criterion needed without ground truth, match needs one, 2+ candidates, known keys', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const noGt = await h.app.inject({ method: 'POST', url: '/v1/rank', payload: { candidates: IDEAS } });
     expect(noGt.statusCode).toBe(400);
     expect(noGt.json()).toMatchObject({ code: 'RW_BAD_REQUEST' });
@@ -191,7 +189,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('ranks on a named criterion without ground truth (novelty), prompting without it', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/rank',
@@ -205,7 +203,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('refuses a schedule over MAX_RANK_CALLS with 400 RW_TOO_MANY_COMPARISONS before any call', async () => {
-    h = await startHarness({ env: { MAX_RANK_CALLS: '20' }, fake: { fallback: rankJudge } });
+    const h = await harness({ env: { MAX_RANK_CALLS: '20' }, fake: { fallback: rankJudge } });
     const all = await rank(h, {});
     expect(all.status).toBe(400);
     expect(all.body).toMatchObject({
@@ -218,7 +216,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('refuses the whole request with 503 RW_OVERLOADED + Retry-After when its comparisons do not fit', async () => {
-    h = await startHarness({
+    const h = await harness({
       env: { MAX_CONCURRENT_JUDGMENTS: '2', MAX_QUEUED_JUDGMENTS: '14' },
       fake: { fallback: { kind: 'slow', ms: 300, then: comparisonReply('A') } },
     });
@@ -228,7 +226,7 @@ describe('POST /v1/rank', () => {
       url: '/v1/rank',
       payload: { ground_truth: GROUND_TRUTH, candidates: IDEAS.slice(0, 4) },
     });
-    await waitFor(() => h!.fake.inflight() > 0, 'the first ranking to reach the backend');
+    await waitFor(() => h.fake.inflight() > 0, 'the first ranking to reach the backend');
     const refused = await rank(h, {});
     expect(refused.status).toBe(503);
     expect(refused.body.code).toBe('RW_OVERLOADED');
@@ -238,7 +236,7 @@ describe('POST /v1/rank', () => {
 
   it('refuses a ranking like a judgment: the same details, reward_admission_refusals_total and the admission warning', async () => {
     const log = logLines();
-    h = await startHarness({
+    const h = await harness({
       env: { MAX_CONCURRENT_JUDGMENTS: '1', MAX_QUEUED_JUDGMENTS: '1' },
       fake: { fallback: { kind: 'hang' } },
       logger: { level: 'info', stream: log.stream },
@@ -286,7 +284,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('answers 200 with null scores (timeout, never 0) when the backend hangs past the deadline', async () => {
-    h = await startHarness({ env: { REQUEST_DEADLINE_MS: '300' }, fake: { fallback: { kind: 'hang' } } });
+    const h = await harness({ env: { REQUEST_DEADLINE_MS: '300' }, fake: { fallback: { kind: 'hang' } } });
     const { status, body } = await rank(h, { candidates: IDEAS.slice(0, 3) });
     expect(status).toBe(200);
     expect(body.scores).toEqual([null, null, null]);
@@ -297,7 +295,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('answers a malformed judge reply (twice) as a failed pair with RW_JUDGE_UNPARSABLE', async () => {
-    h = await startHarness({ fake: { fallback: { kind: 'text', text: 'A, clearly.' } } });
+    const h = await harness({ fake: { fallback: { kind: 'text', text: 'A, clearly.' } } });
     const { body } = await rank(h, { candidates: IDEAS.slice(0, 2) });
     expect(body.pairs[0]).toMatchObject({
       status: 'judge_error',
@@ -310,7 +308,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('refuses an oversized body with 413 RW_PAYLOAD_TOO_LARGE', async () => {
-    h = await startHarness({ env: { BODY_LIMIT_BYTES: '2048' }, fake: { fallback: rankJudge } });
+    const h = await harness({ env: { BODY_LIMIT_BYTES: '2048' }, fake: { fallback: rankJudge } });
     const { status, body } = await rank(h, { candidates: [IDEAS[0], 'x'.repeat(4000)] });
     expect(status).toBe(413);
     expect(body.code).toBe('RW_PAYLOAD_TOO_LARGE');
@@ -318,7 +316,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('decides a degenerate candidate without calls: it loses every comparison', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const { body } = await rank(h, { candidates: [IDEAS[0], 'Thought process:', IDEAS[1]] });
     expect(h.fake.callCount).toBe(2);
     expect(body.results[1]).toMatchObject({ wins: 0, losses: 2, rank: 3 });
@@ -327,7 +325,7 @@ describe('POST /v1/rank', () => {
   });
 
   it('cancels the comparisons of a client that disconnects', async () => {
-    h = await startHarness({ fake: { fallback: { kind: 'hang' } } });
+    const h = await harness({ fake: { fallback: { kind: 'hang' } } });
     await h.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (h.app.server.address() as AddressInfo).port;
     const payload = JSON.stringify({ ground_truth: GROUND_TRUTH, candidates: IDEAS.slice(0, 2) });
@@ -349,11 +347,10 @@ describe('POST /v1/rank', () => {
   });
 
   it('writes one transcript line per computed comparison and declares its metrics', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rank-'));
-    dirs.push(dir);
+    const dir = await tempDir();
     const path = join(dir, 'transcripts.jsonl');
     const sink = await createFileTranscriptSink(path);
-    h = await startHarness({ fake: { fallback: rankJudge }, transcripts: sink });
+    const h = await harness({ fake: { fallback: rankJudge }, transcripts: sink });
     await rank(h, { candidates: IDEAS.slice(0, 3), request_id: 'rank-1' });
     await rank(h, { candidates: IDEAS.slice(0, 3) });
     await sink.close();
@@ -399,7 +396,7 @@ describe('POST /v1/rank', () => {
 
 describe('POST /v1/best-of-n', () => {
   it('picks the tournament winner with the deterministic tie rule, and scores behind it', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const { body } = await rank(h, { criterion: 'match' }, '/v1/best-of-n');
     expect(body).toMatchObject({
       best_index: 2,
@@ -415,7 +412,7 @@ describe('POST /v1/best-of-n', () => {
   });
 
   it('method pick: one call over all candidates (the paper\'s "most novel" prompt)', async () => {
-    h = await startHarness({
+    const h = await harness({
       fake: {
         fallback: (b: FakeChatRequest): FakeReply => {
           const ideas = shownIdeas(b);
@@ -439,7 +436,7 @@ describe('POST /v1/best-of-n', () => {
   });
 
   it('needs no call for one candidate, and returns null (never a guess) when the pick fails', async () => {
-    h = await startHarness({ fake: { fallback: { kind: 'status', status: 500 } } });
+    const h = await harness({ fake: { fallback: { kind: 'status', status: 500 } } });
     const one = await rank(h, { criterion: 'novelty', candidates: [IDEAS[0]] }, '/v1/best-of-n');
     expect(one.body).toMatchObject({ best_index: 0, calls: 0 });
     const failed = await rank(h, { criterion: 'novelty', method: 'pick' }, '/v1/best-of-n');
@@ -470,7 +467,7 @@ describe('group adapters', () => {
   }));
 
   it('OpenRLHF /get_reward/rank: ranks each prompt group and answers per rollout, in input order', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const res = await h.app.inject({
       method: 'POST',
       url: '/get_reward/rank?schedule=all_pairs&reward_mode=top_k&top_k=1',
@@ -500,7 +497,7 @@ describe('group adapters', () => {
       prompts: rows.map((r) => r.prompt),
       labels: rows.map(() => GROUND_TRUTH),
     };
-    h = await startHarness({ fake: { fallback: fail } });
+    const h = await harness({ fake: { fallback: fail } });
     const refused = await h.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
     expect(refused.statusCode).toBe(503);
     expect(refused.json()).toMatchObject({ code: 'RW_JUDGE_FAILED', details: { failed: [2] } });
@@ -511,16 +508,15 @@ describe('group adapters', () => {
     });
     expect(lone.statusCode).toBe(400);
     expect(lone.json().message).toContain('single rollout');
-    await h.close();
-    h = await startHarness({ env: { FAILURE_REWARD: '0' }, fake: { fallback: fail } });
-    const fallback = await h.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
+    const withFallback = await harness({ env: { FAILURE_REWARD: '0' }, fake: { fallback: fail } });
+    const fallback = await withFallback.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
     expect(fallback.statusCode).toBe(200);
     expect(fallback.json().rewards[2]).toBe(0);
     expect(fallback.json().extra_logs.judge_failed).toEqual([0, 0, 1, 0, 0, 0]);
   });
 
   it('slime /slime/rank: a --group-rm group of samples gets one reward per sample', async () => {
-    h = await startHarness({ fake: { fallback: rankJudge } });
+    const h = await harness({ fake: { fallback: rankJudge } });
     const res = await h.app.inject({
       method: 'POST',
       url: '/slime/rank',

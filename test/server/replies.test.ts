@@ -1,13 +1,9 @@
 /** Real-server reply behaviour as a trainer and an operator see it: result fields and Prometheus text. */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { candidate, GROUND_TRUTH, QUESTION, type Harness, useHarness } from './helpers.js';
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 const group = (candidates: string[], graph = 'single-judge') => ({
   question: QUESTION,
@@ -29,7 +25,7 @@ const INCOHERENT_FIRST = {
 
 describe('incoherent replies in results and metrics', () => {
   it('flags a no_match with confidence 0.1 (score 0.9) in results and counts it', async () => {
-    h = await startHarness({ fake: INCOHERENT_FIRST });
+    const h = await harness({ fake: INCOHERENT_FIRST });
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -44,7 +40,7 @@ describe('incoherent replies in results and metrics', () => {
   });
 
   it('logs it per rollout in OpenRLHF’s extra_logs', async () => {
-    h = await startHarness({ fake: INCOHERENT_FIRST });
+    const h = await harness({ fake: INCOHERENT_FIRST });
     const res = await h.app.inject({
       method: 'POST',
       url: '/get_reward?graph=single-judge',
@@ -57,7 +53,7 @@ describe('incoherent replies in results and metrics', () => {
 
 describe('named reasons reach the results', () => {
   it('a cut reply is error_code RW_JUDGE_TRUNCATED with reward null, after 2 calls', async () => {
-    h = await startHarness({
+    const h = await harness({
       fake: {
         fallback: {
           kind: 'budget',
@@ -76,7 +72,7 @@ describe('named reasons reach the results', () => {
   });
 
   it('a context overflow is error_code RW_JUDGE_CONTEXT_OVERFLOW', async () => {
-    h = await startHarness({ fake: { contextTokens: 100 }, env: { JUDGE_MAX_RETRIES: '3' } });
+    const h = await harness({ fake: { contextTokens: 100 }, env: { JUDGE_MAX_RETRIES: '3' } });
     const res = await h.app.inject({ method: 'POST', url: '/v1/reward', payload: group([candidate(0)]) });
     const [r] = res.json<{ results: Array<{ error_code: string }> }>().results;
     expect(r?.error_code).toBe('RW_JUDGE_CONTEXT_OVERFLOW');
@@ -86,7 +82,7 @@ describe('named reasons reach the results', () => {
 
 describe('retry budget in metrics', () => {
   it('shows retries allowed and denied against a backend that fails every call', async () => {
-    h = await startHarness({
+    const h = await harness({
       fake: { fallback: { kind: 'status', status: 503 } },
       env: { JUDGE_MAX_RETRIES: '3', JUDGE_RETRY_BUDGET: '0.2' },
     });

@@ -1,19 +1,15 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
-import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
+import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 
 const CALLS = getPreset('default')!.llmCallsPerJudgment;
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+const harness = useHarness();
 
 describe('POST /v1/reward', () => {
   it('answers rewards, scores, per-item results, Dr. GRPO group statistics, graph, backend and usage', async () => {
-    h = await startHarness();
+    const h = await harness();
     const candidates = [candidate(0, true), candidate(1, false), candidate(2, true), 'Thought process:'];
     const res = await h.app.inject({
       method: 'POST',
@@ -55,7 +51,7 @@ describe('POST /v1/reward', () => {
   });
 
   it('gives null (never 0) with status judge_error when the backend keeps failing, and excludes it from the group', async () => {
-    h = await startHarness();
+    const h = await harness();
     // Calls whose prompt mentions "BROKEN" fail with 500; the rest follow the marker judge.
     h.fake.setScript([], (body) => {
       const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
@@ -92,7 +88,7 @@ describe('POST /v1/reward', () => {
   });
 
   it('includes transcripts only when asked', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -110,7 +106,7 @@ describe('POST /v1/reward', () => {
   });
 
   it('runs a named preset and an inline graph spec (reported as custom with its own hash)', async () => {
-    h = await startHarness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
+    const h = await harness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
     const named = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -141,7 +137,7 @@ describe('POST /v1/reward', () => {
   });
 
   it('answers 404 RW_UNKNOWN_GRAPH for an unknown name and 400 RW_INVALID_GRAPH for a broken spec', async () => {
-    h = await startHarness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
+    const h = await harness({ env: { ALLOW_INLINE_GRAPHS: 'true' } });
     const unknown = await h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -173,7 +169,7 @@ describe('POST /v1/reward', () => {
 
 describe('POST /v1/reward/batch', () => {
   it('answers one group result per group, each with its own statistics, and the summed usage', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/reward/batch',
@@ -205,7 +201,7 @@ describe('POST /v1/reward/batch', () => {
   });
 
   it('refuses more candidates in all than MAX_CANDIDATES', async () => {
-    h = await startHarness({ env: { MAX_CANDIDATES: '3' } });
+    const h = await harness({ env: { MAX_CANDIDATES: '3' } });
     const group = {
       question: QUESTION,
       ground_truth: GROUND_TRUTH,
@@ -224,7 +220,7 @@ describe('POST /v1/reward/batch', () => {
 
 describe('POST /v1/judge', () => {
   it('always returns the transcript, the graph, the prompt version and usage', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
       url: '/v1/judge',
@@ -242,7 +238,7 @@ describe('POST /v1/judge', () => {
 
 describe('GET /v1/graphs', () => {
   it('lists every preset with its hash, call count and spec', async () => {
-    h = await startHarness();
+    const h = await harness();
     const res = await h.app.inject({ method: 'GET', url: '/v1/graphs' });
     expect(res.statusCode).toBe(200);
     const names = res.json().graphs.map((g: { name: string }) => g.name);
