@@ -10,12 +10,13 @@ const SRC = fileURLToPath(new URL('../src/', import.meta.url));
  * The layering of src/, as data. A file's layer is its first folder under src/ (`config` and `errors` for
  * the two top-level files). `uses` lists the other layers it may import (its own is always allowed);
  * `packages` the npm packages and `node:` built-ins. Imports flow server → judge → roles → text and
- * ablations → judge; config, errors, settings and text are leaves. `state` (shared state: local or Redis)
+ * ablations → judge; config, errors, settings, text and math are leaves. `state` (shared state: local or Redis)
  * sits under judge (RPM/TPM buckets) and server (cache, leases, idempotency) and knows neither.
  */
 const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly string[] }> = new Map([
   ['errors', { uses: [], packages: [] }],
   ['text', { uses: [], packages: [] }],
+  ['math', { uses: [], packages: [] }],
   ['settings', { uses: [], packages: ['zod'] }],
   ['config', { uses: ['settings'], packages: ['zod', 'node:fs'] }],
   ['state', { uses: ['errors'], packages: ['ioredis', 'node:crypto', 'node:os'] }],
@@ -24,7 +25,7 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   [
     'judge',
     {
-      uses: ['roles', 'text', 'settings', 'errors', 'state'],
+      uses: ['roles', 'text', 'math', 'settings', 'errors', 'state'],
       packages: ['zod', 'undici', 'openai', 'node:crypto', 'node:events', 'node:perf_hooks'],
     },
   ],
@@ -48,7 +49,7 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   [
     'ablations',
     {
-      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config'],
+      uses: ['judge', 'roles', 'text', 'math', 'settings', 'errors', 'config'],
       packages: ['zod', 'node:crypto', 'node:fs', 'node:fs/promises', 'node:path', 'node:util'],
     },
   ],

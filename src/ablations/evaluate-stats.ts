@@ -9,7 +9,8 @@
  * - CIs: percentile bootstrap resampling whole questions (an idea's scores depend on its question's other ideas).
  */
 import type { Criterion } from '../roles/types.js';
-import { createRng, DEFAULT_RESAMPLES, quantile } from './stats/clustered.js';
+import { createRng, quantile } from '../math/sampling.js';
+import { DEFAULT_RESAMPLES } from './stats/clustered.js';
 import { clusteredProportion, type Proportion, type Tally } from './stats/proportion.js';
 
 /** A 95% percentile interval from the clustered bootstrap; null bounds when the statistic was never defined. */
@@ -26,7 +27,7 @@ export interface Interval {
  * Percentile bootstrap over whole clusters (questions): each resample draws `clusters.length` clusters with
  * replacement and evaluates every statistic on them, so all intervals share the same resamples. The statistics
  * here (means of ratios, Kendall τ over pooled ideas) are not sums of per-cluster columns, so the sum-based
- * estimators of `stats/clustered.ts` do not apply; its PRNG and quantile are reused.
+ * estimators of `stats/clustered.ts` do not apply; the PRNG and quantile of `src/math` are reused.
  */
 function clusterBootstrap<C>(
   clusters: readonly C[],

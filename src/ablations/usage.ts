@@ -1,5 +1,5 @@
 /** Cost of a graph per judgment: LLM calls and tokens (deterministic) and latency (run-dependent). */
-import { quantile } from './stats/clustered.js';
+import { quantile } from '../math/sampling.js';
 import type { ItemRecord } from './records.js';
 import type { GraphEntry, Timing, Usage } from './types.js';
 

@@ -17,6 +17,7 @@
  * group, mean over j ≠ i of p_i / (p_i + p_j): in [0, 1], 0.5 for everyone when nobody can be separated.
  * A candidate without any outcome is not rated: its score is null (never 0).
  */
+import { createRng, quantile } from '../math/sampling.js';
 
 /** One decided comparison between candidates i and j (0-based). */
 export interface Outcome {
@@ -399,27 +400,6 @@ export function scoreOutcomes(
   return expectedWinRates(fit.strengths);
 }
 
-/** Deterministic PRNG (mulberry32), floats in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** Linear-interpolation quantile (R type 7) of an ascending array. */
-function quantile(sorted: readonly number[], q: number): number {
-  const position = (sorted.length - 1) * q;
-  const below = Math.floor(position);
-  const lo = sorted[below] ?? Number.NaN;
-  const hi = sorted[Math.ceil(position)] ?? lo;
-  return lo + (hi - lo) * (position - below);
-}
-
 export interface BootstrapOptions {
   /** Default 200. */
   resamples?: number | undefined;
@@ -443,7 +423,7 @@ export function bootstrapScores(
 ): Array<[number, number] | null> {
   const resamples = options.resamples ?? DEFAULT_SCORE_RESAMPLES;
   const level = options.level ?? 0.95;
-  const rng = seededRandom(options.seed ?? 1);
+  const rng = createRng(options.seed ?? 1);
   const draws: number[][] = Array.from({ length: n }, () => []);
   const method = options.method ?? 'bradley_terry';
   const games = toGames(n, outcomes);
@@ -476,6 +456,8 @@ export function bootstrapScores(
   return draws.map((values, i) => {
     if ((games.index[i] ?? -1) < 0 || values.length === 0) return null;
     const sorted = values.sort((a, b) => a - b);
-    return [quantile(sorted, (1 - level) / 2), quantile(sorted, 1 - (1 - level) / 2)];
+    const lo = quantile(sorted, (1 - level) / 2);
+    const hi = quantile(sorted, 1 - (1 - level) / 2);
+    return lo === null || hi === null ? null : [lo, hi];
   });
 }

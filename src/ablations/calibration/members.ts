@@ -6,7 +6,7 @@ import type { CompiledGraph } from '../../judge/graph.js';
 import type { DatasetItem } from '../dataset.js';
 import type { ItemRecord } from '../records.js';
 import type { Bias } from '../stats/calibration.js';
-import { createRng, quantile } from '../stats/clustered.js';
+import { createRng, quantile } from '../../math/sampling.js';
 import { toConfusion, type Confusion } from '../stats/confusion.js';
 import {
   addPairTables,

@@ -14,6 +14,7 @@
  * leave-one-out sample, or a bootstrap interval of zero width after dropping undefined resamples, gives
  * `lo = hi = null` with a `note` saying why.
  */
+import { createRng, quantile } from '../../math/sampling.js';
 import { tCdf, tQuantile } from './distributions.js';
 
 /** Per-cluster count vectors: one row per cluster, the same columns in every row. */
@@ -67,29 +68,6 @@ export interface EstimateOptions {
   level?: number | undefined;
   /** Default: methodFor(number of clusters). */
   method?: EstimateMethod | undefined;
-}
-
-/** Deterministic PRNG (mulberry32) returning floats in [0, 1). Same seed, same stream, on every platform. */
-export function createRng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** Quantile with linear interpolation between order statistics (R type 7) of an ascending array. */
-export function quantile(sorted: readonly number[], q: number): number | null {
-  if (sorted.length === 0) return null;
-  const position = (sorted.length - 1) * q;
-  const below = Math.floor(position);
-  const above = Math.ceil(position);
-  const lo = sorted[below] ?? Number.NaN;
-  const hi = sorted[above] ?? Number.NaN;
-  return lo + (hi - lo) * (position - below);
 }
 
 export function columnSums(rows: ClusterRows): number[] {

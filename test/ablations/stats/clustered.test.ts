@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   bootstrapSums,
-  createRng,
   estimate,
   jackknifeSums,
   methodFor,
@@ -9,18 +8,6 @@ import {
 } from '../../../src/ablations/stats/clustered.js';
 
 const ratioOf: SumStatistic = ([x = 0, n = 0]) => (n === 0 ? null : x / n);
-
-describe('createRng', () => {
-  it('is deterministic per seed and different across seeds', () => {
-    const a = createRng(7);
-    const b = createRng(7);
-    const c = createRng(8);
-    const xs = Array.from({ length: 5 }, () => a());
-    expect(Array.from({ length: 5 }, () => b())).toEqual(xs);
-    expect(Array.from({ length: 5 }, () => c())).not.toEqual(xs);
-    for (const x of xs) expect(x >= 0 && x < 1).toBe(true);
-  });
-});
 
 describe('bootstrapSums', () => {
   it('resamples whole clusters: a cluster-constant statistic stays on the cluster values', () => {

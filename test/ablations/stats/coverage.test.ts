@@ -4,7 +4,7 @@
  * With R replications the Monte-Carlo standard error of a coverage near 0.95 is sqrt(0.95·0.05/R).
  */
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../../src/ablations/stats/clustered.js';
+import { createRng } from '../../../src/math/sampling.js';
 import {
   emptyConfusion,
   rates,
