@@ -5,7 +5,7 @@
  * agreement between the protocols and with human scores. Resumable: every judged unit is appended to
  * `OUT/units.jsonl` as it finishes, and a rerun skips the units already there.
  */
-import { mkdir, open, readFile, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 
@@ -26,6 +26,7 @@ import {
   type UnitCost,
 } from './evaluate-stats.js';
 import { createProgress, type ProgressStream } from './progress.js';
+import { loadJsonl, openJsonlSink } from './records.js';
 import { runPool } from './pool.js';
 import { DEFAULT_RESAMPLES } from './stats/clustered.js';
 
@@ -62,38 +63,6 @@ export type UnitRecord = z.infer<typeof UnitRecord>;
 const isFailedUnit = (r: Pick<UnitRecord, 'status'>): boolean =>
   r.status === 'judge_error' || r.status === 'timeout';
 const recordId = (key: string, ideas: readonly string[]): string => `${key}|${ideas.join('|')}`;
-
-async function loadUnits(path: string): Promise<{ records: Map<string, UnitRecord>; badLines: number[] }> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if (err instanceof Error && 'code' in err && err.code === 'ENOENT')
-      return { records: new Map(), badLines: [] };
-    throw err;
-  }
-  if (text.length > 0 && !text.endsWith('\n')) {
-    // A killed writer left a partial last line: cut it so appends start on a fresh line.
-    text = text.slice(0, text.lastIndexOf('\n') + 1);
-    await truncate(path, Buffer.byteLength(text, 'utf8'));
-  }
-  const records = new Map<string, UnitRecord>();
-  const badLines: number[] = [];
-  for (const [index, line] of text.split('\n').entries()) {
-    if (line.trim() === '') continue;
-    let json: unknown;
-    try {
-      json = JSON.parse(line);
-    } catch {
-      badLines.push(index + 1);
-      continue;
-    }
-    const parsed = UnitRecord.safeParse(json);
-    if (parsed.success) records.set(recordId(parsed.data.key, parsed.data.ideas), parsed.data);
-    else badLines.push(index + 1);
-  }
-  return { records, badLines };
-}
 
 interface Task {
   kind: 'rating' | 'pair';
@@ -329,7 +298,7 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
   }
   await mkdir(options.outDir, { recursive: true });
   const unitsPath = join(options.outDir, 'units.jsonl');
-  const loaded = await loadUnits(unitsPath);
+  const loaded = await loadJsonl(unitsPath, UnitRecord, (r) => recordId(r.key, r.ideas));
   const stored = loaded.records;
   const planned = planUnits(input, router, options.criteria, options.protocols);
   const tasks: Task[] = [];
@@ -353,8 +322,7 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
           label: 'evaluate',
           stream: options.progress,
         });
-  const handle = await open(unitsPath, 'a');
-  let chain: Promise<void> = Promise.resolve();
+  const sink = await openJsonlSink<UnitRecord>(unitsPath);
   let ran = 0;
   try {
     await runPool(
@@ -369,11 +337,7 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
         // A unit cut short by our own interruption is not a result: the next run redoes it.
         if (options.signal?.aborted === true) return;
         stored.set(recordId(record.key, record.ideas), record);
-        const line = `${JSON.stringify(record)}\n`;
-        chain = chain.then(async () => {
-          await handle.write(line);
-        });
-        await chain;
+        await sink.append(record);
         ran += 1;
         progress?.tick();
         options.onRecord?.(record);
@@ -381,8 +345,7 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
       options.signal,
     );
   } finally {
-    await chain.catch(() => undefined);
-    await handle.close();
+    await sink.close();
   }
   progress?.done();
   if (options.signal?.aborted === true) {

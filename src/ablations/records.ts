@@ -108,20 +108,27 @@ export function toRecord(judgment: Judgment, key: string, itemId: string): ItemR
   return record;
 }
 
-export interface LoadedRecords {
-  /** Last record per (key, item): a retried item supersedes its earlier failure. */
-  records: Map<string, ItemRecord>;
-  /** Lines that did not parse (reported, ignored). */
+/** A JSONL file of records as read back for a resume. */
+export interface LoadedJsonl<T> {
+  /** Last record per id: a retried unit supersedes its earlier failure. */
+  records: Map<string, T>;
+  /** Lines (1-based) that did not parse or did not match the schema (reported, ignored). */
   badLines: number[];
   /** True when a partial last line (a killed writer) was cut off. */
   repairedTail: boolean;
 }
 
+export type LoadedRecords = LoadedJsonl<ItemRecord>;
+
 /**
- * Reads `items.jsonl` if it exists. A partial last line (the process was killed mid-write) is truncated
- * away so that appends start on a fresh line.
+ * Reads a resumable run's JSONL file if it exists (none: no records). A partial last line (the process was
+ * killed mid-write) is truncated away so that appends start on a fresh line.
  */
-export async function loadRecords(path: string): Promise<LoadedRecords> {
+export async function loadJsonl<T>(
+  path: string,
+  schema: z.ZodType<T>,
+  idOf: (record: T) => string,
+): Promise<LoadedJsonl<T>> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -138,7 +145,7 @@ export async function loadRecords(path: string): Promise<LoadedRecords> {
     await truncate(path, Buffer.byteLength(text, 'utf8'));
     repairedTail = true;
   }
-  const records = new Map<string, ItemRecord>();
+  const records = new Map<string, T>();
   const badLines: number[] = [];
   for (const [index, line] of text.split('\n').entries()) {
     if (line.trim() === '') continue;
@@ -149,23 +156,31 @@ export async function loadRecords(path: string): Promise<LoadedRecords> {
       badLines.push(index + 1);
       continue;
     }
-    const parsed = ItemRecord.safeParse(json);
+    const parsed = schema.safeParse(json);
     if (!parsed.success) {
       badLines.push(index + 1);
       continue;
     }
-    records.set(recordId(parsed.data.key, parsed.data.item), parsed.data);
+    records.set(idOf(parsed.data), parsed.data);
   }
   return { records, badLines, repairedTail };
 }
 
+/** Reads an ablation's `items.jsonl` (see `loadJsonl`), keyed by (judgment key, item). */
+export function loadRecords(path: string): Promise<LoadedRecords> {
+  return loadJsonl(path, ItemRecord, (r) => recordId(r.key, r.item));
+}
+
 /** An append-only JSONL writer; writes are serialized so lines never interleave. */
-export interface RecordSink {
-  append(record: ItemRecord): Promise<void>;
+export interface JsonlSink<T> {
+  /** Resolves once this record's line (and every earlier one) is written. */
+  append(record: T): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function openRecordSink(path: string): Promise<RecordSink> {
+export type RecordSink = JsonlSink<ItemRecord>;
+
+export async function openJsonlSink<T>(path: string): Promise<JsonlSink<T>> {
   const handle = await open(path, 'a');
   let chain: Promise<void> = Promise.resolve();
   return {
@@ -182,3 +197,5 @@ export async function openRecordSink(path: string): Promise<RecordSink> {
     },
   };
 }
+
+export const openRecordSink = (path: string): Promise<RecordSink> => openJsonlSink<ItemRecord>(path);
