@@ -6,8 +6,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import {
-  closeRouter,
-  handleInterrupts,
+  finishResumable,
   intOption,
   loadDatasetListingSkips,
   openRouter,
@@ -15,6 +14,7 @@ import {
   RUN_USAGE,
   runMain,
   runSettings,
+  withInterrupts,
 } from './cli-common.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation } from './runner.js';
@@ -67,8 +67,7 @@ async function main(): Promise<number> {
     } · out: ${settings.out}`,
   );
 
-  const interrupts = handleInterrupts('judgments');
-  try {
+  return withInterrupts('judgments', router, async (signal) => {
     const run = await runAblation({
       dataset,
       entries,
@@ -83,7 +82,7 @@ async function main(): Promise<number> {
       baseline: !values['no-baseline'],
       limits: config.candidateLimits,
       retryFailed: values['retry-failed'],
-      signal: interrupts.signal,
+      signal,
       progress: process.stderr,
     });
     if (run.badLines.length > 0) {
@@ -91,18 +90,12 @@ async function main(): Promise<number> {
         `ignored ${run.badLines.length} unreadable items.jsonl lines: ${run.badLines.slice(0, 10).join(', ')}`,
       );
     }
-    if (!run.completed || run.results === null) {
-      console.error(`stopped after ${run.ran} new judgments; rerun the same command to resume.`);
-      return 130;
-    }
-    console.error(`${run.ran} judgments run, ${run.reused} reused from ${settings.out}/items.jsonl`);
-    console.log(renderSummary(run.results));
-    console.log(`written: ${run.files.join(', ')}`);
-    return 0;
-  } finally {
-    interrupts.dispose();
-    await closeRouter(router);
-  }
+    return finishResumable(
+      run,
+      { unit: 'judgments', verb: 'run', records: `${settings.out}/items.jsonl` },
+      renderSummary,
+    );
+  });
 }
 
 runMain(main);

@@ -7,26 +7,25 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import {
-  closeRouter,
-  handleInterrupts,
   intOption,
   loadDatasetListingSkips,
   openRouter,
+  RUN_OPTIONS,
+  RUN_USAGE,
   runMain,
+  runSettings,
+  withInterrupts,
 } from './cli-common.js';
 import { PHI_RESAMPLES, runCalibration } from './calibration/run.js';
-import { DEFAULT_DEADLINE_MS } from './pool.js';
 import { resolveGraphs } from './runner.js';
 
 const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [options]
 
   --graphs a,b,c       presets or graph JSON files (default: vote-3,round-robin-3,proposer-critic)
   --out DIR            output directory; rerunning with the same DIR resumes
-  --limit N            only the first N items of the dataset
-  --concurrency C      judgments in flight (default 8)
+${RUN_USAGE}
   --seed S             bootstrap seed (default 1)
   --resamples R        bootstrap resamples per pairwise φ interval (default ${PHI_RESAMPLES})
-  --deadline-ms MS     per-judgment deadline (default ${DEFAULT_DEADLINE_MS})
   --cost-fp USD        cost of acting on a false match (review impact)
   --cost-fn USD        cost of missing a true match (review impact)
   --usd-per-mtok USD   price per million tokens (money per correct judgment)
@@ -34,7 +33,6 @@ const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [optio
   --budget X           budget per judgment (USD with --usd-per-mtok, else tokens)
   --plan-size K        seats in the planned committee (default 3)
   --suggest            name the strictness variant that moves each biased member toward balance
-  --skip-invalid       skip (and list) invalid dataset lines instead of stopping
 Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
 
 function moneyOption(name: string, value: string | undefined): number | undefined {
@@ -47,14 +45,10 @@ function moneyOption(name: string, value: string | undefined): number | undefine
 async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
-      dataset: { type: 'string' },
+      ...RUN_OPTIONS,
       graphs: { type: 'string', default: 'vote-3,round-robin-3,proposer-critic' },
-      out: { type: 'string' },
-      limit: { type: 'string' },
-      concurrency: { type: 'string' },
       seed: { type: 'string' },
       resamples: { type: 'string' },
-      'deadline-ms': { type: 'string' },
       'cost-fp': { type: 'string' },
       'cost-fn': { type: 'string' },
       'usd-per-mtok': { type: 'string' },
@@ -62,20 +56,12 @@ async function main(): Promise<number> {
       suggest: { type: 'boolean', default: false },
       budget: { type: 'string' },
       'plan-size': { type: 'string' },
-      'skip-invalid': { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
     allowPositionals: false,
   });
-  if (values.help) {
-    console.log(USAGE);
-    return 0;
-  }
-  if (values.dataset === undefined || values.out === undefined) {
-    console.error(USAGE);
-    return 2;
-  }
+  const settings = runSettings(values, USAGE);
+  if (typeof settings === 'number') return settings;
   const budget = moneyOption('budget', values.budget);
   if (values.plan && budget === undefined) {
     console.error('--plan needs --budget');
@@ -86,32 +72,31 @@ async function main(): Promise<number> {
       ? { budget, size: intOption('plan-size', values['plan-size'], 3) }
       : undefined;
   const config = loadConfig();
-  const dataset = await loadDatasetListingSkips(values.dataset, values['skip-invalid']);
+  const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
   const names = values.graphs
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const { entries } = await resolveGraphs(names, { reference: null });
   const router = openRouter(config);
-  const interrupts = handleInterrupts('judgments');
-  try {
+  return withInterrupts('judgments', router, async (signal) => {
     const run = await runCalibration({
       dataset,
       entries,
       router,
-      outDir: values.out,
-      concurrency: intOption('concurrency', values.concurrency, 8),
-      deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_DEADLINE_MS),
+      outDir: settings.out,
+      concurrency: settings.concurrency,
+      deadlineMs: settings.deadlineMs,
       seed: intOption('seed', values.seed, 1, 0),
       resamples: intOption('resamples', values.resamples, PHI_RESAMPLES, 100),
-      limit: values.limit === undefined ? undefined : intOption('limit', values.limit, 0),
+      limit: settings.limit,
       limits: config.candidateLimits,
       costFp: moneyOption('cost-fp', values['cost-fp']),
       costFn: moneyOption('cost-fn', values['cost-fn']),
       usdPerMillionTokens: moneyOption('usd-per-mtok', values['usd-per-mtok']),
       plan,
       suggest: values.suggest,
-      signal: interrupts.signal,
+      signal,
       progress: process.stderr,
     });
     if (!run.completed || run.results === null) {
@@ -136,10 +121,7 @@ async function main(): Promise<number> {
     if (r.cheapest !== null) console.log(`cheapest overall (review impact): ${r.cheapest}`);
     console.log(`written: ${run.files.slice(0, 2).join(', ')}`);
     return 0;
-  } finally {
-    interrupts.dispose();
-    await closeRouter(router);
-  }
+  });
 }
 
 runMain(main);

@@ -1,4 +1,7 @@
-/** What the `ablate` and `probe` CLIs share: options and their parsing, dataset and backend set-up, the exit path. */
+/**
+ * What the ablation CLIs (ablate, probe, evaluate, calibrate) share: options and their parsing, dataset and
+ * backend set-up, interrupts, the exit path.
+ */
 import type { Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createRouter } from '../judge/routing.js';
@@ -114,6 +117,53 @@ export function handleInterrupts(unit: string): { signal: AbortSignal; dispose()
       process.off('SIGTERM', onSignal);
     },
   };
+}
+
+/**
+ * Runs `body` under `handleInterrupts(unit)` (its signal is the one `body` gets) and closes the router's
+ * backends once it ends, however it ends.
+ */
+export async function withInterrupts<T>(
+  unit: string,
+  router: Router,
+  body: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const interrupts = handleInterrupts(unit);
+  try {
+    return await body(interrupts.signal);
+  } finally {
+    interrupts.dispose();
+    await closeRouter(router);
+  }
+}
+
+/** What a resumable run (ablate, evaluate) hands back to its CLI. */
+export interface ResumableRun<R> {
+  completed: boolean;
+  results: R | null;
+  /** Units run in this session, and units reused from the records file. */
+  ran: number;
+  reused: number;
+  files: readonly string[];
+}
+
+/**
+ * The exit of a resumable CLI: 130 and how to resume when the run was interrupted; else the counts on
+ * stderr (`N <unit> <verb>, M reused from <records>`), `render(results)` and the files written on stdout, 0.
+ */
+export function finishResumable<R>(
+  run: ResumableRun<R>,
+  words: { unit: string; verb: string; records: string },
+  render: (results: R) => string,
+): number {
+  if (!run.completed || run.results === null) {
+    console.error(`stopped after ${run.ran} new ${words.unit}; rerun the same command to resume.`);
+    return 130;
+  }
+  console.error(`${run.ran} ${words.unit} ${words.verb}, ${run.reused} reused from ${words.records}`);
+  console.log(render(run.results));
+  console.log(`written: ${run.files.join(', ')}`);
+  return 0;
 }
 
 export async function closeRouter(router: Router): Promise<void> {

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 
 import { loadConfig } from '../config.js';
 import { CriterionName, PAPER_CRITERIA } from '../roles/criteria.js';
-import { closeRouter, handleInterrupts, intOption, openRouter, runMain } from './cli-common.js';
+import { finishResumable, intOption, openRouter, runMain, withInterrupts } from './cli-common.js';
 import { DEFAULT_EVALUATE_DEADLINE_MS, runEvaluation } from './evaluate.js';
 import { loadEvaluateInput } from './evaluate-input.js';
 import { renderTable2 } from './evaluate-report.js';
@@ -67,6 +67,7 @@ async function main(): Promise<number> {
     console.error(USAGE);
     return 2;
   }
+  const out = values.out;
   const criteria = list('criteria', values.criteria, CriterionName.options);
   const protocols: Protocol[] = list('protocols', values.protocols, PROTOCOLS);
   const config = loadConfig();
@@ -75,14 +76,13 @@ async function main(): Promise<number> {
     console.error(`skipped ${values.input}:${bad.line}: field "${bad.field}": ${bad.message}`);
   const router = openRouter(config);
   console.error(
-    `ideas: ${input.ideas.length} · questions: ${input.questions.length} · systems: ${input.systems.join(', ')} · out: ${values.out}`,
+    `ideas: ${input.ideas.length} · questions: ${input.questions.length} · systems: ${input.systems.join(', ')} · out: ${out}`,
   );
-  const interrupts = handleInterrupts('units');
-  try {
+  return withInterrupts('units', router, async (signal) => {
     const run = await runEvaluation({
       input,
       router,
-      outDir: values.out,
+      outDir: out,
       criteria,
       protocols,
       concurrency: intOption('concurrency', values.concurrency, 8),
@@ -91,22 +91,16 @@ async function main(): Promise<number> {
       deadlineMs: intOption('deadline-ms', values['deadline-ms'], DEFAULT_EVALUATE_DEADLINE_MS),
       limits: config.candidateLimits,
       retryFailed: values['retry-failed'],
-      signal: interrupts.signal,
+      signal,
       progress: process.stderr,
     });
     if (run.badLines.length > 0) console.error(`ignored ${run.badLines.length} unreadable units.jsonl lines`);
-    if (!run.completed || run.results === null) {
-      console.error(`stopped after ${run.ran} new units; rerun the same command to resume.`);
-      return 130;
-    }
-    console.error(`${run.ran} units judged, ${run.reused} reused from ${values.out}/units.jsonl`);
-    console.log(renderTable2(run.results));
-    console.log(`written: ${run.files.join(', ')}`);
-    return 0;
-  } finally {
-    interrupts.dispose();
-    await closeRouter(router);
-  }
+    return finishResumable(
+      run,
+      { unit: 'units', verb: 'judged', records: `${out}/units.jsonl` },
+      renderTable2,
+    );
+  });
 }
 
 runMain(main);
