@@ -8,6 +8,7 @@ import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
 import { loadDataset, type Dataset } from './dataset.js';
 import { DEFAULT_DEADLINE_MS } from './pool.js';
+import type { ResumableRun } from './types.js';
 
 /** The options `ablate` and `probe` both take (node:util parseArgs format). */
 export const RUN_OPTIONS = {
@@ -135,16 +136,6 @@ export async function withInterrupts<T>(
     interrupts.dispose();
     await closeRouter(router);
   }
-}
-
-/** What a resumable run (ablate, evaluate) hands back to its CLI. */
-export interface ResumableRun<R> {
-  completed: boolean;
-  results: R | null;
-  /** Units run in this session, and units reused from the records file. */
-  ran: number;
-  reused: number;
-  files: readonly string[];
 }
 
 /**

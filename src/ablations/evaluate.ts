@@ -25,7 +25,8 @@ import {
   type Protocol,
   type UnitCost,
 } from './evaluate-stats.js';
-import { createProgress, type ProgressStream } from './progress.js';
+import { createProgress } from './progress.js';
+import type { ResumableRun, RunOptions } from './types.js';
 import { loadJsonl, openJsonlSink } from './records.js';
 import { runPool } from './pool.js';
 import { DEFAULT_RESAMPLES } from './stats/clustered.js';
@@ -253,32 +254,18 @@ function costOf(records: readonly UnitRecord[], kind: 'rating' | 'pair'): UnitCo
   return cost;
 }
 
-export interface EvaluateOptions {
+export interface EvaluateOptions extends RunOptions {
   input: EvaluateInput;
-  router: Router;
-  outDir: string;
   /** Default: the paper's novelty, feasibility, effectiveness. */
   criteria: readonly Criterion[];
   protocols: readonly Protocol[];
-  concurrency?: number | undefined;
-  deadlineMs?: number | undefined;
-  seed?: number | undefined;
-  resamples?: number | undefined;
-  limits?: { minChars: number; maxChars: number } | undefined;
+  /** Re-run units whose stored result is a failure. */
   retryFailed?: boolean | undefined;
-  signal?: AbortSignal | undefined;
-  progress?: ProgressStream | undefined;
   onRecord?: ((record: UnitRecord) => void) | undefined;
 }
 
-export interface EvaluateRun {
-  completed: boolean;
-  results: EvaluateResults | null;
-  ran: number;
-  reused: number;
-  badLines: number[];
-  files: string[];
-}
+/** `ran`/`reused` count units (one rating or one pair in both orders); the records file is `units.jsonl`. */
+export type EvaluateRun = ResumableRun<EvaluateResults>;
 
 /** Runs (or resumes) an evaluation and, once every unit is done, writes results.json, report.md, evaluation.svg. */
 export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateRun> {

@@ -4,17 +4,17 @@ import { RewardError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import { compileSpec, getPreset, PRESETS, voteGraph } from '../judge/presets.js';
 import { judgmentKey } from '../judge/key.js';
-import type { JudgmentInput, Router } from '../judge/types.js';
+import type { JudgmentInput } from '../judge/types.js';
 import { PROMPT_VERSION } from '../roles/index.js';
 import { analyze } from './analysis.js';
 import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
 import type { Dataset, DatasetItem } from './dataset.js';
 import { f1CostSvg, precisionRecallSvg } from './plots.js';
 import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from './pool.js';
-import { createProgress, type ProgressStream } from './progress.js';
+import { createProgress } from './progress.js';
 import { isFailure, loadRecords, openRecordSink, recordId, toRecord, type ItemRecord } from './records.js';
 import { renderReport } from './report.js';
-import type { AblationResults, GraphEntry } from './types.js';
+import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from './types.js';
 import { timingSummary } from './usage.js';
 
 export interface ResolveOptions {
@@ -103,18 +103,9 @@ export async function resolveGraphs(
   return { entries, reference };
 }
 
-export interface AblationOptions {
+export interface AblationOptions extends RunOptions {
   dataset: Dataset;
   entries: readonly GraphEntry[];
-  router: Router;
-  outDir: string;
-  /** Judgments in flight at once (default 8). */
-  concurrency?: number | undefined;
-  /** Per-judgment deadline in ms (default 120 000). */
-  deadlineMs?: number | undefined;
-  /** Bootstrap seed (default 1). */
-  seed?: number | undefined;
-  resamples?: number | undefined;
   /** Use only the first N items of the dataset. */
   limit?: number | undefined;
   /** Label of the reference graph for paired comparisons (must be among `entries`), or null. */
@@ -124,28 +115,14 @@ export interface AblationOptions {
    * graph's measured mean calls, then to its mean tokens (N from the vote judges' tokens per call).
    */
   baseline?: boolean | undefined;
-  limits?: { minChars: number; maxChars: number } | undefined;
   /** Re-run items whose stored result is a failure (default: a stored failure is a finished item). */
   retryFailed?: boolean | undefined;
-  /** Stop taking new items when aborted; results already appended are kept for the next run. */
-  signal?: AbortSignal | undefined;
-  /** Progress bar target (stderr in the CLI); omitted → no progress output. */
-  progress?: ProgressStream | undefined;
   /** Called after each record is appended (tests use it to interrupt a run). */
   onRecord?: ((record: ItemRecord) => void) | undefined;
 }
 
-export interface AblationRun {
-  /** False when the run was interrupted: rerun the same command to resume. */
-  completed: boolean;
-  results: AblationResults | null;
-  /** Judgments run in this session and judgments reused from `items.jsonl`. */
-  ran: number;
-  reused: number;
-  /** `items.jsonl` lines that did not parse (ignored). */
-  badLines: number[];
-  files: string[];
-}
+/** `ran`/`reused` count judgments; the records file is `items.jsonl`. */
+export type AblationRun = ResumableRun<AblationResults>;
 
 /**
  * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the

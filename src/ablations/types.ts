@@ -3,12 +3,45 @@
  * Types only: the computation is in `analysis.ts`, the rendering in `report.ts` and `plots.ts`.
  */
 import type { CompiledGraph } from '../judge/graph.js';
+import type { Router } from '../judge/types.js';
+import type { ProgressStream } from './progress.js';
 import type { ItemRecord } from './records.js';
 import type { Calibration, ReviewerCalibration } from './stats/calibration.js';
 import type { EstimateMethod } from './stats/clustered.js';
 import type { Confusion } from './stats/confusion.js';
 import type { Proportion } from './stats/proportion.js';
 import type { PairedRates, RatesWithCi } from './stats/rates.js';
+
+/** What every resumable run over a backend takes (ablate, evaluate, calibrate). */
+export interface RunOptions {
+  router: Router;
+  outDir: string;
+  /** Units (judgments, ratings, comparisons) in flight at once (default 8). */
+  concurrency?: number | undefined;
+  /** Per-unit deadline in ms (default per run: DEFAULT_DEADLINE_MS, DEFAULT_EVALUATE_DEADLINE_MS). */
+  deadlineMs?: number | undefined;
+  /** Bootstrap seed (default 1). */
+  seed?: number | undefined;
+  resamples?: number | undefined;
+  limits?: { minChars: number; maxChars: number } | undefined;
+  /** Stop taking new units when aborted; results already appended are kept for the next run. */
+  signal?: AbortSignal | undefined;
+  /** Progress bar target (stderr in the CLI); omitted → no progress output. */
+  progress?: ProgressStream | undefined;
+}
+
+/** What a resumable run (ablate, evaluate) returns. */
+export interface ResumableRun<R> {
+  /** False when the run was interrupted: rerun the same command to resume. */
+  completed: boolean;
+  results: R | null;
+  /** Units run in this session, and units reused from the records file. */
+  ran: number;
+  reused: number;
+  /** Records-file lines that did not parse (ignored). */
+  badLines: number[];
+  files: string[];
+}
 
 /** Which budget a vote baseline matches: the graph's measured mean LLM calls, or its mean tokens. */
 export type MatchedOn = 'calls' | 'tokens';

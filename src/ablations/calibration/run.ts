@@ -6,12 +6,10 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { judgmentKey } from '../../judge/key.js';
-import type { Router } from '../../judge/types.js';
 import { PROMPT_VERSION } from '../../roles/index.js';
 import { clusterIndex, type Dataset } from '../dataset.js';
 import { toInput } from '../pool.js';
-import type { GraphEntry } from '../types.js';
-import type { ProgressStream } from '../progress.js';
+import type { GraphEntry, RunOptions } from '../types.js';
 import { loadRecords, recordId, type ItemRecord } from '../records.js';
 import { runAblation } from '../runner.js';
 import { calibrate, type CalibrationResults } from './analyze.js';
@@ -21,24 +19,16 @@ import { renderCalibrationReport } from './report.js';
 /** Bootstrap resamples for each pairwise φ interval (pairs grow as members², so fewer than the ablation's 2000). */
 export const PHI_RESAMPLES = 1000;
 
-export interface CalibrationOptions {
+export interface CalibrationOptions extends RunOptions {
   dataset: Dataset;
   entries: readonly GraphEntry[];
-  router: Router;
-  outDir: string;
-  concurrency?: number | undefined;
-  deadlineMs?: number | undefined;
-  seed?: number | undefined;
-  resamples?: number | undefined;
+  /** Use only the first N items of the dataset. */
   limit?: number | undefined;
-  limits?: { minChars: number; maxChars: number } | undefined;
   costFp?: number | undefined;
   costFn?: number | undefined;
   usdPerMillionTokens?: number | undefined;
   plan?: { budget: number; size: number } | undefined;
   suggest?: boolean | undefined;
-  signal?: AbortSignal | undefined;
-  progress?: ProgressStream | undefined;
 }
 
 export interface CalibrationRun {
