@@ -6,8 +6,9 @@
 import { performance } from 'node:perf_hooks';
 import type { z } from 'zod';
 
-import { RewardError, type ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
 import type { ComparativeContext, RenderedPrompt } from '../roles/types.js';
+import { addKnown, observeFailedCall, toFailure } from './calls.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type { ChatMessage, JudgeObserver, Route } from './types.js';
 
@@ -50,11 +51,6 @@ export interface AskCost {
 
 export type AskResult<T> =
   ({ ok: true; value: T } & AskCost) | ({ ok: false; error: { code: ErrorCode; message: string } } & AskCost);
-
-function toFailure(err: unknown): { code: ErrorCode; message: string } {
-  if (err instanceof RewardError) return { code: err.code, message: err.message };
-  return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };
-}
 
 export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): Promise<AskResult<T>> {
   const { route } = spec;
@@ -101,24 +97,14 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     } catch (err) {
       const failure = toFailure(err);
       cost.attempts += 1;
-      options.observer?.onCall?.({
-        role: spec.role,
-        model: route.model,
-        backend: route.backend.name,
-        outcome: failure.code,
-        latencyMs: performance.now() - callStarted,
-        promptTokens: 0,
-        completionTokens: 0,
-        cachedPromptTokens: null,
-      });
+      observeFailedCall(options.observer, spec.role, route, failure.code, performance.now() - callStarted);
       return { ok: false, error: failure, ...done() };
     }
     cost.attempts += reply.attempts;
     cost.promptTokens += reply.promptTokens;
     cost.completionTokens += reply.completionTokens;
     const cached = reply.cachedPromptTokens ?? null;
-    cost.cachedPromptTokens =
-      cost.cachedPromptTokens === null || cached === null ? null : cost.cachedPromptTokens + cached;
+    cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, cached);
     const parsed = parseReply(reply.text, spec.schema);
     let problem = parsed.ok ? null : parsed.error;
     let value: T | undefined;

@@ -18,6 +18,7 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import { COMPARATIVE_PROMPT_VERSION, comparison, pick, rating } from '../roles/index.js';
 import type { ComparativeContext, Criterion } from '../roles/types.js';
 import { askStructured, type AskResult } from './ask.js';
+import { addKnown } from './calls.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
 import { nextNonce } from './nonce.js';
 import type { JudgeObserver, Router, Usage } from './types.js';
@@ -119,10 +120,6 @@ export interface PickJudgment extends UnitBase {
 }
 
 const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });
-
-/** A sum of backend-reported counts that is unknown (null) as soon as one term is. */
-const addKnown = (sum: number | null, value: number | null): number | null =>
-  sum === null || value === null ? null : sum + value;
 
 /**
  * The scope of one unit: a signal that aborts at the deadline (reason RW_JUDGE_TIMEOUT) or with the caller,

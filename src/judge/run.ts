@@ -8,6 +8,7 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
+import { addKnown, observeFailedCall, toFailure } from './calls.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -273,14 +274,6 @@ function relabel(
   };
 }
 
-const addKnown = (sum: number | null, value: number | null): number | null =>
-  sum === null || value === null ? null : sum + value;
-
-function toFailure(err: unknown): { code: ErrorCode; message: string } {
-  if (err instanceof RewardError) return { code: err.code, message: err.message };
-  return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };
-}
-
 /** Records the monitor's row for a finished round; returns the stop reason when the debate should end. */
 function watchDebate(
   exec: Execution,
@@ -490,16 +483,13 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
         Date.now() >= callDeadline - DEADLINE_CUT_MARGIN_MS &&
         exec.options.deadline > callDeadline &&
         exec.options.deadline > Date.now();
-      exec.options.observer?.onCall?.({
-        role: role.name,
-        model: route.model,
-        backend: route.backend.name,
-        outcome: failure.code,
-        latencyMs: performance.now() - callStarted,
-        promptTokens: 0,
-        completionTokens: 0,
-        cachedPromptTokens: null,
-      });
+      observeFailedCall(
+        exec.options.observer,
+        role.name,
+        route,
+        failure.code,
+        performance.now() - callStarted,
+      );
       if (extended) continue;
       fail(failure.code, failure.message);
       throw err;
