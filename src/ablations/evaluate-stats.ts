@@ -9,60 +9,8 @@
  * - CIs: percentile bootstrap resampling whole questions (an idea's scores depend on its question's other ideas).
  */
 import type { Criterion } from '../roles/types.js';
-import { createRng, quantile } from '../math/sampling.js';
-import { DEFAULT_RESAMPLES } from './stats/clustered.js';
+import { clusterBootstrap, type Interval } from './stats/bootstrap.js';
 import { clusteredProportion, type Proportion, type Tally } from './stats/proportion.js';
-
-/** A 95% percentile interval from the clustered bootstrap; null bounds when the statistic was never defined. */
-export interface Interval {
-  lo: number | null;
-  hi: number | null;
-  level: number;
-  resamples: number;
-  /** Resamples in which the statistic was undefined (excluded from the percentiles, counted here). */
-  undefinedResamples: number;
-}
-
-/**
- * Percentile bootstrap over whole clusters (questions): each resample draws `clusters.length` clusters with
- * replacement and evaluates every statistic on them, so all intervals share the same resamples. The statistics
- * here (means of ratios, Kendall τ over pooled ideas) are not sums of per-cluster columns, so the sum-based
- * estimators of `stats/clustered.ts` do not apply; the PRNG and quantile of `src/math` are reused.
- */
-function clusterBootstrap<C>(
-  clusters: readonly C[],
-  statistics: ReadonlyMap<string, (sample: readonly C[]) => number | null>,
-  options: { seed: number; resamples?: number | undefined; level?: number | undefined },
-): Map<string, Interval> {
-  const resamples = options.resamples ?? DEFAULT_RESAMPLES;
-  const level = options.level ?? 0.95;
-  const rng = createRng(options.seed);
-  const values = new Map<string, number[]>([...statistics.keys()].map((k) => [k, []]));
-  const sample: C[] = [];
-  for (let r = 0; r < resamples && clusters.length > 0; r++) {
-    sample.length = 0;
-    for (let i = 0; i < clusters.length; i++) {
-      const drawn = clusters[Math.floor(rng() * clusters.length)];
-      if (drawn !== undefined) sample.push(drawn);
-    }
-    for (const [name, statistic] of statistics) {
-      const v = statistic(sample);
-      if (v !== null && Number.isFinite(v)) values.get(name)?.push(v);
-    }
-  }
-  const out = new Map<string, Interval>();
-  for (const [name, list] of values) {
-    const sorted = list.sort((a, b) => a - b);
-    out.set(name, {
-      lo: quantile(sorted, (1 - level) / 2),
-      hi: quantile(sorted, 1 - (1 - level) / 2),
-      level,
-      resamples,
-      undefinedResamples: resamples - sorted.length,
-    });
-  }
-  return out;
-}
 
 /** The paper's linear normalisation of a pairwise sum to 1–5; null without any judgment. */
 export function normalizePairwise(sum: number, judgments: number): number | null {
@@ -116,6 +64,8 @@ export interface BiasTally {
   events: number;
   judged: number;
 }
+
+export type { Interval };
 
 export interface Cell {
   mean: number | null;

@@ -6,7 +6,7 @@ import type { CompiledGraph } from '../../judge/graph.js';
 import type { DatasetItem } from '../dataset.js';
 import type { ItemRecord } from '../records.js';
 import type { Bias } from '../stats/calibration.js';
-import { createRng, quantile } from '../../math/sampling.js';
+import { bootstrapInterval, type Interval } from '../stats/bootstrap.js';
 import { toConfusion, type Confusion } from '../stats/confusion.js';
 import {
   addPairTables,
@@ -172,43 +172,6 @@ export function calibrateMember(table: VoteTable, m: number, level = 0.95): Memb
   };
 }
 
-/** A percentile-bootstrap interval; null bounds when the statistic was undefined in every resample. */
-export interface Interval {
-  lo: number | null;
-  hi: number | null;
-  level: number;
-  resamples: number;
-  undefinedResamples: number;
-}
-
-/** Percentile bootstrap over clusters (drawn with replacement) of one statistic. */
-function bootstrap<C>(
-  clusters: readonly C[],
-  statistic: (sample: readonly C[]) => number | null,
-  options: { seed: number; resamples: number; level: number },
-): Interval {
-  const rng = createRng(options.seed);
-  const values: number[] = [];
-  const sample: C[] = [];
-  for (let r = 0; r < options.resamples; r++) {
-    sample.length = 0;
-    for (let i = 0; i < clusters.length; i++) {
-      const drawn = clusters[Math.floor(rng() * clusters.length)];
-      if (drawn !== undefined) sample.push(drawn);
-    }
-    const v = statistic(sample);
-    if (v !== null && Number.isFinite(v)) values.push(v);
-  }
-  values.sort((a, b) => a - b);
-  return {
-    lo: quantile(values, (1 - options.level) / 2),
-    hi: quantile(values, 1 - (1 - options.level) / 2),
-    level: options.level,
-    resamples: options.resamples,
-    undefinedResamples: options.resamples - values.length,
-  };
-}
-
 export interface ErrorCorrelation {
   a: string;
   b: string;
@@ -275,7 +238,7 @@ export function errorCorrelations(
       const clusters = pairTables(table, a, b);
       const { pos, neg } = sumTables(clusters);
       const all = addPairTables(pos, neg);
-      const ci = bootstrap(
+      const ci = bootstrapInterval(
         clusters,
         (sample) => {
           const t = sumTables(sample);
