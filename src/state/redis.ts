@@ -193,6 +193,21 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     setDegraded(true);
   };
 
+  /** `attempt` on Redis when usable; else, or when it fails (counted, degrading), `fallback` answers. */
+  const guarded = async <T>(
+    op: StateOp,
+    attempt: () => Promise<T>,
+    fallback: () => T | Promise<T>,
+  ): Promise<T> => {
+    if (!usable()) return fallback();
+    try {
+      return await attempt();
+    } catch (err) {
+      failed(op, err);
+      return fallback();
+    }
+  };
+
   // Connection events drive the state; an 'error' listener is required (ioredis prints otherwise).
   client.on('ready', () => {
     void client.ping().then(
@@ -304,24 +319,21 @@ export function createRedisState(options: RedisStateOptions): RedisState {
   const judgments: JudgmentStore = {
     async getMany(keys) {
       if (keys.length === 0) return [];
-      if (!usable()) return keys.map(() => undefined);
-      try {
-        const values = await client.mget(keys.map((k) => `${prefix}j:${k}`));
-        return values.map((v) => v ?? undefined);
-      } catch (err) {
-        failed('judgments', err);
-        return keys.map(() => undefined);
-      }
+      return guarded(
+        'judgments',
+        async () => (await client.mget(keys.map((k) => `${prefix}j:${k}`))).map((v) => v ?? undefined),
+        () => keys.map(() => undefined),
+      );
     },
-    async set(key, value, ttlMs) {
+    set(key, value, ttlMs) {
       const k = `${prefix}j:${key}`;
-      if (!usable()) return remember(k, value, ttlMs, false);
-      try {
-        await client.set(k, value, 'PX', Math.max(1, Math.floor(ttlMs)));
-      } catch (err) {
-        failed('judgments', err);
-        remember(k, value, ttlMs, false);
-      }
+      return guarded(
+        'judgments',
+        async () => {
+          await client.set(k, value, 'PX', Math.max(1, Math.floor(ttlMs)));
+        },
+        () => remember(k, value, ttlMs, false),
+      );
     },
   };
 
@@ -359,16 +371,13 @@ export function createRedisState(options: RedisStateOptions): RedisState {
       done = true;
       held.delete(token);
       const ttl = storeTtlMs === undefined ? '0' : String(Math.max(1, Math.floor(storeTtlMs)));
-      if (!usable()) {
-        if (storeTtlMs !== undefined) remember(valueKey, value, storeTtlMs, false);
-        return;
-      }
-      try {
-        await run(COMPLETE, [valueKey, leaseKey], [holder, message, ttl, channel, value]);
-      } catch (err) {
-        failed('leases', err);
-        if (storeTtlMs !== undefined) remember(valueKey, value, storeTtlMs, false);
-      }
+      await guarded(
+        'leases',
+        () => run(COMPLETE, [valueKey, leaseKey], [holder, message, ttl, channel, value]),
+        () => {
+          if (storeTtlMs !== undefined) remember(valueKey, value, storeTtlMs, false);
+        },
+      );
     };
     return {
       complete: (value, storeTtlMs) => finish(`v${value}`, value, storeTtlMs),
@@ -436,14 +445,12 @@ export function createRedisState(options: RedisStateOptions): RedisState {
   const leases: LeaseStore = {
     async heldElsewhere(keys) {
       if (keys.length === 0) return [];
-      if (!usable()) return keys.map(() => false);
-      try {
-        const holders = await client.mget(keys.map((k) => `${prefix}l:${k}`));
-        return holders.map((h) => h !== null && h !== holder);
-      } catch (err) {
-        failed('leases', err);
-        return keys.map(() => false);
-      }
+      return guarded(
+        'leases',
+        async () =>
+          (await client.mget(keys.map((k) => `${prefix}l:${k}`))).map((h) => h !== null && h !== holder),
+        () => keys.map(() => false),
+      );
     },
     async acquire(key: string, opts: LeaseOptions): Promise<LeaseOutcome> {
       const { signal, deadline } = opts;
@@ -500,22 +507,22 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     buckets.flatMap((b) => [b.capacity, b.perMs, b.cost]);
 
   const buckets: BucketStore = {
-    async take(specs, maxWaitMs): Promise<BucketReservation> {
-      if (!usable()) return local.buckets.take(share(specs), maxWaitMs);
-      try {
-        const reply: unknown = await run(
-          BUCKETS,
-          specs.map((b) => `${prefix}b:${b.name}`),
-          [Number.isFinite(maxWaitMs) ? maxWaitMs : Number.MAX_SAFE_INTEGER, 'take', ...bucketArgs(specs)],
-        );
-        if (!Array.isArray(reply)) throw new Error('unexpected bucket reply');
-        const taken: unknown = reply[0];
-        const wait: unknown = reply[1];
-        return { taken: taken === 1, waitMs: Number(wait) };
-      } catch (err) {
-        failed('buckets', err);
-        return local.buckets.take(share(specs), maxWaitMs);
-      }
+    take(specs, maxWaitMs): Promise<BucketReservation> {
+      return guarded(
+        'buckets',
+        async () => {
+          const reply: unknown = await run(
+            BUCKETS,
+            specs.map((b) => `${prefix}b:${b.name}`),
+            [Number.isFinite(maxWaitMs) ? maxWaitMs : Number.MAX_SAFE_INTEGER, 'take', ...bucketArgs(specs)],
+          );
+          if (!Array.isArray(reply)) throw new Error('unexpected bucket reply');
+          const taken: unknown = reply[0];
+          const wait: unknown = reply[1];
+          return { taken: taken === 1, waitMs: Number(wait) };
+        },
+        () => local.buckets.take(share(specs), maxWaitMs),
+      );
     },
     async refund(specs) {
       if (!usable()) return local.buckets.refund(share(specs));
@@ -550,25 +557,23 @@ export function createRedisState(options: RedisStateOptions): RedisState {
         return local.idempotency.claim(id, value, ttlMs);
       }
     },
-    async get(id) {
-      if (!usable()) return local.idempotency.get(id);
-      try {
-        return (await client.get(`${prefix}i:${id}`)) ?? undefined;
-      } catch (err) {
-        failed('idempotency', err);
-        return local.idempotency.get(id);
-      }
+    get(id) {
+      return guarded(
+        'idempotency',
+        async () => (await client.get(`${prefix}i:${id}`)) ?? undefined,
+        () => local.idempotency.get(id),
+      );
     },
     async put(id, value, ttlMs) {
       const k = `${prefix}i:${id}`;
       await local.idempotency.put(id, value, ttlMs);
-      if (!usable()) return remember(k, value, ttlMs, false);
-      try {
-        await client.set(k, value, 'PX', Math.max(1, Math.floor(ttlMs)));
-      } catch (err) {
-        failed('idempotency', err);
-        remember(k, value, ttlMs, false);
-      }
+      return guarded(
+        'idempotency',
+        async () => {
+          await client.set(k, value, 'PX', Math.max(1, Math.floor(ttlMs)));
+        },
+        () => remember(k, value, ttlMs, false),
+      );
     },
   };
 
