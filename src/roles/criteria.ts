@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 
+import { replyFormat } from './common.js';
 import { fenceLines, staticFence } from './fence.js';
 import type { Criterion } from './types.js';
 
@@ -78,16 +79,7 @@ const RULES = [
 
 /** A comparative role's system prompt: its own text, the criterion, the shared rules, the reply format. */
 export function comparativeSystem(intro: string, criterion: Criterion, fields: readonly string[]): string {
-  return [
-    intro,
-    '',
-    `Criterion: ${CRITERION_TEXT[criterion]}`,
-    '',
-    RULES,
-    '',
-    'Reply with one JSON object and nothing else. Its fields, in this order:',
-    ...fields.map((f) => `- ${f}`),
-  ].join('\n');
+  return `${intro}\n\nCriterion: ${CRITERION_TEXT[criterion]}\n\n${RULES}\n\n${replyFormat(fields)}`;
 }
 
 export interface ComparativeSections {
