@@ -50,16 +50,10 @@ export const comparison = {
   jsonSchema: strictJsonSchema(ComparisonOutput),
   render: (ctx: PairContext) => ({
     system: COMPARISON_SYSTEM[ctx.criterion],
-    user: comparativeUser({
-      question: ctx.question,
-      groundTruth: ctx.groundTruth,
-      task: COMPARISON_TASK[ctx.criterion],
-      nonce: ctx.nonce,
-      candidates: [
-        { label: 'A', idea: ctx.a },
-        { label: 'B', idea: ctx.b },
-      ],
-    }),
+    user: comparativeUser(ctx, COMPARISON_TASK[ctx.criterion], [
+      { label: 'A', idea: ctx.a },
+      { label: 'B', idea: ctx.b },
+    ]),
   }),
 } satisfies ComparativeRole<typeof ComparisonOutput, PairContext>;
 
@@ -97,15 +91,12 @@ export const pick = {
   jsonSchema: strictJsonSchema(PickOutput),
   render: (ctx: PickContext) => ({
     system: PICK_SYSTEM[ctx.criterion],
-    user: comparativeUser({
-      question: ctx.question,
-      groundTruth: ctx.groundTruth,
-      task:
-        ctx.criterion === 'match'
-          ? "name the candidate whose core method is closest to the ground truth's core method."
-          : `name the candidate that is best on ${ctx.criterion}.`,
-      nonce: ctx.nonce,
-      candidates: ctx.candidates.map((idea, i) => ({ label: String(i + 1), idea })),
-    }),
+    user: comparativeUser(
+      ctx,
+      ctx.criterion === 'match'
+        ? "name the candidate whose core method is closest to the ground truth's core method."
+        : `name the candidate that is best on ${ctx.criterion}.`,
+      ctx.candidates.map((idea, i) => ({ label: String(i + 1), idea })),
+    ),
   }),
 } satisfies ComparativeRole<typeof PickOutput, PickContext>;

@@ -36,12 +36,10 @@ export const rating = {
   jsonSchema: strictJsonSchema(RatingOutput),
   render: (ctx: RatingContext) => ({
     system: RATING_SYSTEM[ctx.criterion],
-    user: comparativeUser({
-      question: ctx.question,
-      groundTruth: ctx.groundTruth,
-      task: `rate the candidate on ${ctx.criterion === 'match' ? 'closeness to the ground truth' : ctx.criterion} from 1 to 5.`,
-      nonce: ctx.nonce,
-      candidates: [{ label: 'idea', idea: ctx.idea }],
-    }),
+    user: comparativeUser(
+      ctx,
+      `rate the candidate on ${ctx.criterion === 'match' ? 'closeness to the ground truth' : ctx.criterion} from 1 to 5.`,
+      [{ label: 'idea', idea: ctx.idea }],
+    ),
   }),
 } satisfies ComparativeRole<typeof RatingOutput, RatingContext>;
