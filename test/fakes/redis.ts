@@ -5,11 +5,12 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { describe, it } from 'vitest';
+
+import { freePort } from '../../bench/procs.js';
 
 export const HAS_REDIS = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -44,19 +45,6 @@ export interface RedisServer {
   resume(): void;
   /** Kills it and removes its directory. */
   stop(): Promise<void>;
-}
-
-/** A free loopback port (bound and released; redis-server binds it right after). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function launch(port: number, dir: string): Promise<ChildProcess> {
