@@ -32,6 +32,7 @@ import {
   runScenario,
   startFake,
   startServer,
+  sumMetric,
   type BenchOptions,
   type ScenarioResult,
   type Server,
@@ -297,9 +298,7 @@ async function replicaRun(redis: RedisServer, index: number, corpus: Corpus): Pr
   let fallbacks = 0;
   for (const server of [a, b]) {
     const text = await (await fetch(`${server.url}/metrics`)).text();
-    for (const line of text.split('\n')) {
-      if (line.startsWith('reward_shared_state_errors_total{')) fallbacks += Number(line.split(' ').pop());
-    }
+    fallbacks += sumMetric(text, 'reward_shared_state_errors_total');
   }
   // (2) a burst of duplicates split across A and B, on fresh replicas and a fresh key namespace (the
   // corpus wraps around, so these rollouts may repeat judgments of (1))
