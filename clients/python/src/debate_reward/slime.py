@@ -18,9 +18,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence
 from urllib.parse import urlencode
 
 from .aio import AsyncRewardClient
+from .client import SCHEDULES
 from .errors import RewardProtocolError
-
-SCHEDULES = ("all_pairs", "circular", "swiss")
 
 
 def group_body(samples: Sequence[Any]) -> Dict[str, Any]:
