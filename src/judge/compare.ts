@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { RewardError, type ErrorCode } from '../errors.js';
 import { COMPARATIVE_PROMPT_VERSION, comparison, pick, rating } from '../roles/index.js';
 import type { ComparativeContext, Criterion } from '../roles/types.js';
-import { askStructured, type AskResult } from './ask.js';
+import { askStructured, type AskCost, type AskResult } from './ask.js';
 import { addKnown } from './calls.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
 import { nextNonce } from './nonce.js';
@@ -175,7 +175,11 @@ function failureOf(
   return { status: 'judge_error', error: failed, reason: failed.message };
 }
 
-function addCost(usage: Usage, r: AskResult<unknown>): void {
+/** Adds one ask's (or one vote's) cost to a unit's usage. */
+function addCost(
+  usage: Usage,
+  r: Pick<AskCost, 'calls' | 'promptTokens' | 'completionTokens' | 'cachedPromptTokens'>,
+): void {
   usage.calls += r.calls;
   usage.promptTokens += r.promptTokens;
   usage.completionTokens += r.completionTokens;
@@ -284,12 +288,7 @@ export async function comparePair(
     }
     const votes = await Promise.all(asks);
     const usage = noUsage();
-    for (const v of votes) {
-      usage.calls += v.calls;
-      usage.promptTokens += v.promptTokens;
-      usage.completionTokens += v.completionTokens;
-      usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, v.cachedPromptTokens);
-    }
+    for (const v of votes) addCost(usage, v);
     const failed = firstFailure;
     if (failed !== undefined) {
       return {
