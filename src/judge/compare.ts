@@ -56,26 +56,18 @@ export interface PairInput extends Shared {
 /** Which candidate of a pair is better: `a`, `b`, or a tie. */
 export type Preference = 'a' | 'b' | 'tie';
 
-/** One judge's answer in one order, mapped back to the candidates. */
-export interface OrderVote {
+/** One judge's answer in one order, mapped back to the candidates, with what its ask cost. */
+export interface OrderVote extends AskCost {
   /** `ab`: a shown as A; `ba`: b shown as A. */
   order: 'ab' | 'ba';
   judge: number;
   nodeId: string;
-  model: string;
   /** As answered, in the shown positions; null when the call failed. */
   winner: 'A' | 'B' | 'tie' | null;
   preference: Preference | null;
   margin: string | null;
   confidence: number | null;
   reasoning: string | null;
-  calls: number;
-  attempts: number;
-  reasks: number;
-  promptTokens: number;
-  completionTokens: number;
-  cachedPromptTokens: number | null;
-  latencyMs: number;
   error?: { code: ErrorCode; message: string } | undefined;
 }
 
