@@ -14,9 +14,17 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 
+import type { z } from 'zod';
+
 import { RewardError, type ErrorCode } from '../errors.js';
 import { COMPARATIVE_PROMPT_VERSION, comparison, pick, rating } from '../roles/index.js';
-import type { ComparativeContext, Criterion } from '../roles/types.js';
+import type {
+  ComparativeContext,
+  ComparativeRole,
+  Criterion,
+  PickContext,
+  RatingContext,
+} from '../roles/types.js';
 import { askStructured, type AskCost, type AskResult } from './ask.js';
 import { addKnown } from './calls.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
@@ -176,6 +184,43 @@ function addCost(
   usage.promptTokens += r.promptTokens;
   usage.completionTokens += r.completionTokens;
   usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, r.cachedPromptTokens);
+}
+
+/**
+ * The one call of a single-call unit (a rating, a pick) in its own scope, routed by the role's name at
+ * temperature 0: the call's usage, and its value or the unit's failure.
+ */
+async function askAlone<T, C extends RatingContext | PickContext>(
+  role: ComparativeRole<z.ZodType<T>, C>,
+  context: C,
+  options: ComparativeOptions,
+  check?: (value: T) => string | null,
+): Promise<
+  | { usage: Usage; value: T; failure?: undefined }
+  | { usage: Usage; value?: undefined; failure: Pick<UnitBase, 'status' | 'error' | 'reason'> }
+> {
+  const scope = unitScope(options);
+  try {
+    const r = await askStructured(
+      {
+        role: role.name,
+        nodeId: role.name,
+        route: options.router.route({ id: role.name, role: role.name }),
+        prompt: role.render(context),
+        schema: role.output,
+        jsonSchema: role.jsonSchema,
+        context,
+        temperature: 0,
+        check,
+      },
+      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+    );
+    const usage = noUsage();
+    addCost(usage, r);
+    return r.ok ? { usage, value: r.value } : { usage, failure: failureOf(r.error, scope, options) };
+  } finally {
+    scope.end();
+  }
 }
 
 /** Plurality of one order's votes; a split (or no vote) is a tie. */
@@ -371,45 +416,27 @@ export async function rateIdea(input: RatingInput, options: ComparativeOptions):
       latencyMs: 0,
     };
   }
-  const scope = unitScope(options);
-  try {
-    const context: ComparativeContext = {
-      kind: 'rating',
-      question: input.question,
-      groundTruth: input.groundTruth,
-      criterion: input.criterion,
-      nonce: options.nonce ?? nextNonce(),
-      idea: input.idea,
-    };
-    const r = await askStructured(
-      {
-        role: rating.name,
-        nodeId: rating.name,
-        route: options.router.route({ id: rating.name, role: rating.name }),
-        prompt: rating.render(context),
-        schema: rating.output,
-        jsonSchema: rating.jsonSchema,
-        context,
-        temperature: 0,
-      },
-      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
-    );
-    const usage = noUsage();
-    addCost(usage, r);
-    const latencyMs = performance.now() - started;
-    if (!r.ok)
-      return {
-        ...base,
-        ...failureOf(r.error, scope, options),
-        usage,
-        score: null,
-        reasoning: null,
-        latencyMs,
-      };
-    return { ...base, status: 'ok', usage, score: r.value.score, reasoning: r.value.reasoning, latencyMs };
-  } finally {
-    scope.end();
+  const context: RatingContext = {
+    kind: 'rating',
+    question: input.question,
+    groundTruth: input.groundTruth,
+    criterion: input.criterion,
+    nonce: options.nonce ?? nextNonce(),
+    idea: input.idea,
+  };
+  const r = await askAlone(rating, context, options);
+  const latencyMs = performance.now() - started;
+  if (r.failure !== undefined) {
+    return { ...base, ...r.failure, usage: r.usage, score: null, reasoning: null, latencyMs };
   }
+  return {
+    ...base,
+    status: 'ok',
+    usage: r.usage,
+    score: r.value.score,
+    reasoning: r.value.reasoning,
+    latencyMs,
+  };
 }
 
 /**
@@ -441,47 +468,28 @@ export async function pickBest(input: PickInput, options: ComparativeOptions): P
   if (shown.length === 1) {
     return { ...base, status: 'ok', best: shown[0] ?? null, reason: 'only one real candidate', latencyMs: 0 };
   }
-  const scope = unitScope(options);
-  try {
-    const context: ComparativeContext = {
-      kind: 'pick',
-      question: input.question,
-      groundTruth: input.groundTruth,
-      criterion: input.criterion,
-      nonce: options.nonce ?? nextNonce(),
-      candidates: shown.map((i) => input.candidates[i] ?? ''),
-    };
-    const r = await askStructured(
-      {
-        role: pick.name,
-        nodeId: pick.name,
-        route: options.router.route({ id: pick.name, role: pick.name }),
-        prompt: pick.render(context),
-        schema: pick.output,
-        jsonSchema: pick.jsonSchema,
-        context,
-        temperature: 0,
-        check: (v) =>
-          v.best <= shown.length ? null : `best: must be a candidate number from 1 to ${shown.length}`,
-      },
-      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
-    );
-    const usage = noUsage();
-    addCost(usage, r);
-    const latencyMs = performance.now() - started;
-    if (!r.ok) return { ...base, ...failureOf(r.error, scope, options), usage, best: null, latencyMs };
-    return {
-      ...base,
-      status: 'ok',
-      usage,
-      best: shown[r.value.best - 1] ?? null,
-      confidence: r.value.confidence,
-      reasoning: r.value.reasoning,
-      latencyMs,
-    };
-  } finally {
-    scope.end();
-  }
+  const context: PickContext = {
+    kind: 'pick',
+    question: input.question,
+    groundTruth: input.groundTruth,
+    criterion: input.criterion,
+    nonce: options.nonce ?? nextNonce(),
+    candidates: shown.map((i) => input.candidates[i] ?? ''),
+  };
+  const r = await askAlone(pick, context, options, (v) =>
+    v.best <= shown.length ? null : `best: must be a candidate number from 1 to ${shown.length}`,
+  );
+  const latencyMs = performance.now() - started;
+  if (r.failure !== undefined) return { ...base, ...r.failure, usage: r.usage, best: null, latencyMs };
+  return {
+    ...base,
+    status: 'ok',
+    usage: r.usage,
+    best: shown[r.value.best - 1] ?? null,
+    confidence: r.value.confidence,
+    reasoning: r.value.reasoning,
+    latencyMs,
+  };
 }
 
 const flip = (p: Preference | null): Preference | null => (p === 'a' ? 'b' : p === 'b' ? 'a' : p);
