@@ -1,10 +1,10 @@
 /**
  * What the two callers of a backend (the graph executor `run.ts` and the comparative `ask.ts`) do alike
- * around one call: the failure an error stands for, the observer event of a call that threw, and the sum
- * of backend-reported counts.
+ * around one call: the failure an error stands for, the observer event of a call that threw or replied,
+ * and the sum of backend-reported counts.
  */
 import { RewardError, type ErrorCode } from '../errors.js';
-import type { JudgeObserver, Route } from './types.js';
+import type { CallEvent, JudgeObserver, LlmReply, Route } from './types.js';
 
 /** The code and message an error stands for: a RewardError's own, anything else RW_INTERNAL. */
 export function toFailure(err: unknown): { code: ErrorCode; message: string } {
@@ -29,6 +29,26 @@ export function observeFailedCall(
     promptTokens: 0,
     completionTokens: 0,
     cachedPromptTokens: null,
+  });
+}
+
+/** Reports a call that got a reply (parsed or not: `outcome` says) to the observer. */
+export function observeReply(
+  observer: JudgeObserver | undefined,
+  role: string,
+  route: Route,
+  outcome: CallEvent['outcome'],
+  reply: LlmReply,
+): void {
+  observer?.onCall?.({
+    role,
+    model: route.model,
+    backend: route.backend.name,
+    outcome,
+    latencyMs: reply.latencyMs,
+    promptTokens: reply.promptTokens,
+    completionTokens: reply.completionTokens,
+    cachedPromptTokens: reply.cachedPromptTokens ?? null,
   });
 }
 

@@ -8,7 +8,7 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
-import { addKnown, observeFailedCall, toFailure } from './calls.js';
+import { addKnown, observeFailedCall, observeReply, toFailure } from './calls.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -506,16 +506,8 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     exec.usage.cachedPromptTokens = addKnown(exec.usage.cachedPromptTokens, cached);
     const parsed = parseReply(reply.text, role.output);
     const truncated = !parsed.ok && reply.finishReason === 'length';
-    exec.options.observer?.onCall?.({
-      role: role.name,
-      model: route.model,
-      backend: route.backend.name,
-      outcome: parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE',
-      latencyMs: reply.latencyMs,
-      promptTokens: reply.promptTokens,
-      completionTokens: reply.completionTokens,
-      cachedPromptTokens: cached,
-    });
+    const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
+    observeReply(exec.options.observer, role.name, route, outcome, reply);
     if (parsed.ok) {
       exec.transcript.push(
         toMessage({
