@@ -26,7 +26,7 @@ import type {
   RatingContext,
 } from '../roles/types.js';
 import { askStructured, type AskCost, type AskResult } from './ask.js';
-import { addKnown } from './calls.js';
+import { addKnown, deadlineScope } from './calls.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
 import { nextNonce } from './nonce.js';
 import type { JudgeObserver, Router, Usage } from './types.js';
@@ -121,45 +121,14 @@ export interface PickJudgment extends UnitBase {
 
 const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });
 
-/**
- * The scope of one unit: a signal that aborts at the deadline (reason RW_JUDGE_TIMEOUT) or with the caller,
- * and `end()` which aborts whatever is still running (a failed call must not leave its siblings going).
- */
-function unitScope(options: ComparativeOptions): {
-  signal: AbortSignal;
-  timedOut: () => boolean;
-  end: () => void;
-} {
-  const controller = new AbortController();
-  let timedOut = false;
-  const onAbort = (): void => controller.abort(options.signal?.reason);
-  if (options.signal?.aborted === true) controller.abort(options.signal.reason);
-  else options.signal?.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(
-    () => {
-      timedOut = true;
-      controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
-    },
-    Math.max(0, options.deadline - Date.now()),
-  );
-  return {
-    signal: controller.signal,
-    timedOut: () => timedOut || Date.now() >= options.deadline,
-    end: () => {
-      clearTimeout(timer);
-      if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', 'unit ended'));
-      options.signal?.removeEventListener('abort', onAbort);
-    },
-  };
-}
-
 /** The status and error of a unit whose calls failed. */
 function failureOf(
   failed: { code: ErrorCode; message: string },
   scope: { timedOut: () => boolean },
   options: ComparativeOptions,
 ): Pick<UnitBase, 'status' | 'error' | 'reason'> {
-  if (scope.timedOut() && (failed.code === 'RW_JUDGE_TIMEOUT' || failed.code === 'RW_CALL_CANCELLED')) {
+  const timedOut = scope.timedOut() || Date.now() >= options.deadline;
+  if (timedOut && (failed.code === 'RW_JUDGE_TIMEOUT' || failed.code === 'RW_CALL_CANCELLED')) {
     return {
       status: 'timeout',
       error: { code: 'RW_JUDGE_TIMEOUT', message: 'request deadline reached before the comparison finished' },
@@ -199,7 +168,7 @@ async function askAlone<T, C extends RatingContext | PickContext>(
   | { usage: Usage; value: T; failure?: undefined }
   | { usage: Usage; value?: undefined; failure: Pick<UnitBase, 'status' | 'error' | 'reason'> }
 > {
-  const scope = unitScope(options);
+  const scope = deadlineScope(options, 'unit ended');
   try {
     const r = await askStructured(
       {
@@ -278,7 +247,7 @@ export async function comparePair(
       latencyMs: performance.now() - started,
     };
   }
-  const scope = unitScope(options);
+  const scope = deadlineScope(options, 'unit ended');
   const nonce = options.nonce ?? nextNonce();
   try {
     const asks: Array<Promise<OrderVote>> = [];
