@@ -105,19 +105,9 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     cost.completionTokens += reply.completionTokens;
     cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, reply.cachedPromptTokens ?? null);
     const parsed = parseReply(reply.text, spec.schema);
-    let problem = parsed.ok ? null : parsed.error;
-    let value: T | undefined;
-    if (parsed.ok) {
-      const check = spec.schema.safeParse(parsed.value);
-      if (check.success) {
-        value = check.data;
-        problem = spec.check?.(check.data) ?? null;
-      } else {
-        problem = 'reply does not match the schema';
-      }
-    }
+    const problem = parsed.ok ? (spec.check?.(parsed.value) ?? null) : parsed.error;
     observeReply(options.observer, spec.role, route, problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE', reply);
-    if (problem === null && value !== undefined) return { ok: true, value, ...done() };
+    if (parsed.ok && problem === null) return { ok: true, value: parsed.value, ...done() };
     if (ask >= MAX_REASKS) {
       return {
         ok: false,
