@@ -8,7 +8,7 @@ import type { z } from 'zod';
 
 import type { ErrorCode } from '../errors.js';
 import type { ComparativeContext, RenderedPrompt } from '../roles/types.js';
-import { addKnown, observeFailedCall, toFailure } from './calls.js';
+import { addKnown, observeFailedCall, observeReply, toFailure } from './calls.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type { ChatMessage, JudgeObserver, Route } from './types.js';
 
@@ -103,31 +103,11 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     cost.attempts += reply.attempts;
     cost.promptTokens += reply.promptTokens;
     cost.completionTokens += reply.completionTokens;
-    const cached = reply.cachedPromptTokens ?? null;
-    cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, cached);
+    cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, reply.cachedPromptTokens ?? null);
     const parsed = parseReply(reply.text, spec.schema);
-    let problem = parsed.ok ? null : parsed.error;
-    let value: T | undefined;
-    if (parsed.ok) {
-      const check = spec.schema.safeParse(parsed.value);
-      if (check.success) {
-        value = check.data;
-        problem = spec.check?.(check.data) ?? null;
-      } else {
-        problem = 'reply does not match the schema';
-      }
-    }
-    options.observer?.onCall?.({
-      role: spec.role,
-      model: route.model,
-      backend: route.backend.name,
-      outcome: problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE',
-      latencyMs: reply.latencyMs,
-      promptTokens: reply.promptTokens,
-      completionTokens: reply.completionTokens,
-      cachedPromptTokens: cached,
-    });
-    if (problem === null && value !== undefined) return { ok: true, value, ...done() };
+    const problem = parsed.ok ? (spec.check?.(parsed.value) ?? null) : parsed.error;
+    observeReply(options.observer, spec.role, route, problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE', reply);
+    if (parsed.ok && problem === null) return { ok: true, value: parsed.value, ...done() };
     if (ask >= MAX_REASKS) {
       return {
         ok: false,

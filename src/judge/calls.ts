@@ -1,10 +1,11 @@
 /**
  * What the two callers of a backend (the graph executor `run.ts` and the comparative `ask.ts`) do alike
- * around one call: the failure an error stands for, the observer event of a call that threw, and the sum
- * of backend-reported counts.
+ * around one call: the failure an error stands for, the observer event of a call that threw or replied,
+ * and the sum of backend-reported counts; and the deadline-and-abort scope a judgment (`run.ts`) or a
+ * comparative unit (`compare.ts`) runs its calls in.
  */
 import { RewardError, type ErrorCode } from '../errors.js';
-import type { JudgeObserver, Route } from './types.js';
+import type { CallEvent, JudgeObserver, LlmReply, Route } from './types.js';
 
 /** The code and message an error stands for: a RewardError's own, anything else RW_INTERNAL. */
 export function toFailure(err: unknown): { code: ErrorCode; message: string } {
@@ -32,6 +33,63 @@ export function observeFailedCall(
   });
 }
 
+/** Reports a call that got a reply (parsed or not: `outcome` says) to the observer. */
+export function observeReply(
+  observer: JudgeObserver | undefined,
+  role: string,
+  route: Route,
+  outcome: CallEvent['outcome'],
+  reply: LlmReply,
+): void {
+  observer?.onCall?.({
+    role,
+    model: route.model,
+    backend: route.backend.name,
+    outcome,
+    latencyMs: reply.latencyMs,
+    promptTokens: reply.promptTokens,
+    completionTokens: reply.completionTokens,
+    cachedPromptTokens: reply.cachedPromptTokens ?? null,
+  });
+}
+
 /** A sum of backend-reported counts that is unknown (null) as soon as one term is. */
 export const addKnown = (sum: number | null, value: number | null): number | null =>
   sum === null || value === null ? null : sum + value;
+
+/**
+ * The scope of one judgment or comparative unit: a signal that aborts with the caller's signal, or at the
+ * deadline with RW_JUDGE_TIMEOUT (`deadline` is read again when the timer fires: a getter that moved it later
+ * re-arms the timer), and `end()`, which aborts whatever is still running with RW_CALL_CANCELLED (`ended` is
+ * its message) and unhooks the caller's signal. `timedOut()`: the deadline timer aborted the scope.
+ */
+export function deadlineScope(
+  options: { readonly deadline: number; readonly signal?: AbortSignal | undefined },
+  ended: string,
+): { signal: AbortSignal; timedOut: () => boolean; end: () => void } {
+  const controller = new AbortController();
+  let timedOut = false;
+  const onAbort = (): void => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted === true) controller.abort(options.signal.reason);
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  let timer: NodeJS.Timeout;
+  const onDeadline = (): void => {
+    const left = options.deadline - Date.now();
+    if (left > 0) {
+      timer = setTimeout(onDeadline, left);
+      return;
+    }
+    timedOut = true;
+    controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
+  };
+  timer = setTimeout(onDeadline, Math.max(0, options.deadline - Date.now()));
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut,
+    end: () => {
+      clearTimeout(timer);
+      if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', ended));
+      options.signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}

@@ -14,11 +14,19 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 
+import type { z } from 'zod';
+
 import { RewardError, type ErrorCode } from '../errors.js';
 import { COMPARATIVE_PROMPT_VERSION, comparison, pick, rating } from '../roles/index.js';
-import type { ComparativeContext, Criterion } from '../roles/types.js';
-import { askStructured, type AskResult } from './ask.js';
-import { addKnown } from './calls.js';
+import type {
+  ComparativeContext,
+  ComparativeRole,
+  Criterion,
+  PickContext,
+  RatingContext,
+} from '../roles/types.js';
+import { askStructured, type AskCost, type AskResult } from './ask.js';
+import { addKnown, deadlineScope } from './calls.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
 import { nextNonce } from './nonce.js';
 import type { JudgeObserver, Router, Usage } from './types.js';
@@ -56,26 +64,18 @@ export interface PairInput extends Shared {
 /** Which candidate of a pair is better: `a`, `b`, or a tie. */
 export type Preference = 'a' | 'b' | 'tie';
 
-/** One judge's answer in one order, mapped back to the candidates. */
-export interface OrderVote {
+/** One judge's answer in one order, mapped back to the candidates, with what its ask cost. */
+export interface OrderVote extends AskCost {
   /** `ab`: a shown as A; `ba`: b shown as A. */
   order: 'ab' | 'ba';
   judge: number;
   nodeId: string;
-  model: string;
   /** As answered, in the shown positions; null when the call failed. */
   winner: 'A' | 'B' | 'tie' | null;
   preference: Preference | null;
   margin: string | null;
   confidence: number | null;
   reasoning: string | null;
-  calls: number;
-  attempts: number;
-  reasks: number;
-  promptTokens: number;
-  completionTokens: number;
-  cachedPromptTokens: number | null;
-  latencyMs: number;
   error?: { code: ErrorCode; message: string } | undefined;
 }
 
@@ -121,45 +121,14 @@ export interface PickJudgment extends UnitBase {
 
 const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });
 
-/**
- * The scope of one unit: a signal that aborts at the deadline (reason RW_JUDGE_TIMEOUT) or with the caller,
- * and `end()` which aborts whatever is still running (a failed call must not leave its siblings going).
- */
-function unitScope(options: ComparativeOptions): {
-  signal: AbortSignal;
-  timedOut: () => boolean;
-  end: () => void;
-} {
-  const controller = new AbortController();
-  let timedOut = false;
-  const onAbort = (): void => controller.abort(options.signal?.reason);
-  if (options.signal?.aborted === true) controller.abort(options.signal.reason);
-  else options.signal?.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(
-    () => {
-      timedOut = true;
-      controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
-    },
-    Math.max(0, options.deadline - Date.now()),
-  );
-  return {
-    signal: controller.signal,
-    timedOut: () => timedOut || Date.now() >= options.deadline,
-    end: () => {
-      clearTimeout(timer);
-      if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', 'unit ended'));
-      options.signal?.removeEventListener('abort', onAbort);
-    },
-  };
-}
-
 /** The status and error of a unit whose calls failed. */
 function failureOf(
   failed: { code: ErrorCode; message: string },
   scope: { timedOut: () => boolean },
   options: ComparativeOptions,
 ): Pick<UnitBase, 'status' | 'error' | 'reason'> {
-  if (scope.timedOut() && (failed.code === 'RW_JUDGE_TIMEOUT' || failed.code === 'RW_CALL_CANCELLED')) {
+  const timedOut = scope.timedOut() || Date.now() >= options.deadline;
+  if (timedOut && (failed.code === 'RW_JUDGE_TIMEOUT' || failed.code === 'RW_CALL_CANCELLED')) {
     return {
       status: 'timeout',
       error: { code: 'RW_JUDGE_TIMEOUT', message: 'request deadline reached before the comparison finished' },
@@ -175,11 +144,52 @@ function failureOf(
   return { status: 'judge_error', error: failed, reason: failed.message };
 }
 
-function addCost(usage: Usage, r: AskResult<unknown>): void {
+/** Adds one ask's (or one vote's) cost to a unit's usage. */
+function addCost(
+  usage: Usage,
+  r: Pick<AskCost, 'calls' | 'promptTokens' | 'completionTokens' | 'cachedPromptTokens'>,
+): void {
   usage.calls += r.calls;
   usage.promptTokens += r.promptTokens;
   usage.completionTokens += r.completionTokens;
   usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, r.cachedPromptTokens);
+}
+
+/**
+ * The one call of a single-call unit (a rating, a pick) in its own scope, routed by the role's name at
+ * temperature 0: the call's usage, and its value or the unit's failure.
+ */
+async function askAlone<T, C extends RatingContext | PickContext>(
+  role: ComparativeRole<z.ZodType<T>, C>,
+  context: C,
+  options: ComparativeOptions,
+  check?: (value: T) => string | null,
+): Promise<
+  | { usage: Usage; value: T; failure?: undefined }
+  | { usage: Usage; value?: undefined; failure: Pick<UnitBase, 'status' | 'error' | 'reason'> }
+> {
+  const scope = deadlineScope(options, 'unit ended');
+  try {
+    const r = await askStructured(
+      {
+        role: role.name,
+        nodeId: role.name,
+        route: options.router.route({ id: role.name, role: role.name }),
+        prompt: role.render(context),
+        schema: role.output,
+        jsonSchema: role.jsonSchema,
+        context,
+        temperature: 0,
+        check,
+      },
+      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+    );
+    const usage = noUsage();
+    addCost(usage, r);
+    return r.ok ? { usage, value: r.value } : { usage, failure: failureOf(r.error, scope, options) };
+  } finally {
+    scope.end();
+  }
 }
 
 /** Plurality of one order's votes; a split (or no vote) is a tie. */
@@ -237,7 +247,7 @@ export async function comparePair(
       latencyMs: performance.now() - started,
     };
   }
-  const scope = unitScope(options);
+  const scope = deadlineScope(options, 'unit ended');
   const nonce = options.nonce ?? nextNonce();
   try {
     const asks: Array<Promise<OrderVote>> = [];
@@ -284,12 +294,7 @@ export async function comparePair(
     }
     const votes = await Promise.all(asks);
     const usage = noUsage();
-    for (const v of votes) {
-      usage.calls += v.calls;
-      usage.promptTokens += v.promptTokens;
-      usage.completionTokens += v.completionTokens;
-      usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, v.cachedPromptTokens);
-    }
+    for (const v of votes) addCost(usage, v);
     const failed = firstFailure;
     if (failed !== undefined) {
       return {
@@ -380,45 +385,27 @@ export async function rateIdea(input: RatingInput, options: ComparativeOptions):
       latencyMs: 0,
     };
   }
-  const scope = unitScope(options);
-  try {
-    const context: ComparativeContext = {
-      kind: 'rating',
-      question: input.question,
-      groundTruth: input.groundTruth,
-      criterion: input.criterion,
-      nonce: options.nonce ?? nextNonce(),
-      idea: input.idea,
-    };
-    const r = await askStructured(
-      {
-        role: rating.name,
-        nodeId: rating.name,
-        route: options.router.route({ id: rating.name, role: rating.name }),
-        prompt: rating.render(context),
-        schema: rating.output,
-        jsonSchema: rating.jsonSchema,
-        context,
-        temperature: 0,
-      },
-      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
-    );
-    const usage = noUsage();
-    addCost(usage, r);
-    const latencyMs = performance.now() - started;
-    if (!r.ok)
-      return {
-        ...base,
-        ...failureOf(r.error, scope, options),
-        usage,
-        score: null,
-        reasoning: null,
-        latencyMs,
-      };
-    return { ...base, status: 'ok', usage, score: r.value.score, reasoning: r.value.reasoning, latencyMs };
-  } finally {
-    scope.end();
+  const context: RatingContext = {
+    kind: 'rating',
+    question: input.question,
+    groundTruth: input.groundTruth,
+    criterion: input.criterion,
+    nonce: options.nonce ?? nextNonce(),
+    idea: input.idea,
+  };
+  const r = await askAlone(rating, context, options);
+  const latencyMs = performance.now() - started;
+  if (r.failure !== undefined) {
+    return { ...base, ...r.failure, usage: r.usage, score: null, reasoning: null, latencyMs };
   }
+  return {
+    ...base,
+    status: 'ok',
+    usage: r.usage,
+    score: r.value.score,
+    reasoning: r.value.reasoning,
+    latencyMs,
+  };
 }
 
 /**
@@ -450,47 +437,28 @@ export async function pickBest(input: PickInput, options: ComparativeOptions): P
   if (shown.length === 1) {
     return { ...base, status: 'ok', best: shown[0] ?? null, reason: 'only one real candidate', latencyMs: 0 };
   }
-  const scope = unitScope(options);
-  try {
-    const context: ComparativeContext = {
-      kind: 'pick',
-      question: input.question,
-      groundTruth: input.groundTruth,
-      criterion: input.criterion,
-      nonce: options.nonce ?? nextNonce(),
-      candidates: shown.map((i) => input.candidates[i] ?? ''),
-    };
-    const r = await askStructured(
-      {
-        role: pick.name,
-        nodeId: pick.name,
-        route: options.router.route({ id: pick.name, role: pick.name }),
-        prompt: pick.render(context),
-        schema: pick.output,
-        jsonSchema: pick.jsonSchema,
-        context,
-        temperature: 0,
-        check: (v) =>
-          v.best <= shown.length ? null : `best: must be a candidate number from 1 to ${shown.length}`,
-      },
-      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
-    );
-    const usage = noUsage();
-    addCost(usage, r);
-    const latencyMs = performance.now() - started;
-    if (!r.ok) return { ...base, ...failureOf(r.error, scope, options), usage, best: null, latencyMs };
-    return {
-      ...base,
-      status: 'ok',
-      usage,
-      best: shown[r.value.best - 1] ?? null,
-      confidence: r.value.confidence,
-      reasoning: r.value.reasoning,
-      latencyMs,
-    };
-  } finally {
-    scope.end();
-  }
+  const context: PickContext = {
+    kind: 'pick',
+    question: input.question,
+    groundTruth: input.groundTruth,
+    criterion: input.criterion,
+    nonce: options.nonce ?? nextNonce(),
+    candidates: shown.map((i) => input.candidates[i] ?? ''),
+  };
+  const r = await askAlone(pick, context, options, (v) =>
+    v.best <= shown.length ? null : `best: must be a candidate number from 1 to ${shown.length}`,
+  );
+  const latencyMs = performance.now() - started;
+  if (r.failure !== undefined) return { ...base, ...r.failure, usage: r.usage, best: null, latencyMs };
+  return {
+    ...base,
+    status: 'ok',
+    usage: r.usage,
+    best: shown[r.value.best - 1] ?? null,
+    confidence: r.value.confidence,
+    reasoning: r.value.reasoning,
+    latencyMs,
+  };
 }
 
 const flip = (p: Preference | null): Preference | null => (p === 'a' ? 'b' : p === 'b' ? 'a' : p);

@@ -18,11 +18,14 @@ import type { BucketSpec, BucketStore } from '../state/types.js';
 import type { ChatMessage } from './types.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
 
-export interface LimiterOptions {
+export interface LimiterOptions extends RateBucketOptions {
   /** The in-flight ceiling (JUDGE_MAX_INFLIGHT / `max_inflight`). */
   maxInflight: number;
   /** Adapt the limit below the ceiling (AIMD). Default off (the limit is `maxInflight`). */
   adaptive?: AdaptiveOptions | false | undefined;
+}
+
+export interface RateBucketOptions {
   /** Requests per minute; a burst of one second's worth (at least 1) is allowed. */
   rpm?: number | undefined;
   /** Tokens per minute (see `estimateTokens`); a burst of one second's worth is allowed. */
@@ -158,6 +161,52 @@ function heapPop(heap: Ticket[]): Ticket | undefined {
   return top;
 }
 
+/** RPM / TPM admission of one request; `take` waits (abortably, within the deadline) for its capacity. */
+export interface RateBuckets {
+  take(tokens: number, options: Pick<AcquireOptions, 'signal' | 'deadline'>): Promise<void>;
+}
+
+/**
+ * The RPM / TPM buckets of `options` (each a burst of one second's worth, at least 1, refilled
+ * continuously: see BucketStore); undefined when neither limit is set. Throws RW_JUDGE_TIMEOUT when the
+ * capacity comes too late for the deadline; a wait cut by the signal refunds its reservation.
+ */
+export function createRateBuckets(options: RateBucketOptions): RateBuckets | undefined {
+  if (options.rpm === undefined && options.tpm === undefined) return undefined;
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? abortableSleep;
+  const store = options.buckets ?? createLocalBuckets(now);
+  const bucketName = options.bucketName ?? 'backend';
+  const spec = (kind: string, perMinute: number | undefined): Omit<BucketSpec, 'cost'> | undefined =>
+    perMinute === undefined
+      ? undefined
+      : { name: `${bucketName}:${kind}`, capacity: Math.max(1, perMinute / 60), perMs: perMinute / 60_000 };
+  const rpm = spec('rpm', options.rpm);
+  const tpm = spec('tpm', options.tpm);
+  return {
+    async take(tokens, { signal, deadline }) {
+      const specs: BucketSpec[] = [];
+      if (rpm !== undefined) specs.push({ ...rpm, cost: 1 });
+      if (tpm !== undefined) specs.push({ ...tpm, cost: tokens });
+      const reservation = await store.take(specs, deadline - now());
+      if (!reservation.taken) {
+        throw new RewardError(
+          'RW_JUDGE_TIMEOUT',
+          `rate limit (rpm/tpm) leaves no capacity before the deadline (${Math.ceil(reservation.waitMs)} ms needed)`,
+        );
+      }
+      if (reservation.waitMs <= 0) return;
+      try {
+        await sleep(reservation.waitMs, signal);
+      } catch (error) {
+        // Refund: this reservation was not used.
+        await store.refund(specs);
+        throw error;
+      }
+    },
+  };
+}
+
 export function createLimiter(options: LimiterOptions): Limiter {
   const { maxInflight } = options;
   const now = options.now ?? Date.now;
@@ -179,16 +228,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   let previousMin = Infinity;
   let windowCount = 0;
   const slots = (): number => Math.max(1, Math.floor(limit));
-  const sleep = options.sleep ?? abortableSleep;
-  const store = options.buckets ?? createLocalBuckets(now);
-  const bucketName = options.bucketName ?? 'backend';
-  /** A burst of one second's worth (at least 1), refilled continuously (see BucketStore). */
-  const spec = (kind: string, perMinute: number | undefined): Omit<BucketSpec, 'cost'> | undefined =>
-    perMinute === undefined
-      ? undefined
-      : { name: `${bucketName}:${kind}`, capacity: Math.max(1, perMinute / 60), perMs: perMinute / 60_000 };
-  const rpm = spec('rpm', options.rpm);
-  const tpm = spec('tpm', options.tpm);
+  const buckets = createRateBuckets(options);
   let inflight = 0;
   // Waiters by id (delete on abort is O(1)); `order` ranks them by priority, then arrival.
   const waiters = new Map<number, Waiter>();
@@ -319,28 +359,6 @@ export function createLimiter(options: LimiterOptions): Limiter {
       signal.addEventListener('abort', onAbort, { once: true });
     });
 
-  const takeBuckets = async (tokens: number, { signal, deadline }: AcquireOptions): Promise<void> => {
-    if (rpm === undefined && tpm === undefined) return;
-    const specs: BucketSpec[] = [];
-    if (rpm !== undefined) specs.push({ ...rpm, cost: 1 });
-    if (tpm !== undefined) specs.push({ ...tpm, cost: tokens });
-    const reservation = await store.take(specs, deadline - now());
-    if (!reservation.taken) {
-      throw new RewardError(
-        'RW_JUDGE_TIMEOUT',
-        `rate limit (rpm/tpm) leaves no capacity before the deadline (${Math.ceil(reservation.waitMs)} ms needed)`,
-      );
-    }
-    if (reservation.waitMs <= 0) return;
-    try {
-      await sleep(reservation.waitMs, signal);
-    } catch (error) {
-      // Refund: this reservation was not used.
-      await store.refund(specs);
-      throw error;
-    }
-  };
-
   return {
     async acquire(tokens, acquireOptions) {
       if (acquireOptions.signal.aborted) throw abortError(acquireOptions.signal);
@@ -351,7 +369,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       }
       const releaseOnce = onceRelease();
       try {
-        await takeBuckets(tokens, acquireOptions);
+        await buckets?.take(tokens, acquireOptions);
       } catch (error) {
         releaseOnce();
         throw error;

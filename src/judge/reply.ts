@@ -11,10 +11,10 @@ export const MAX_REASKS = 1;
 /** How much of an invalid reply is echoed back in the re-ask. */
 const REASK_ECHO_CHARS = 2_000;
 
-export type ParsedReply = { ok: true; value: unknown } | { ok: false; error: string };
+export type ParsedReply<T = unknown> = { ok: true; value: T } | { ok: false; error: string };
 
 /** Strict JSON of the role's schema; a single ```json fenced block is tolerated (some servers add it). */
-export function parseReply(text: string, schema: z.ZodType): ParsedReply {
+export function parseReply<T>(text: string, schema: z.ZodType<T>): ParsedReply<T> {
   let body = text.trim();
   const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/.exec(body);
   if (fenced?.[1] !== undefined) body = fenced[1];

@@ -8,7 +8,7 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
-import { addKnown, observeFailedCall, toFailure } from './calls.js';
+import { addKnown, deadlineScope, observeFailedCall, observeReply, toFailure } from './calls.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -89,30 +89,15 @@ export async function runJudgment(
   if (!check.ok) return rejectedJudgment(graph, check.reason, performance.now() - started);
   if (graph.cascade !== undefined) return runCascade(graph, graph.cascade, input, options, started);
 
-  const controller = new AbortController();
-  let timedOut = false;
-  const onAbort = (): void => controller.abort(options.signal?.reason);
-  if (options.signal?.aborted === true) controller.abort(options.signal.reason);
-  else options.signal?.addEventListener('abort', onAbort, { once: true });
   const remainingMs = options.deadline - Date.now();
-  let timer: NodeJS.Timeout;
-  const onDeadline = (): void => {
-    const left = options.deadline - Date.now();
-    if (left > 0) {
-      timer = setTimeout(onDeadline, left);
-      return;
-    }
-    timedOut = true;
-    controller.abort(new RewardError('RW_JUDGE_TIMEOUT', 'request deadline reached'));
-  };
-  timer = setTimeout(onDeadline, Math.max(0, remainingMs));
+  const scope = deadlineScope(options, 'judgment ended');
 
   const exec: Execution = {
     graph,
     input,
     options,
     nonce: options.nonce ?? nextNonce(),
-    signal: controller.signal,
+    signal: scope.signal,
     transcript: [],
     usage: { calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 },
     startedAt: started,
@@ -169,7 +154,7 @@ export async function runJudgment(
     );
   } catch (err) {
     const failure = toFailure(err);
-    if (timedOut || (failure.code === 'RW_JUDGE_TIMEOUT' && Date.now() >= options.deadline)) {
+    if (scope.timedOut() || (failure.code === 'RW_JUDGE_TIMEOUT' && Date.now() >= options.deadline)) {
       return failedJudgment(
         graph,
         {
@@ -207,10 +192,8 @@ export async function runJudgment(
       spent(roundsUsed),
     );
   } finally {
-    clearTimeout(timer);
     // A failed node must not leave its siblings' calls (and retries) running after the judgment ended.
-    if (!controller.signal.aborted) controller.abort(new RewardError('RW_CALL_CANCELLED', 'judgment ended'));
-    options.signal?.removeEventListener('abort', onAbort);
+    scope.end();
   }
 }
 
@@ -506,16 +489,8 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     exec.usage.cachedPromptTokens = addKnown(exec.usage.cachedPromptTokens, cached);
     const parsed = parseReply(reply.text, role.output);
     const truncated = !parsed.ok && reply.finishReason === 'length';
-    exec.options.observer?.onCall?.({
-      role: role.name,
-      model: route.model,
-      backend: route.backend.name,
-      outcome: parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE',
-      latencyMs: reply.latencyMs,
-      promptTokens: reply.promptTokens,
-      completionTokens: reply.completionTokens,
-      cachedPromptTokens: cached,
-    });
+    const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
+    observeReply(exec.options.observer, role.name, route, outcome, reply);
     if (parsed.ok) {
       exec.transcript.push(
         toMessage({

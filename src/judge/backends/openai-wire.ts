@@ -221,21 +221,10 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
   const details = usage['prompt_tokens_details'];
   const cachedPromptTokens = isRecord(details) ? reported(details['cached_tokens']) : null;
   const model = typeof json['model'] === 'string' ? json['model'] : requestedModel;
-  // Out of budget before any content (e.g. a reasoning model spent it all thinking): a truncated reply.
-  if ((typeof content !== 'string' || content.trim() === '') && finish === 'length') {
-    return {
-      ok: true,
-      completion: {
-        text: '',
-        model,
-        promptTokens: count(usage['prompt_tokens']),
-        completionTokens: count(usage['completion_tokens']),
-        cachedPromptTokens,
-        finishReason: finish,
-      },
-    };
-  }
-  if (typeof content !== 'string' || content.trim() === '') {
+  const text = typeof content === 'string' && content.trim() !== '' ? content : '';
+  // No content is an error, unless the budget ran out before any (e.g. a reasoning model spent it all
+  // thinking): that is a truncated reply with empty text.
+  if (text === '' && finish !== 'length') {
     const refusal =
       isRecord(message) && typeof message['refusal'] === 'string'
         ? `; refusal: ${errorSnippet(message['refusal'])}`
@@ -245,7 +234,7 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
   return {
     ok: true,
     completion: {
-      text: content,
+      text,
       model,
       promptTokens: count(usage['prompt_tokens']),
       completionTokens: count(usage['completion_tokens']),

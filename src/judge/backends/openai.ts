@@ -13,7 +13,7 @@ import { Pool } from 'undici';
 
 import { RewardError, type ErrorCode } from '../../errors.js';
 import { replicaUrls, type BackendSettings } from '../../settings/routing-file.js';
-import { createLimiter, estimateTokens, type Limiter } from '../limiter.js';
+import { createLimiter, createRateBuckets, estimateTokens, type Limiter } from '../limiter.js';
 import {
   createBreaker,
   createReplicaPicker,
@@ -24,6 +24,7 @@ import {
 } from '../replicas.js';
 import { BACKEND_DEFAULTS } from '../../settings/defaults.js';
 import {
+  abortError,
   createRetryBudget,
   DEFAULT_RETRY_POLICY,
   parseRetryAfterMs,
@@ -177,19 +178,15 @@ export function createOpenAICompatibleBackend(
   if (urls.length === 0) throw new Error(`backend ${name}: no base_url`);
   const replicas = urls.map((url, index) => createReplica(url, index, urls, settings, options.breaker));
   // RPM / TPM are the provider's limits on the whole backend, not per replica.
-  const buckets =
-    settings.rpm === undefined && settings.tpm === undefined
-      ? undefined
-      : createLimiter({
-          maxInflight: Number.MAX_SAFE_INTEGER,
-          rpm: settings.rpm,
-          tpm: settings.tpm,
-          sleep: options.sleep,
-          // In-process, or shared through Redis by every worker and replica configured with this backend
-          // (the same name and endpoints).
-          buckets: options.buckets,
-          bucketName: `${name}@${urls.join(',')}`,
-        });
+  const buckets = createRateBuckets({
+    rpm: settings.rpm,
+    tpm: settings.tpm,
+    sleep: options.sleep,
+    // In-process, or shared through Redis by every worker and replica configured with this backend
+    // (the same name and endpoints).
+    buckets: options.buckets,
+    bucketName: `${name}@${urls.join(',')}`,
+  });
   const picker = createReplicaPicker(
     replicas.map((r) => r.url),
     replicas,
@@ -432,7 +429,10 @@ export function createOpenAICompatibleBackend(
           let outcome: ReplicaOutcome = 'aborted';
           let sentAt = Date.now();
           try {
-            if (buckets !== undefined) (await buckets.acquire(tokens, { signal, deadline }))();
+            if (buckets !== undefined) {
+              if (signal.aborted) throw abortError(signal);
+              await buckets.take(tokens, { signal, deadline });
+            }
             sentAt = Date.now();
             turn?.sent(sentAt);
             const completion = await attemptOnce(replica, key, request, deadline, signal, previous);
