@@ -397,3 +397,31 @@ export function overloadError(
     },
   });
 }
+
+/**
+ * Whole request or nothing, decided before any of its new units of `noun` (one shape each) starts. A
+ * request larger than the whole capacity could never be admitted (a retryable 503 would loop forever): a
+ * `400` that ends with `hint`. One that does not fit now is refused (`overloadError`).
+ */
+export function admitWhole(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  remainingMs: number,
+  noun: 'judgments' | 'comparisons',
+  hint: string,
+  reporting: RefusalReporting,
+): void {
+  const n = shapes.length;
+  const capacity = admission.maxConcurrent + admission.maxQueued;
+  if (n > capacity) {
+    throw new RewardError(
+      'RW_BAD_REQUEST',
+      `request needs ${n} new ${noun} but this server admits at most ${capacity} at once ` +
+        `(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): ${hint}`,
+      { details: { [`new_${noun}`]: n, capacity } },
+    );
+  }
+  if (n === 0) return;
+  const decision = admission.decide(shapes, remainingMs);
+  if (!decision.ok) throw overloadError(decision.refusal, n, noun, reporting);
+}

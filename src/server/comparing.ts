@@ -32,7 +32,7 @@ import {
 } from '../judge/tournament.js';
 import type { JudgeObserver, Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
-import { overloadError, type Admission, type Refusal, type WorkShape } from './admission.js';
+import { admitWhole, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
@@ -164,24 +164,15 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number): void => {
-    const capacity = admission.maxConcurrent + admission.maxQueued;
-    if (shapes.length > capacity) {
-      throw new RewardError(
-        'RW_BAD_REQUEST',
-        `request needs ${shapes.length} new comparisons but this server admits at most ${capacity} at once ` +
-          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): use a cheaper schedule or fewer candidates',
-        { details: { new_comparisons: shapes.length, capacity } },
-      );
-    }
-    if (shapes.length === 0) return;
-    const decision = admission.decide(shapes, deadline - Date.now());
-    if (decision.ok) return;
-    throw overloadError(decision.refusal, shapes.length, 'comparisons', {
-      metrics,
-      onRefusal: options.onRefusal,
-    });
-  };
+  const admit = (shapes: readonly WorkShape[], deadline: number): void =>
+    admitWhole(
+      admission,
+      shapes,
+      deadline - Date.now(),
+      'comparisons',
+      'use a cheaper schedule or fewer candidates',
+      { metrics, onRefusal: options.onRefusal },
+    );
 
   const computePair = async (
     input: PairInput,

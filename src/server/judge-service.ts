@@ -21,7 +21,7 @@ import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
 import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
-import { overloadError, type Admission, type Refusal, type Ticket } from './admission.js';
+import { admitWhole, overloadError, type Admission, type Refusal, type Ticket } from './admission.js';
 import {
   createIdempotencyRecords,
   itemsDigest,
@@ -398,21 +398,11 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const item = items[i];
       if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
     }
-    // A request larger than the whole capacity could never be admitted: a retryable 503 would loop forever.
-    const capacity = admission.maxConcurrent + admission.maxQueued;
-    if (graphs.length > capacity) {
-      throw new RewardError(
-        'RW_BAD_REQUEST',
-        `request needs ${graphs.length} new judgments but this server admits at most ${capacity} at once ` +
-          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): split it into smaller requests',
-        { details: { new_judgments: graphs.length, capacity } },
-      );
-    }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
-    if (graphs.length > 0) {
-      const decision = admission.decide(graphs, deadline - now());
-      if (!decision.ok) throw refuse(decision.refusal, graphs.length);
-    }
+    admitWhole(admission, graphs, deadline - now(), 'judgments', 'split it into smaller requests', {
+      metrics,
+      onRefusal: options.onRefusal,
+    });
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;
