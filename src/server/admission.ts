@@ -310,6 +310,32 @@ export class Admission {
     });
   }
 
+  /**
+   * One admitted unit of work under its `ticket`: waits for a run slot, runs `work` in it, then `after`
+   * outside it (metrics, transcripts). The ticket ends once both did, any way, with the calls `work` made.
+   */
+  async run<T extends { usage: { calls: number } }, R>(
+    ticket: Ticket,
+    signal: AbortSignal,
+    work: () => Promise<T>,
+    after: (result: T) => R | Promise<R>,
+  ): Promise<R> {
+    let calls: number | undefined;
+    try {
+      const release = await this.acquire(signal);
+      let result: T;
+      try {
+        result = await work();
+      } finally {
+        release();
+      }
+      calls = result.usage.calls;
+      return await after(result);
+    } finally {
+      ticket.done(calls);
+    }
+  }
+
   /** Calls/s over the part of the window in which the server stayed backlogged, when long enough. */
   #measuredDrain(now: number): number | undefined {
     if (this.#busySince === undefined) return undefined;

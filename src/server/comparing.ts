@@ -174,42 +174,35 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       { metrics, onRefusal: options.onRefusal },
     );
 
-  const computePair = async (
+  const computePair = (
     input: PairInput,
     judges: number,
     signal: AbortSignal,
     deadline: number,
     requestId: string | undefined,
-  ): Promise<Stored> => {
-    const ticket = admission.admit(pairShape(judges));
-    let calls: number | undefined;
-    try {
-      const release = await admission.acquire(signal);
-      let judgment: PairJudgment;
-      try {
-        judgment = await comparePair(input, {
+  ): Promise<Stored> =>
+    admission.run(
+      admission.admit(pairShape(judges)),
+      signal,
+      () =>
+        comparePair(input, {
           router,
           deadline,
           signal,
           observer,
           judges,
           limits: options.candidateLimits,
-        });
-      } finally {
-        release();
-      }
-      calls = judgment.usage.calls;
-      metrics.observeComparison(input.criterion, judgment);
-      const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
-      if (transcripts !== undefined)
-        await transcripts.write(
-          toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
-        );
-      return stored;
-    } finally {
-      ticket.done(calls);
-    }
-  };
+        }),
+      async (judgment) => {
+        metrics.observeComparison(input.criterion, judgment);
+        const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
+        if (transcripts !== undefined)
+          await transcripts.write(
+            toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
+          );
+        return stored;
+      },
+    );
 
   const tournaments: ComparisonService['tournaments'] = async (groups, request) => {
     const keyed = groups.map((group) => (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
@@ -317,29 +310,20 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       const flight = own
         ? cache.run(
             key,
-            async (signal): Promise<Stored> => {
-              const ticket = admission.admit(PICK_SHAPE);
-              let calls: number | undefined;
-              try {
-                const release = await admission.acquire(signal);
-                let judgment: PickJudgment;
-                try {
-                  judgment = await pickBest(input, {
+            (signal) =>
+              admission.run(
+                admission.admit(PICK_SHAPE),
+                signal,
+                () =>
+                  pickBest(input, {
                     router,
                     deadline: scopeIn.deadline,
                     signal,
                     observer,
                     limits: options.candidateLimits,
-                  });
-                } finally {
-                  release();
-                }
-                calls = judgment.usage.calls;
-                return { id: randomUUID(), kind: 'pick', judgment };
-              } finally {
-                ticket.done(calls);
-              }
-            },
+                  }),
+                (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
+              ),
             scope.signal,
           )
         : cache.join(key, scope.signal);

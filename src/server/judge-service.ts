@@ -286,19 +286,18 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   };
 
   /** Wait for a run slot, run, count, write the transcript. */
-  const computeHere = async (
+  const computeHere = (
     item: JudgeItem,
     signal: AbortSignal,
     deadline: { at: number },
     ticket: Ticket,
     requestId: string | undefined,
-  ): Promise<StoredJudgment> => {
-    let calls: number | undefined;
-    try {
-      const release = await admission.acquire(signal);
-      let judgment: Judgment;
-      try {
-        judgment = await runJudgment(item.graph.graph, item.input, {
+  ): Promise<StoredJudgment> =>
+    admission.run(
+      ticket,
+      signal,
+      () =>
+        runJudgment(item.graph.graph, item.input, {
           router,
           // Read again by the engine whenever it needs it: a joining retry moves it later.
           get deadline() {
@@ -307,22 +306,17 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           signal,
           observer,
           limits: options.candidateLimits,
-        });
-      } finally {
-        release();
-      }
-      calls = judgment.usage.calls;
-      metrics.observeJudgment(item.graph.label, judgment);
-      const stored: StoredJudgment = { id: randomUUID(), judgment };
-      if (transcripts !== undefined)
-        await transcripts.write(
-          toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
-        );
-      return stored;
-    } finally {
-      ticket.done(calls);
-    }
-  };
+        }),
+      async (judgment) => {
+        metrics.observeJudgment(item.graph.label, judgment);
+        const stored: StoredJudgment = { id: randomUUID(), judgment };
+        if (transcripts !== undefined)
+          await transcripts.write(
+            toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
+          );
+        return stored;
+      },
+    );
 
   const refuse = (refusal: Refusal, n: number): RewardError =>
     overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
