@@ -22,6 +22,7 @@
  */
 import { RewardError, toError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
+import type { JudgeObserver } from '../judge/types.js';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -385,6 +386,20 @@ export class Admission {
       drainCallsPerS: this.drainCallsPerS(),
     });
   }
+}
+
+/** What a serving service observes of its backend calls: each feeds the metrics and the drain rate. */
+export function callObserver(
+  metrics: Pick<Metrics, 'observeCall' | 'observeRetry'>,
+  admission: Admission,
+): JudgeObserver {
+  return {
+    onCall: (event) => {
+      metrics.observeCall(event);
+      admission.recordCall(event.latencyMs);
+    },
+    onRetry: (event) => metrics.observeRetry(event),
+  };
 }
 
 /** Where a refusal is reported: `reward_admission_refusals_total` and the app's rate-limited log line. */

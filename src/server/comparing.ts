@@ -30,9 +30,9 @@ import {
   type PlayedPair,
   type Schedule,
 } from '../judge/tournament.js';
-import type { JudgeObserver, Router } from '../judge/types.js';
+import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
-import { admitWhole, type Admission, type Refusal, type WorkShape } from './admission.js';
+import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
@@ -150,13 +150,7 @@ function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgmen
 export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<Stored>({ maxEntries: options.cacheSize, isCacheable });
-  const observer: JudgeObserver = {
-    onCall: (event) => {
-      metrics.observeCall(event);
-      admission.recordCall(event.latencyMs);
-    },
-    onRetry: (event) => metrics.observeRetry(event),
-  };
+  const observer = callObserver(metrics, admission);
   const lookups = {
     hit: metrics.comparisonCacheLookups.labels('hit'),
     coalesced: metrics.comparisonCacheLookups.labels('coalesced'),

@@ -20,8 +20,15 @@ import type { CompiledGraph } from '../judge/graph.js';
 import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
-import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
-import { admitWhole, overloadError, type Admission, type Refusal, type Ticket } from './admission.js';
+import type { Judgment, JudgmentInput, Router } from '../judge/types.js';
+import {
+  admitWhole,
+  callObserver,
+  overloadError,
+  type Admission,
+  type Refusal,
+  type Ticket,
+} from './admission.js';
 import {
   createIdempotencyRecords,
   itemsDigest,
@@ -183,13 +190,7 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
-  const observer: JudgeObserver = {
-    onCall: (event) => {
-      metrics.observeCall(event);
-      admission.recordCall(event.latencyMs);
-    },
-    onRetry: (event) => metrics.observeRetry(event),
-  };
+  const observer = callObserver(metrics, admission);
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
   const miss = metrics.cacheLookups.labels('miss');
