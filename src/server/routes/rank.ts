@@ -24,7 +24,7 @@ import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import type { Criterion } from '../../roles/types.js';
 import type { ComparedPair, TournamentGroup } from '../comparing.js';
 import { requestScope, type ServerContext } from '../context.js';
-import type { UsageJson } from '../results.js';
+import { usageOf, type UsageJson } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
 import { candidateFromQuery, labelParts, questionFromMessages } from './adapters.js';
@@ -46,22 +46,6 @@ interface Ranked {
 /** LLM calls a schedule plans for G candidates (both orders, `judges` per order). */
 export function plannedCalls(schedule: Schedule, g: number, judges: number): number {
   return plannedPairs(schedule, g) * 2 * judges;
-}
-
-function usageOf(played: ReadonlyArray<PlayedPair<ComparedPair>>): UsageJson {
-  const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 };
-  for (const p of played) {
-    if (p.result.cached) continue;
-    const u = p.result.judgment.usage;
-    usage.calls += u.calls;
-    usage.prompt_tokens += u.promptTokens;
-    usage.completion_tokens += u.completionTokens;
-    usage.cached_prompt_tokens =
-      usage.cached_prompt_tokens === null || u.cachedPromptTokens === null
-        ? null
-        : usage.cached_prompt_tokens + u.cachedPromptTokens;
-  }
-  return usage;
 }
 
 const round6 = (x: number | null): number | null => (x === null ? null : Math.round(x * 1e6) / 1e6);
@@ -191,7 +175,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     if (ranked === undefined) throw new Error('rank produced no group');
     return {
       ...rankJson(ranked, body.include_transcripts ?? false),
-      ...meta(usageOf(ranked.played), body.request_id),
+      ...meta(usageOf(ranked.played.map((p) => p.result)), body.request_id),
     };
   });
 
@@ -214,10 +198,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         criterion: body.criterion,
         reason: real ? 'single candidate' : 'the only candidate is degenerate',
         calls: 0,
-        ...meta(
-          { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 },
-          body.request_id,
-        ),
+        ...meta(usageOf([]), body.request_id),
       };
     }
     if (body.method === 'pick') {
@@ -235,17 +216,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         pick_id: picked.pickId,
         ...(j.reason === undefined ? {} : { reason: j.reason }),
         ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
-        ...meta(
-          picked.cached
-            ? { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 }
-            : {
-                calls: j.usage.calls,
-                prompt_tokens: j.usage.promptTokens,
-                completion_tokens: j.usage.completionTokens,
-                cached_prompt_tokens: j.usage.cachedPromptTokens,
-              },
-          body.request_id,
-        ),
+        ...meta(usageOf([picked]), body.request_id),
       };
     }
     const group: RankGroup = {
@@ -274,7 +245,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       comparisons: full.comparisons,
       calls: full.calls,
       position_bias: full.position_bias,
-      ...meta(usageOf(ranked.played), body.request_id),
+      ...meta(usageOf(ranked.played.map((p) => p.result)), body.request_id),
     };
   });
 
