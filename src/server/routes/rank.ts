@@ -6,7 +6,7 @@
  * - POST /get_reward/rank  OpenRLHF group adapter (its /get_reward body; rollouts grouped by prompt and label);
  * - POST /slime/rank       slime `--group-rm` adapter (`{samples: [{prompt, response, label}]}`).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 
 import { RewardError } from '../../errors.js';
 import { checkCandidate } from '../../judge/degenerate.js';
@@ -324,6 +324,23 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     );
   };
 
+  /**
+   * A group adapter's rollouts grouped, ranked and answered per rollout; without FAILURE_REWARD a rollout
+   * with no successful comparison fails the request, with it `fallback` stands in for its reward.
+   */
+  const rankRollouts = async (
+    route: string,
+    items: Parameters<typeof toGroups>[0],
+    query: Parameters<typeof toGroups>[1],
+    reply: FastifyReply,
+  ) => {
+    const { groups, where } = toGroups(items, query);
+    const ranked = await rankGroups(route, groups, requestScope(ctx, reply));
+    const out = perItem(ranked, where);
+    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
+    return { ranked, out, fallback: config.failureReward ?? 0 };
+  };
+
   app.post('/get_reward/rank', async (request, reply) => {
     const query = parseOr400(schemas.GroupQuery, request.query, 'query string');
     const body = parseOr400(schemas.OpenRlhf, request.body);
@@ -337,11 +354,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: candidateFromQuery(q, prompt),
       };
     });
-    const { groups, where } = toGroups(items, query);
-    const ranked = await rankGroups('/get_reward/rank', groups, requestScope(ctx, reply));
-    const out = perItem(ranked, where);
-    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
-    const fallback = config.failureReward ?? 0;
+    const { out, fallback } = await rankRollouts('/get_reward/rank', items, query, reply);
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       scores: out.map((o) => round6(o.score) ?? fallback),
@@ -367,11 +380,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: stripChatTokens(sample.response),
       };
     });
-    const { groups, where } = toGroups(items, query);
-    const ranked = await rankGroups('/slime/rank', groups, requestScope(ctx, reply));
-    const out = perItem(ranked, where);
-    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
-    const fallback = config.failureReward ?? 0;
+    const { ranked, out, fallback } = await rankRollouts('/slime/rank', items, query, reply);
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       results: out.map((o) => ({
