@@ -199,13 +199,25 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     );
 
   const tournaments: ComparisonService['tournaments'] = async (groups, request) => {
-    const keyed = groups.map((group) => (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
-      const c = canonicalPair({
-        ...group.shared,
-        a: group.candidates[p.i] ?? '',
-        b: group.candidates[p.j] ?? '',
-      });
-      return { ...c, key: comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges }) };
+    // Each pair's canonical input and key, hashed once: fixed schedules key every pair when planning and
+    // again when playing it.
+    const keyed = groups.map((group) => {
+      const g = group.candidates.length;
+      const known = new Map<number, { input: PairInput; swapped: boolean; key: string }>();
+      return (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
+        const at = p.i * g + p.j;
+        let k = known.get(at);
+        if (k === undefined) {
+          const c = canonicalPair({
+            ...group.shared,
+            a: group.candidates[p.i] ?? '',
+            b: group.candidates[p.j] ?? '',
+          });
+          k = { ...c, key: comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges }) };
+          known.set(at, k);
+        }
+        return k;
+      };
     });
     // Fixed schedules: exactly the comparisons this request would start; Swiss: its most pairs.
     const shapes: WorkShape[] = [];
