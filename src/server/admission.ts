@@ -22,6 +22,7 @@
  */
 import { RewardError, toError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
+import type { JudgeObserver } from '../judge/types.js';
 import type { Metrics } from './metrics.js';
 
 /**
@@ -310,6 +311,32 @@ export class Admission {
     });
   }
 
+  /**
+   * One admitted unit of work under its `ticket`: waits for a run slot, runs `work` in it, then `after`
+   * outside it (metrics, transcripts). The ticket ends once both did, any way, with the calls `work` made.
+   */
+  async run<T extends { usage: { calls: number } }, R>(
+    ticket: Ticket,
+    signal: AbortSignal,
+    work: () => Promise<T>,
+    after: (result: T) => R | Promise<R>,
+  ): Promise<R> {
+    let calls: number | undefined;
+    try {
+      const release = await this.acquire(signal);
+      let result: T;
+      try {
+        result = await work();
+      } finally {
+        release();
+      }
+      calls = result.usage.calls;
+      return await after(result);
+    } finally {
+      ticket.done(calls);
+    }
+  }
+
   /** Calls/s over the part of the window in which the server stayed backlogged, when long enough. */
   #measuredDrain(now: number): number | undefined {
     if (this.#busySince === undefined) return undefined;
@@ -361,6 +388,20 @@ export class Admission {
   }
 }
 
+/** What a serving service observes of its backend calls: each feeds the metrics and the drain rate. */
+export function callObserver(
+  metrics: Pick<Metrics, 'observeCall' | 'observeRetry'>,
+  admission: Admission,
+): JudgeObserver {
+  return {
+    onCall: (event) => {
+      metrics.observeCall(event);
+      admission.recordCall(event.latencyMs);
+    },
+    onRetry: (event) => metrics.observeRetry(event),
+  };
+}
+
 /** Where a refusal is reported: `reward_admission_refusals_total` and the app's rate-limited log line. */
 export interface RefusalReporting {
   metrics: Pick<Metrics, 'admissionRefusals'>;
@@ -396,4 +437,32 @@ export function overloadError(
         : null,
     },
   });
+}
+
+/**
+ * Whole request or nothing, decided before any of its new units of `noun` (one shape each) starts. A
+ * request larger than the whole capacity could never be admitted (a retryable 503 would loop forever): a
+ * `400` that ends with `hint`. One that does not fit now is refused (`overloadError`).
+ */
+export function admitWhole(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  remainingMs: number,
+  noun: 'judgments' | 'comparisons',
+  hint: string,
+  reporting: RefusalReporting,
+): void {
+  const n = shapes.length;
+  const capacity = admission.maxConcurrent + admission.maxQueued;
+  if (n > capacity) {
+    throw new RewardError(
+      'RW_BAD_REQUEST',
+      `request needs ${n} new ${noun} but this server admits at most ${capacity} at once ` +
+        `(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): ${hint}`,
+      { details: { [`new_${noun}`]: n, capacity } },
+    );
+  }
+  if (n === 0) return;
+  const decision = admission.decide(shapes, remainingMs);
+  if (!decision.ok) throw overloadError(decision.refusal, n, noun, reporting);
 }

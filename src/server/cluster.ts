@@ -23,10 +23,12 @@ import type { ClusterMetrics } from './metrics.js';
 /** Worker → primary: "give me the merged metrics"; primary → worker: "send yours". */
 const MetricsRequest = z.strictObject({ type: z.literal('reward:metrics-request'), id: z.number() });
 const MetricsAsk = z.strictObject({ type: z.literal('reward:metrics-ask'), id: z.number() });
+/** prom-client's `getMetricsAsJSON()`, as far as merging needs it. */
+const MetricsJson = z.array(z.looseObject({ name: z.string(), type: z.string() }));
 const MetricsSnapshot = z.strictObject({
   type: z.literal('reward:metrics-snapshot'),
   id: z.number(),
-  metrics: z.array(z.looseObject({ name: z.string(), type: z.string() })),
+  metrics: MetricsJson,
 });
 const MetricsText = z.strictObject({
   type: z.literal('reward:metrics-text'),
@@ -155,7 +157,7 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
       void AggregatorRegistry.aggregate([...retired, kept])
         .getMetricsAsJSON()
         .then((json) => {
-          retired = [z.array(z.looseObject({ name: z.string(), type: z.string() })).parse(json)];
+          retired = [MetricsJson.parse(json)];
         });
     }
     if (stopping) {

@@ -30,9 +30,9 @@ import {
   type PlayedPair,
   type Schedule,
 } from '../judge/tournament.js';
-import type { JudgeObserver, Router } from '../judge/types.js';
+import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
-import { overloadError, type Admission, type Refusal, type WorkShape } from './admission.js';
+import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
@@ -150,13 +150,7 @@ function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgmen
 export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<Stored>({ maxEntries: options.cacheSize, isCacheable });
-  const observer: JudgeObserver = {
-    onCall: (event) => {
-      metrics.observeCall(event);
-      admission.recordCall(event.latencyMs);
-    },
-    onRetry: (event) => metrics.observeRetry(event),
-  };
+  const observer = callObserver(metrics, admission);
   const lookups = {
     hit: metrics.comparisonCacheLookups.labels('hit'),
     coalesced: metrics.comparisonCacheLookups.labels('coalesced'),
@@ -164,70 +158,66 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number): void => {
-    const capacity = admission.maxConcurrent + admission.maxQueued;
-    if (shapes.length > capacity) {
-      throw new RewardError(
-        'RW_BAD_REQUEST',
-        `request needs ${shapes.length} new comparisons but this server admits at most ${capacity} at once ` +
-          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): use a cheaper schedule or fewer candidates',
-        { details: { new_comparisons: shapes.length, capacity } },
-      );
-    }
-    if (shapes.length === 0) return;
-    const decision = admission.decide(shapes, deadline - Date.now());
-    if (decision.ok) return;
-    throw overloadError(decision.refusal, shapes.length, 'comparisons', {
-      metrics,
-      onRefusal: options.onRefusal,
-    });
-  };
+  const admit = (shapes: readonly WorkShape[], deadline: number): void =>
+    admitWhole(
+      admission,
+      shapes,
+      deadline - Date.now(),
+      'comparisons',
+      'use a cheaper schedule or fewer candidates',
+      { metrics, onRefusal: options.onRefusal },
+    );
 
-  const computePair = async (
+  const computePair = (
     input: PairInput,
     judges: number,
     signal: AbortSignal,
     deadline: number,
     requestId: string | undefined,
-  ): Promise<Stored> => {
-    const ticket = admission.admit(pairShape(judges));
-    let calls: number | undefined;
-    try {
-      const release = await admission.acquire(signal);
-      let judgment: PairJudgment;
-      try {
-        judgment = await comparePair(input, {
+  ): Promise<Stored> =>
+    admission.run(
+      admission.admit(pairShape(judges)),
+      signal,
+      () =>
+        comparePair(input, {
           router,
           deadline,
           signal,
           observer,
           judges,
           limits: options.candidateLimits,
-        });
-      } finally {
-        release();
-      }
-      calls = judgment.usage.calls;
-      metrics.observeComparison(input.criterion, judgment);
-      const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
-      if (transcripts !== undefined)
-        await transcripts.write(
-          toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
-        );
-      return stored;
-    } finally {
-      ticket.done(calls);
-    }
-  };
+        }),
+      async (judgment) => {
+        metrics.observeComparison(input.criterion, judgment);
+        const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
+        if (transcripts !== undefined)
+          await transcripts.write(
+            toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
+          );
+        return stored;
+      },
+    );
 
   const tournaments: ComparisonService['tournaments'] = async (groups, request) => {
-    const keyed = groups.map((group) => (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
-      const c = canonicalPair({
-        ...group.shared,
-        a: group.candidates[p.i] ?? '',
-        b: group.candidates[p.j] ?? '',
-      });
-      return { ...c, key: comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges }) };
+    // Each pair's canonical input and key, hashed once: fixed schedules key every pair when planning and
+    // again when playing it.
+    const keyed = groups.map((group) => {
+      const g = group.candidates.length;
+      const known = new Map<number, { input: PairInput; swapped: boolean; key: string }>();
+      return (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
+        const at = p.i * g + p.j;
+        let k = known.get(at);
+        if (k === undefined) {
+          const c = canonicalPair({
+            ...group.shared,
+            a: group.candidates[p.i] ?? '',
+            b: group.candidates[p.j] ?? '',
+          });
+          k = { ...c, key: comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges }) };
+          known.set(at, k);
+        }
+        return k;
+      };
     });
     // Fixed schedules: exactly the comparisons this request would start; Swiss: its most pairs.
     const shapes: WorkShape[] = [];
@@ -326,29 +316,20 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       const flight = own
         ? cache.run(
             key,
-            async (signal): Promise<Stored> => {
-              const ticket = admission.admit(PICK_SHAPE);
-              let calls: number | undefined;
-              try {
-                const release = await admission.acquire(signal);
-                let judgment: PickJudgment;
-                try {
-                  judgment = await pickBest(input, {
+            (signal) =>
+              admission.run(
+                admission.admit(PICK_SHAPE),
+                signal,
+                () =>
+                  pickBest(input, {
                     router,
                     deadline: scopeIn.deadline,
                     signal,
                     observer,
                     limits: options.candidateLimits,
-                  });
-                } finally {
-                  release();
-                }
-                calls = judgment.usage.calls;
-                return { id: randomUUID(), kind: 'pick', judgment };
-              } finally {
-                ticket.done(calls);
-              }
-            },
+                  }),
+                (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
+              ),
             scope.signal,
           )
         : cache.join(key, scope.signal);

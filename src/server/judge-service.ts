@@ -20,8 +20,15 @@ import type { CompiledGraph } from '../judge/graph.js';
 import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
 import { runJudgment } from '../judge/run.js';
-import type { Judgment, JudgeObserver, JudgmentInput, Router } from '../judge/types.js';
-import { overloadError, type Admission, type Refusal, type Ticket } from './admission.js';
+import type { Judgment, JudgmentInput, Router } from '../judge/types.js';
+import {
+  admitWhole,
+  callObserver,
+  overloadError,
+  type Admission,
+  type Refusal,
+  type Ticket,
+} from './admission.js';
 import {
   createIdempotencyRecords,
   itemsDigest,
@@ -183,13 +190,7 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
-  const observer: JudgeObserver = {
-    onCall: (event) => {
-      metrics.observeCall(event);
-      admission.recordCall(event.latencyMs);
-    },
-    onRetry: (event) => metrics.observeRetry(event),
-  };
+  const observer = callObserver(metrics, admission);
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
   const miss = metrics.cacheLookups.labels('miss');
@@ -286,19 +287,18 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   };
 
   /** Wait for a run slot, run, count, write the transcript. */
-  const computeHere = async (
+  const computeHere = (
     item: JudgeItem,
     signal: AbortSignal,
     deadline: { at: number },
     ticket: Ticket,
     requestId: string | undefined,
-  ): Promise<StoredJudgment> => {
-    let calls: number | undefined;
-    try {
-      const release = await admission.acquire(signal);
-      let judgment: Judgment;
-      try {
-        judgment = await runJudgment(item.graph.graph, item.input, {
+  ): Promise<StoredJudgment> =>
+    admission.run(
+      ticket,
+      signal,
+      () =>
+        runJudgment(item.graph.graph, item.input, {
           router,
           // Read again by the engine whenever it needs it: a joining retry moves it later.
           get deadline() {
@@ -307,22 +307,17 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           signal,
           observer,
           limits: options.candidateLimits,
-        });
-      } finally {
-        release();
-      }
-      calls = judgment.usage.calls;
-      metrics.observeJudgment(item.graph.label, judgment);
-      const stored: StoredJudgment = { id: randomUUID(), judgment };
-      if (transcripts !== undefined)
-        await transcripts.write(
-          toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
-        );
-      return stored;
-    } finally {
-      ticket.done(calls);
-    }
-  };
+        }),
+      async (judgment) => {
+        metrics.observeJudgment(item.graph.label, judgment);
+        const stored: StoredJudgment = { id: randomUUID(), judgment };
+        if (transcripts !== undefined)
+          await transcripts.write(
+            toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
+          );
+        return stored;
+      },
+    );
 
   const refuse = (refusal: Refusal, n: number): RewardError =>
     overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
@@ -398,21 +393,11 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const item = items[i];
       if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
     }
-    // A request larger than the whole capacity could never be admitted: a retryable 503 would loop forever.
-    const capacity = admission.maxConcurrent + admission.maxQueued;
-    if (graphs.length > capacity) {
-      throw new RewardError(
-        'RW_BAD_REQUEST',
-        `request needs ${graphs.length} new judgments but this server admits at most ${capacity} at once ` +
-          '(MAX_CONCURRENT_JUDGMENTS + MAX_QUEUED_JUDGMENTS): split it into smaller requests',
-        { details: { new_judgments: graphs.length, capacity } },
-      );
-    }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
-    if (graphs.length > 0) {
-      const decision = admission.decide(graphs, deadline - now());
-      if (!decision.ok) throw refuse(decision.refusal, graphs.length);
-    }
+    admitWhole(admission, graphs, deadline - now(), 'judgments', 'split it into smaller requests', {
+      metrics,
+      onRefusal: options.onRefusal,
+    });
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;

@@ -1,5 +1,6 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../judge/graph.js';
+import type { Usage } from '../judge/types.js';
 import type { JudgedItem } from './judge-service.js';
 
 export interface ItemResult {
@@ -97,8 +98,11 @@ export interface UsageJson {
   cached_prompt_tokens: number | null;
 }
 
-/** LLM usage this request caused: items it computed itself (cache hits and shared flights cost nothing). */
-export function usageOf(items: readonly JudgedItem[]): UsageJson {
+/**
+ * LLM usage this request caused: the judgments (or comparisons) it computed itself (cache hits and shared
+ * flights cost nothing).
+ */
+export function usageOf(items: ReadonlyArray<{ cached: boolean; judgment: { usage: Usage } }>): UsageJson {
   const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 };
   for (const item of items) {
     if (item.cached) continue;

@@ -6,7 +6,7 @@
  * - POST /get_reward/rank  OpenRLHF group adapter (its /get_reward body; rollouts grouped by prompt and label);
  * - POST /slime/rank       slime `--group-rm` adapter (`{samples: [{prompt, response, label}]}`).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 
 import { RewardError } from '../../errors.js';
 import { checkCandidate } from '../../judge/degenerate.js';
@@ -24,7 +24,7 @@ import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import type { Criterion } from '../../roles/types.js';
 import type { ComparedPair, TournamentGroup } from '../comparing.js';
 import { requestScope, type ServerContext } from '../context.js';
-import type { UsageJson } from '../results.js';
+import { usageOf, type UsageJson } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
 import { candidateFromQuery, labelParts, questionFromMessages } from './adapters.js';
@@ -46,22 +46,6 @@ interface Ranked {
 /** LLM calls a schedule plans for G candidates (both orders, `judges` per order). */
 export function plannedCalls(schedule: Schedule, g: number, judges: number): number {
   return plannedPairs(schedule, g) * 2 * judges;
-}
-
-function usageOf(played: ReadonlyArray<PlayedPair<ComparedPair>>): UsageJson {
-  const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 };
-  for (const p of played) {
-    if (p.result.cached) continue;
-    const u = p.result.judgment.usage;
-    usage.calls += u.calls;
-    usage.prompt_tokens += u.promptTokens;
-    usage.completion_tokens += u.completionTokens;
-    usage.cached_prompt_tokens =
-      usage.cached_prompt_tokens === null || u.cachedPromptTokens === null
-        ? null
-        : usage.cached_prompt_tokens + u.cachedPromptTokens;
-  }
-  return usage;
 }
 
 const round6 = (x: number | null): number | null => (x === null ? null : Math.round(x * 1e6) / 1e6);
@@ -191,7 +175,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     if (ranked === undefined) throw new Error('rank produced no group');
     return {
       ...rankJson(ranked, body.include_transcripts ?? false),
-      ...meta(usageOf(ranked.played), body.request_id),
+      ...meta(usageOf(ranked.played.map((p) => p.result)), body.request_id),
     };
   });
 
@@ -214,10 +198,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         criterion: body.criterion,
         reason: real ? 'single candidate' : 'the only candidate is degenerate',
         calls: 0,
-        ...meta(
-          { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 },
-          body.request_id,
-        ),
+        ...meta(usageOf([]), body.request_id),
       };
     }
     if (body.method === 'pick') {
@@ -235,17 +216,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         pick_id: picked.pickId,
         ...(j.reason === undefined ? {} : { reason: j.reason }),
         ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
-        ...meta(
-          picked.cached
-            ? { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 }
-            : {
-                calls: j.usage.calls,
-                prompt_tokens: j.usage.promptTokens,
-                completion_tokens: j.usage.completionTokens,
-                cached_prompt_tokens: j.usage.cachedPromptTokens,
-              },
-          body.request_id,
-        ),
+        ...meta(usageOf([picked]), body.request_id),
       };
     }
     const group: RankGroup = {
@@ -274,7 +245,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       comparisons: full.comparisons,
       calls: full.calls,
       position_bias: full.position_bias,
-      ...meta(usageOf(ranked.played), body.request_id),
+      ...meta(usageOf(ranked.played.map((p) => p.result)), body.request_id),
     };
   });
 
@@ -353,6 +324,23 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     );
   };
 
+  /**
+   * A group adapter's rollouts grouped, ranked and answered per rollout; without FAILURE_REWARD a rollout
+   * with no successful comparison fails the request, with it `fallback` stands in for its reward.
+   */
+  const rankRollouts = async (
+    route: string,
+    items: Parameters<typeof toGroups>[0],
+    query: Parameters<typeof toGroups>[1],
+    reply: FastifyReply,
+  ) => {
+    const { groups, where } = toGroups(items, query);
+    const ranked = await rankGroups(route, groups, requestScope(ctx, reply));
+    const out = perItem(ranked, where);
+    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
+    return { ranked, out, fallback: config.failureReward ?? 0 };
+  };
+
   app.post('/get_reward/rank', async (request, reply) => {
     const query = parseOr400(schemas.GroupQuery, request.query, 'query string');
     const body = parseOr400(schemas.OpenRlhf, request.body);
@@ -366,11 +354,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: candidateFromQuery(q, prompt),
       };
     });
-    const { groups, where } = toGroups(items, query);
-    const ranked = await rankGroups('/get_reward/rank', groups, requestScope(ctx, reply));
-    const out = perItem(ranked, where);
-    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
-    const fallback = config.failureReward ?? 0;
+    const { out, fallback } = await rankRollouts('/get_reward/rank', items, query, reply);
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       scores: out.map((o) => round6(o.score) ?? fallback),
@@ -396,11 +380,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: stripChatTokens(sample.response),
       };
     });
-    const { groups, where } = toGroups(items, query);
-    const ranked = await rankGroups('/slime/rank', groups, requestScope(ctx, reply));
-    const out = perItem(ranked, where);
-    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
-    const fallback = config.failureReward ?? 0;
+    const { ranked, out, fallback } = await rankRollouts('/slime/rank', items, query, reply);
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       results: out.map((o) => ({
