@@ -4,7 +4,7 @@
  */
 import type { DatasetItem } from '../dataset.js';
 import { isFailure } from '../records.js';
-import { countInto, emptyConfusion, total, type Confusion } from '../stats/confusion.js';
+import { countInto, emptyConfusion, ratio, total, type Confusion } from '../stats/confusion.js';
 import { clopperPearson, type BinomialInterval } from './binomial.js';
 import {
   betaBinomialPrediction,
@@ -273,7 +273,6 @@ function costRow(run: GraphRun, items: readonly DatasetItem[], options: Calibrat
     calls += record.usage.calls;
     tokens += record.usage.promptTokens + record.usage.completionTokens;
   }
-  const per = (x: number, d: number): number | null => (d === 0 ? null : x / d);
   const price = options.usdPerMillionTokens;
   const usd = price === undefined ? null : (tokens / 1e6) * price;
   const impact =
@@ -290,13 +289,13 @@ function costRow(run: GraphRun, items: readonly DatasetItem[], options: Calibrat
     falseNegatives: fn,
     calls,
     tokens,
-    callsPerCorrect: per(calls, correct),
-    tokensPerCorrect: per(tokens, correct),
-    tokensPerCorrectAccept: per(tokens, tp),
+    callsPerCorrect: ratio(calls, correct),
+    tokensPerCorrect: ratio(tokens, correct),
+    tokensPerCorrectAccept: ratio(tokens, tp),
     usd,
-    usdPerCorrect: usd === null ? null : per(usd, correct),
+    usdPerCorrect: usd === null ? null : ratio(usd, correct),
     impactUsd: impact,
-    impactPerItemUsd: impact === null ? null : per(impact, decided),
+    impactPerItemUsd: impact === null ? null : ratio(impact, decided),
   };
 }
 
