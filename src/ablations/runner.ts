@@ -121,7 +121,10 @@ export interface AblationOptions extends RunOptions {
 }
 
 /** `ran`/`reused` count judgments; the records file is `items.jsonl`. */
-export type AblationRun = ResumableRun<AblationResults>;
+export interface AblationRun extends ResumableRun<AblationResults> {
+  /** Per entry label, its records aligned with the items run (empty when the run did not complete). */
+  outcomes: ReadonlyMap<string, readonly ItemRecord[]>;
+}
 
 /**
  * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the
@@ -218,7 +221,15 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     }
   }
   if (!completed) {
-    return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [itemsPath] };
+    return {
+      completed: false,
+      results: null,
+      ran,
+      reused,
+      badLines: loaded.badLines,
+      files: [itemsPath],
+      outcomes: new Map(),
+    };
   }
 
   const outcomes = new Map<string, ItemRecord[]>(entries.map((e) => [e.label, recordsOf(e.label)]));
@@ -254,5 +265,6 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     reused,
     badLines: loaded.badLines,
     files: [itemsPath, ...Object.values(files)],
+    outcomes,
   };
 }
