@@ -8,6 +8,7 @@ import { loadConfig } from '../config.js';
 import {
   finishResumable,
   intOption,
+  listOption,
   loadDatasetListingSkips,
   openRouter,
   RUN_OPTIONS,
@@ -53,10 +54,7 @@ async function main(): Promise<number> {
   const resamples = intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
-  const names = values.graphs
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
+  const names = listOption(values.graphs);
   const { entries, reference } = await resolveGraphs(names, {
     reference: values.reference === 'none' ? null : values.reference,
   });

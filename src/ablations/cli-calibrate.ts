@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import {
   intOption,
+  listOption,
   loadDatasetListingSkips,
   openRouter,
   RUN_OPTIONS,
@@ -73,10 +74,7 @@ async function main(): Promise<number> {
       : undefined;
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
-  const names = values.graphs
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
+  const names = listOption(values.graphs);
   const { entries } = await resolveGraphs(names, { reference: null });
   const router = openRouter(config);
   return withInterrupts('judgments', router, async (signal) => {

@@ -6,7 +6,7 @@ import type { Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
-import { loadDataset, type Dataset } from './dataset.js';
+import { loadDataset, type Dataset, type InvalidLine } from './dataset.js';
 import { DEFAULT_DEADLINE_MS } from './pool.js';
 import type { ResumableRun } from './types.js';
 
@@ -79,12 +79,25 @@ export function intOption(name: string, value: string | undefined, fallback: num
   return n;
 }
 
+/** A comma-separated option's entries, trimmed, empty ones dropped. */
+export function listOption(value: string): string[] {
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+/** Lists on stderr every line of `path` skipped under `--skip-invalid`. */
+export function listSkipped(path: string, invalid: readonly InvalidLine[]): void {
+  for (const bad of invalid) {
+    console.error(`skipped ${path}:${bad.line}: field "${bad.field}": ${bad.message}`);
+  }
+}
+
 /** Loads a labelled set; every skipped line (with `--skip-invalid`) is listed on stderr. */
 export async function loadDatasetListingSkips(path: string, skipInvalid: boolean): Promise<Dataset> {
   const dataset = await loadDataset(path, { skipInvalid });
-  for (const bad of dataset.invalid) {
-    console.error(`skipped ${path}:${bad.line}: field "${bad.field}": ${bad.message}`);
-  }
+  listSkipped(path, dataset.invalid);
   return dataset;
 }
 

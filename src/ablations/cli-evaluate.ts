@@ -7,7 +7,15 @@ import { parseArgs } from 'node:util';
 
 import { loadConfig } from '../config.js';
 import { CriterionName, PAPER_CRITERIA } from '../roles/criteria.js';
-import { finishResumable, intOption, openRouter, runMain, withInterrupts } from './cli-common.js';
+import {
+  finishResumable,
+  intOption,
+  listOption,
+  listSkipped,
+  openRouter,
+  runMain,
+  withInterrupts,
+} from './cli-common.js';
 import { DEFAULT_EVALUATE_DEADLINE_MS, runEvaluation } from './evaluate.js';
 import { loadEvaluateInput } from './evaluate-input.js';
 import { renderTable2 } from './evaluate-report.js';
@@ -30,10 +38,7 @@ Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline
 
 function list<T extends string>(flag: string, value: string, allowed: readonly T[]): T[] {
   const out: T[] = [];
-  for (const raw of value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '')) {
+  for (const raw of listOption(value)) {
     const found = allowed.find((a) => a === raw);
     if (found === undefined) throw new Error(`--${flag}: unknown "${raw}" (known: ${allowed.join(', ')})`);
     if (!out.includes(found)) out.push(found);
@@ -72,8 +77,7 @@ async function main(): Promise<number> {
   const protocols: Protocol[] = list('protocols', values.protocols, PROTOCOLS);
   const config = loadConfig();
   const input = await loadEvaluateInput(values.input, { skipInvalid: values['skip-invalid'] });
-  for (const bad of input.invalid)
-    console.error(`skipped ${values.input}:${bad.line}: field "${bad.field}": ${bad.message}`);
+  listSkipped(values.input, input.invalid);
   const router = openRouter(config);
   console.error(
     `ideas: ${input.ideas.length} · questions: ${input.questions.length} · systems: ${input.systems.join(', ')} · out: ${out}`,

@@ -46,15 +46,63 @@ export interface ParseOptions {
   name?: string | undefined;
 }
 
-function describeIssue(issue: z.core.$ZodIssue): { field: string; message: string } {
-  const field = issue.path.length === 0 ? '(root)' : issue.path.map(String).join('.');
-  return { field, message: issue.message };
+/** What is wrong with a line: the offending field and why. */
+export type LineProblem = Omit<InvalidLine, 'line'>;
+
+/**
+ * The line loop of the JSONL readers (labelled sets, evaluate inputs). Blank lines are ignored. A line is bad
+ * when it is not JSON, fails `schema` (its first issue names the field), or `accept(row, line)` returns a
+ * problem (a row it keeps it records itself). A bad line throws `RW_BAD_REQUEST` `name:line: field "F": …`,
+ * unless `skipInvalid` is set: then it is skipped, and the skipped lines are returned.
+ */
+export function parseJsonlLines<T>(
+  text: string,
+  schema: z.ZodType<T>,
+  options: { name: string; skipInvalid?: boolean | undefined },
+  accept: (row: T, line: number) => LineProblem | undefined,
+): InvalidLine[] {
+  const invalid: InvalidLine[] = [];
+  const lines = text.split('\n');
+  for (let index = 0; index < lines.length; index++) {
+    const raw = lines[index]?.trim() ?? '';
+    if (raw === '') continue;
+    const line = index + 1;
+    let problem: LineProblem | undefined;
+    let json: unknown;
+    try {
+      json = JSON.parse(raw);
+    } catch (err) {
+      problem = { field: '(json)', message: err instanceof Error ? err.message : String(err) };
+    }
+    if (problem === undefined) {
+      const parsed = schema.safeParse(json);
+      if (!parsed.success) {
+        const first = parsed.error.issues[0];
+        problem = {
+          field: first === undefined || first.path.length === 0 ? '(root)' : first.path.map(String).join('.'),
+          message: first?.message ?? 'invalid',
+        };
+      } else problem = accept(parsed.data, line);
+    }
+    if (problem === undefined) continue;
+    if (options.skipInvalid !== true) {
+      throw new RewardError(
+        'RW_BAD_REQUEST',
+        `${options.name}:${line}: field "${problem.field}": ${problem.message}`,
+        {
+          details: [{ line, ...problem }],
+        },
+      );
+    }
+    invalid.push({ line, ...problem });
+  }
+  return invalid;
 }
 
-function labelConsistency(item: DatasetItem): InvalidLine | undefined {
+function labelConsistency(item: DatasetItem): LineProblem | undefined {
   const positive = item.kind === 'positive';
   if (positive === (item.label === 1)) return undefined;
-  return { line: 0, field: 'label', message: `label ${item.label} contradicts kind "${item.kind}"` };
+  return { field: 'label', message: `label ${item.label} contradicts kind "${item.kind}"` };
 }
 
 /**
@@ -63,58 +111,23 @@ function labelConsistency(item: DatasetItem): InvalidLine | undefined {
  * `skipInvalid` is set, in which case it is skipped and listed in `invalid`.
  */
 export function parseDataset(text: string, options: ParseOptions = {}): Omit<Dataset, 'sha256'> {
-  const name = options.name ?? 'dataset';
   const items: DatasetItem[] = [];
-  const invalid: InvalidLine[] = [];
   const seen = new Map<string, number>();
-  const lines = text.split('\n');
-  for (let index = 0; index < lines.length; index++) {
-    const raw = lines[index]?.trim() ?? '';
-    if (raw === '') continue;
-    const line = index + 1;
-    let problem: InvalidLine | undefined;
-    let json: unknown;
-    try {
-      json = JSON.parse(raw);
-    } catch (err) {
-      problem = { line, field: '(json)', message: err instanceof Error ? err.message : String(err) };
-    }
-    if (problem === undefined) {
-      const parsed = DatasetItem.safeParse(json);
-      if (!parsed.success) {
-        const first = parsed.error.issues[0];
-        problem =
-          first === undefined
-            ? { line, field: '(root)', message: 'invalid' }
-            : { line, ...describeIssue(first) };
-      } else {
-        const inconsistent = labelConsistency(parsed.data);
-        const previous = seen.get(parsed.data.id);
-        if (inconsistent !== undefined) problem = { ...inconsistent, line };
-        else if (previous !== undefined)
-          problem = {
-            line,
-            field: 'id',
-            message: `duplicate id "${parsed.data.id}" (first on line ${previous})`,
-          };
-        else {
-          seen.set(parsed.data.id, line);
-          items.push(parsed.data);
-        }
-      }
-    }
-    if (problem === undefined) continue;
-    if (options.skipInvalid !== true) {
-      throw new RewardError(
-        'RW_BAD_REQUEST',
-        `${name}:${line}: field "${problem.field}": ${problem.message}`,
-        {
-          details: [problem],
-        },
-      );
-    }
-    invalid.push(problem);
-  }
+  const invalid = parseJsonlLines(
+    text,
+    DatasetItem,
+    { name: options.name ?? 'dataset', skipInvalid: options.skipInvalid },
+    (item, line) => {
+      const inconsistent = labelConsistency(item);
+      if (inconsistent !== undefined) return inconsistent;
+      const previous = seen.get(item.id);
+      if (previous !== undefined)
+        return { field: 'id', message: `duplicate id "${item.id}" (first on line ${previous})` };
+      seen.set(item.id, line);
+      items.push(item);
+      return undefined;
+    },
+  );
   return { items, invalid };
 }
 

@@ -12,7 +12,7 @@ import { getPreset } from '../judge/presets.js';
 import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
 import { loadDataset } from './dataset.js';
-import { proportionCell, pValue, table, withCi } from './format.js';
+import { graphLabel, pPair, proportionCell, table, withCi } from './format.js';
 import { f1CostSvg, precisionRecallSvg } from './plots.js';
 import { METRIC_TEXT, renderProbeReport, resultText } from './probes/report.js';
 import { runProbes } from './probes/run.js';
@@ -147,15 +147,14 @@ function pairedTable(a: AblationResults): string {
     a.graphs.flatMap((g) => {
       const c = g.paired;
       if (c === null) return [];
-      const p = pValue;
       return [
         [
-          g.auto ? `${g.name}*` : g.name,
+          graphLabel(g),
           withCi(c.rates.f1.point, c.rates.f1.ci),
-          `${p(c.rates.f1.p)} (${p(c.holm.f1)})`,
+          pPair(c.rates.f1.p, c.holm.f1),
           withCi(c.rates.accuracy.point, c.rates.accuracy.ci),
-          `${p(c.rates.mcnemar.exactP)} (${p(c.holm.mcnemarExact)})`,
-          `${p(c.rates.mcnemar.clusteredP)} (${p(c.holm.mcnemarClustered)})`,
+          pPair(c.rates.mcnemar.exactP, c.holm.mcnemarExact),
+          pPair(c.rates.mcnemar.clusteredP, c.holm.mcnemarClustered),
         ],
       ];
     }),

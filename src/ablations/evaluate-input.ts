@@ -7,9 +7,9 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 
-import { RewardError } from '../errors.js';
 import { CriterionName } from '../roles/criteria.js';
 import type { Criterion } from '../roles/types.js';
+import { parseJsonlLines, type InvalidLine } from './dataset.js';
 
 /** Human scores per criterion (any finite numbers on the annotators' own scale; agreement is by rank). */
 const HumanScores = z.partialRecord(CriterionName, z.number().finite());
@@ -53,7 +53,7 @@ export interface EvaluateInput {
   systems: string[];
   /** Criteria that have at least one human score. */
   humanCriteria: Criterion[];
-  invalid: Array<{ line: number; field: string; message: string }>;
+  invalid: InvalidLine[];
   /** 16-hex sha256 of the file bytes. */
   sha256: string;
 }
@@ -70,70 +70,39 @@ export function parseEvaluateInput(
   text: string,
   options: { name?: string | undefined; skipInvalid?: boolean | undefined } = {},
 ): Omit<EvaluateInput, 'sha256'> {
-  const name = options.name ?? 'input';
   const ideas: Idea[] = [];
-  const invalid: EvaluateInput['invalid'] = [];
   const ids = new Set<string>();
   const groundTruths = new Map<string, string>();
-  const lines = text.split('\n');
-  for (let index = 0; index < lines.length; index++) {
-    const raw = lines[index]?.trim() ?? '';
-    if (raw === '') continue;
-    const line = index + 1;
-    let problem: { field: string; message: string } | undefined;
-    let json: unknown;
-    try {
-      json = JSON.parse(raw);
-    } catch (err) {
-      problem = { field: '(json)', message: err instanceof Error ? err.message : String(err) };
-    }
-    if (problem === undefined) {
-      const parsed = EvaluateRow.safeParse(json);
-      if (!parsed.success) {
-        const first = parsed.error.issues[0];
-        problem = {
-          field: first === undefined || first.path.length === 0 ? '(root)' : first.path.map(String).join('.'),
-          message: first?.message ?? 'invalid',
+  const invalid = parseJsonlLines(
+    text,
+    EvaluateRow,
+    { name: options.name ?? 'input', skipInvalid: options.skipInvalid },
+    (row, line) => {
+      const id = row.id ?? `line-${line}`;
+      const qid = questionId(row.question);
+      const known = groundTruths.get(qid);
+      if (ids.has(id)) return { field: 'id', message: `duplicate id "${id}"` };
+      if (row.ground_truth !== undefined && known !== undefined && known !== row.ground_truth) {
+        return {
+          field: 'ground_truth',
+          message: 'differs from the ground truth given earlier for this question',
         };
-      } else {
-        const row = parsed.data;
-        const id = row.id ?? `line-${line}`;
-        const qid = questionId(row.question);
-        const known = groundTruths.get(qid);
-        if (ids.has(id)) problem = { field: 'id', message: `duplicate id "${id}"` };
-        else if (row.ground_truth !== undefined && known !== undefined && known !== row.ground_truth) {
-          problem = {
-            field: 'ground_truth',
-            message: 'differs from the ground truth given earlier for this question',
-          };
-        } else {
-          ids.add(id);
-          if (row.ground_truth !== undefined) groundTruths.set(qid, row.ground_truth);
-          ideas.push({
-            id,
-            line,
-            question: row.question,
-            questionId: qid,
-            system: row.system,
-            text: row.idea,
-            groundTruth: row.ground_truth ?? null,
-            human: row.human ?? {},
-          });
-        }
       }
-    }
-    if (problem === undefined) continue;
-    if (options.skipInvalid !== true) {
-      throw new RewardError(
-        'RW_BAD_REQUEST',
-        `${name}:${line}: field "${problem.field}": ${problem.message}`,
-        {
-          details: [{ line, ...problem }],
-        },
-      );
-    }
-    invalid.push({ line, ...problem });
-  }
+      ids.add(id);
+      if (row.ground_truth !== undefined) groundTruths.set(qid, row.ground_truth);
+      ideas.push({
+        id,
+        line,
+        question: row.question,
+        questionId: qid,
+        system: row.system,
+        text: row.idea,
+        groundTruth: row.ground_truth ?? null,
+        human: row.human ?? {},
+      });
+      return undefined;
+    },
+  );
   const questions = new Map<string, QuestionGroup>();
   for (const idea of ideas) {
     // A question's ground truth may be given on any of its rows: every idea of it sees the same one.

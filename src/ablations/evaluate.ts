@@ -25,10 +25,9 @@ import {
   type Protocol,
   type UnitCost,
 } from './evaluate-stats.js';
-import { createProgress } from './progress.js';
 import type { ResumableRun, RunOptions } from './types.js';
-import { loadJsonl, openJsonlSink } from './records.js';
-import { runPool } from './pool.js';
+import { loadJsonl } from './records.js';
+import { runResumable } from './pool.js';
 import { DEFAULT_RESAMPLES } from './stats/clustered.js';
 
 export type { EvaluateResults, UnitCost } from './evaluate-stats.js';
@@ -288,64 +287,36 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
   const loaded = await loadJsonl(unitsPath, UnitRecord, (r) => recordId(r.key, r.ideas));
   const stored = loaded.records;
   const planned = planUnits(input, router, options.criteria, options.protocols);
-  const tasks: Task[] = [];
-  let reused = 0;
-  for (const t of planned) {
-    const previous = stored.get(
-      recordId(
-        t.key,
-        t.ideas.map((i) => i.id),
-      ),
+  const unitId = (t: Task): string =>
+    recordId(
+      t.key,
+      t.ideas.map((i) => i.id),
     );
-    if (previous !== undefined && !(options.retryFailed === true && isFailedUnit(previous))) reused += 1;
-    else tasks.push(t);
-  }
-  const progress =
-    options.progress === undefined
-      ? undefined
-      : createProgress({
-          total: planned.length,
-          initial: reused,
-          label: 'evaluate',
-          stream: options.progress,
-        });
-  const sink = await openJsonlSink<UnitRecord>(unitsPath);
-  let ran = 0;
-  try {
-    await runPool(
-      tasks,
-      options.concurrency ?? 8,
-      async (task) => {
-        const record = await judgeUnit(task, router, {
+  const { ran, reused, completed } = await runResumable(
+    {
+      tasks: planned,
+      idOf: unitId,
+      stored,
+      isFailure: isFailedUnit,
+      retryFailed: options.retryFailed,
+      path: unitsPath,
+      label: 'evaluate',
+      onRecord: options.onRecord,
+      run: (task) =>
+        judgeUnit(task, router, {
           deadlineMs: options.deadlineMs ?? DEFAULT_EVALUATE_DEADLINE_MS,
           signal: options.signal,
           limits: options.limits,
-        });
-        // A unit cut short by our own interruption is not a result: the next run redoes it.
-        if (options.signal?.aborted === true) return;
-        stored.set(recordId(record.key, record.ideas), record);
-        await sink.append(record);
-        ran += 1;
-        progress?.tick();
-        options.onRecord?.(record);
-      },
-      options.signal,
-    );
-  } finally {
-    await sink.close();
-  }
-  progress?.done();
-  if (options.signal?.aborted === true) {
+        }),
+    },
+    options,
+  );
+  if (!completed) {
     return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [unitsPath] };
   }
 
   const records = planned.map((t) => {
-    const r = stored.get(
-      recordId(
-        t.key,
-        t.ideas.map((i) => i.id),
-      ),
-    );
+    const r = stored.get(unitId(t));
     if (r === undefined)
       throw new Error(`no result for unit ${t.kind} ${t.ideas.map((i) => i.id).join(', ')}`);
     return r;

@@ -1,10 +1,11 @@
 /**
- * Number formatting shared by the ablation and probe reports. Endpoints of a Monte-Carlo interval are
+ * Number formatting shared by the ablation and probe reports and the docs tables. Endpoints of a Monte-Carlo interval are
  * printed to their precision: to the last decimal that twice the endpoints' Monte-Carlo standard error does
  * not reach (so a rerun with another seed changes the last digit by at most one), 3 decimals at most.
  */
 import type { AnyInterval } from './stats/rates.js';
 import type { Proportion } from './stats/proportion.js';
+import type { GraphResult } from './types.js';
 
 export const DASH = '–';
 
@@ -52,6 +53,16 @@ export function proportionCell(p: Proportion): string {
 export function pValue(p: number | null): string {
   if (p === null) return DASH;
   return p < 0.001 ? '< 0.001' : p.toFixed(3);
+}
+
+/** `p (Holm p)`: raw first, adjusted in brackets. */
+export function pPair(raw: number | null, adjusted: number | null): string {
+  return `${pValue(raw)} (${pValue(adjusted)})`;
+}
+
+/** A graph's name in a table; `*` marks a graph the run added (reference, baseline, cascade stage). */
+export function graphLabel(g: Pick<GraphResult, 'name' | 'auto'>): string {
+  return g.auto ? `${g.name}*` : g.name;
 }
 
 /** A Markdown table; `|` inside cells is escaped. */

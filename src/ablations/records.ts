@@ -178,8 +178,6 @@ export interface JsonlSink<T> {
   close(): Promise<void>;
 }
 
-export type RecordSink = JsonlSink<ItemRecord>;
-
 export async function openJsonlSink<T>(path: string): Promise<JsonlSink<T>> {
   const handle = await open(path, 'a');
   let chain: Promise<void> = Promise.resolve();
@@ -197,5 +195,3 @@ export async function openJsonlSink<T>(path: string): Promise<JsonlSink<T>> {
     },
   };
 }
-
-export const openRecordSink = (path: string): Promise<RecordSink> => openJsonlSink<ItemRecord>(path);

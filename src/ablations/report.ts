@@ -3,22 +3,13 @@
  * failures, the paired comparison with the reference (F1/P/R headline, accuracy tests apart), the
  * budget-matched vote baselines, then one section per graph.
  */
-import { DASH, num, pct, proportionCell, pValue, table, withCi } from './format.js';
+import { DASH, graphLabel, num, pct, pPair, proportionCell, table, withCi } from './format.js';
 import type { ReviewerCalibration } from './stats/calibration.js';
 import type { Estimate } from './stats/clustered.js';
 import type { AblationResults, GraphResult, PairedComparison, Timing } from './types.js';
 
-function name(g: GraphResult): string {
-  return g.auto ? `${g.name}*` : g.name;
-}
-
 function estimateCell(e: Estimate): string {
   return withCi(e.point, e.ci);
-}
-
-/** `p (Holm p)`: raw first, adjusted in brackets. */
-function pPair(raw: number | null, adjusted: number | null): string {
-  return `${pValue(raw)} (${pValue(adjusted)})`;
 }
 
 function methodText(results: AblationResults): string {
@@ -54,7 +45,7 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
     results.graphs.map((g) => {
       const hard = g.byKind['hard_negative'];
       return [
-        name(g),
+        graphLabel(g),
         withCi(g.metrics.point.precision, g.metrics.ci.precision),
         withCi(g.metrics.point.recall, g.metrics.ci.recall),
         withCi(g.metrics.point.f1, g.metrics.ci.f1),
@@ -92,7 +83,7 @@ function viewsTable(results: AblationResults): string {
         'failure-as-wrong F1',
       ],
       results.graphs.map((g) => [
-        name(g),
+        graphLabel(g),
         String(g.views.complete.n),
         withCi(g.views.complete.point.f1, g.views.complete.ci.f1),
         withCi(g.views.common.point.f1, g.views.common.ci.f1),
@@ -168,7 +159,9 @@ function testText(results: AblationResults): string {
 }
 
 function pairedSection(results: AblationResults): string | null {
-  const rows = results.graphs.flatMap((g) => (g.paired === null ? [] : [{ label: name(g), c: g.paired }]));
+  const rows = results.graphs.flatMap((g) =>
+    g.paired === null ? [] : [{ label: graphLabel(g), c: g.paired }],
+  );
   if (rows.length === 0 || results.reference === null) return null;
   const { headline, accuracy } = comparisonRows(rows);
   return [

@@ -10,9 +10,8 @@ import { analyze } from './analysis.js';
 import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
 import type { Dataset, DatasetItem } from './dataset.js';
 import { f1CostSvg, precisionRecallSvg } from './plots.js';
-import { DEFAULT_DEADLINE_MS, judgeOnce, runPool, toInput } from './pool.js';
-import { createProgress } from './progress.js';
-import { isFailure, loadRecords, openRecordSink, recordId, toRecord, type ItemRecord } from './records.js';
+import { DEFAULT_DEADLINE_MS, judgeOnce, runResumable, toInput } from './pool.js';
+import { isFailure, loadRecords, recordId, toRecord, type ItemRecord } from './records.js';
 import { renderReport } from './report.js';
 import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from './types.js';
 import { timingSummary } from './usage.js';
@@ -122,7 +121,10 @@ export interface AblationOptions extends RunOptions {
 }
 
 /** `ran`/`reused` count judgments; the records file is `items.jsonl`. */
-export type AblationRun = ResumableRun<AblationResults>;
+export interface AblationRun extends ResumableRun<AblationResults> {
+  /** Per entry label, its records aligned with the items run (empty when the run did not complete). */
+  outcomes: ReadonlyMap<string, readonly ItemRecord[]>;
+}
 
 /**
  * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the
@@ -155,7 +157,6 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   /** Judges `batch` over every item (what is not stored yet); false when interrupted. */
   const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
     const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
-    let done = 0;
     // Item-major order: an interrupted run has paired results across graphs for the items it finished.
     for (const entry of batch) keys.set(entry.label, []);
     for (const item of items) {
@@ -163,43 +164,35 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
       for (const entry of batch) {
         const key = judgmentKey(entry.graph, input, options.router);
         keys.get(entry.label)?.push(key);
-        const previous = stored.get(recordId(key, item.id));
-        if (previous !== undefined && !(options.retryFailed === true && isFailure(previous))) done++;
-        else tasks.push({ entry, item, input, key });
+        tasks.push({ entry, item, input, key });
       }
     }
-    reused += done;
-    const progress =
-      options.progress === undefined
-        ? undefined
-        : createProgress({ total: tasks.length + done, initial: done, label, stream: options.progress });
-    const sink = await openRecordSink(itemsPath);
-    try {
-      await runPool(
+    const session = await runResumable(
+      {
         tasks,
-        options.concurrency ?? 8,
-        async ({ entry, item, input, key }) => {
-          const judgment = await judgeOnce(entry.graph, input, options.router, {
-            deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
-            signal: options.signal,
-            limits: options.limits,
-          });
-          // A judgment cut short by our own interruption is not a result: the next run redoes it.
-          if (options.signal?.aborted === true) return;
-          const record = toRecord(judgment, key, item.id);
-          stored.set(recordId(key, item.id), record);
-          await sink.append(record);
-          ran++;
-          progress?.tick();
-          options.onRecord?.(record);
-        },
-        options.signal,
-      );
-    } finally {
-      await sink.close();
-    }
-    progress?.done();
-    return options.signal?.aborted !== true;
+        idOf: ({ key, item }) => recordId(key, item.id),
+        stored,
+        isFailure,
+        retryFailed: options.retryFailed,
+        path: itemsPath,
+        label,
+        onRecord: options.onRecord,
+        run: async ({ entry, item, input, key }) =>
+          toRecord(
+            await judgeOnce(entry.graph, input, options.router, {
+              deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
+              signal: options.signal,
+              limits: options.limits,
+            }),
+            key,
+            item.id,
+          ),
+      },
+      options,
+    );
+    ran += session.ran;
+    reused += session.reused;
+    return session.completed;
   };
   const recordsOf = (label: string): ItemRecord[] => {
     const list = keys.get(label) ?? [];
@@ -228,7 +221,15 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     }
   }
   if (!completed) {
-    return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [itemsPath] };
+    return {
+      completed: false,
+      results: null,
+      ran,
+      reused,
+      badLines: loaded.badLines,
+      files: [itemsPath],
+      outcomes: new Map(),
+    };
   }
 
   const outcomes = new Map<string, ItemRecord[]>(entries.map((e) => [e.label, recordsOf(e.label)]));
@@ -264,5 +265,6 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     reused,
     badLines: loaded.badLines,
     files: [itemsPath, ...Object.values(files)],
+    outcomes,
   };
 }

@@ -4,6 +4,7 @@
  */
 import type { DatasetItem } from '../dataset.js';
 import { isFailure } from '../records.js';
+import { countInto, emptyConfusion, ratio, total, type Confusion } from '../stats/confusion.js';
 import { clopperPearson, type BinomialInterval } from './binomial.js';
 import {
   betaBinomialPrediction,
@@ -144,26 +145,22 @@ function meanOf(values: readonly (number | null)[]): number {
   return ok.length === 0 ? 0 : ok.reduce((s, x) => s + x, 0) / ok.length;
 }
 
-function observe(run: GraphRun, items: readonly DatasetItem[], level: number): Observed {
-  let tp = 0;
-  let tn = 0;
-  let fp = 0;
-  let fn = 0;
-  let failures = 0;
+/** The confusion matrix of a run's decided items (a null verdict is no prediction). */
+function decidedConfusion(run: GraphRun, items: readonly DatasetItem[]): Confusion {
+  const cm = emptyConfusion();
   run.records.forEach((record, i) => {
     const item = items[i];
-    if (item === undefined) return;
-    if (record.verdict === null) {
-      if (isFailure(record)) failures++;
-      return;
-    }
-    const match = record.verdict === 'match';
-    if (item.label === 1) {
-      if (match) tp++;
-      else fn++;
-    } else if (match) fp++;
-    else tn++;
+    if (item !== undefined && record.verdict !== null)
+      countInto(cm, item.label, record.verdict === 'match' ? 1 : 0);
   });
+  return cm;
+}
+
+function observe(run: GraphRun, items: readonly DatasetItem[], level: number): Observed {
+  const { tp, tn, fp, fn } = decidedConfusion(run, items);
+  const failures = run.records.filter(
+    (record, i) => items[i] !== undefined && record.verdict === null && isFailure(record),
+  ).length;
   return {
     n: tp + tn + fp + fn,
     failures,
@@ -266,26 +263,16 @@ function committee(
 }
 
 function costRow(run: GraphRun, items: readonly DatasetItem[], options: CalibrateOptions): CostRow {
-  let decided = 0;
-  let correct = 0;
-  let tp = 0;
-  let fp = 0;
-  let fn = 0;
+  const cm = decidedConfusion(run, items);
+  const { tp, tn, fp, fn } = cm;
+  const decided = total(cm);
+  const correct = tp + tn;
   let calls = 0;
   let tokens = 0;
-  run.records.forEach((record, i) => {
+  for (const record of run.records) {
     calls += record.usage.calls;
     tokens += record.usage.promptTokens + record.usage.completionTokens;
-    const item = items[i];
-    if (item === undefined || record.verdict === null) return;
-    decided++;
-    const match = record.verdict === 'match' ? 1 : 0;
-    if (match === item.label) correct++;
-    if (match === 1 && item.label === 1) tp++;
-    if (match === 1 && item.label === 0) fp++;
-    if (match === 0 && item.label === 1) fn++;
-  });
-  const per = (x: number, d: number): number | null => (d === 0 ? null : x / d);
+  }
   const price = options.usdPerMillionTokens;
   const usd = price === undefined ? null : (tokens / 1e6) * price;
   const impact =
@@ -302,13 +289,13 @@ function costRow(run: GraphRun, items: readonly DatasetItem[], options: Calibrat
     falseNegatives: fn,
     calls,
     tokens,
-    callsPerCorrect: per(calls, correct),
-    tokensPerCorrect: per(tokens, correct),
-    tokensPerCorrectAccept: per(tokens, tp),
+    callsPerCorrect: ratio(calls, correct),
+    tokensPerCorrect: ratio(tokens, correct),
+    tokensPerCorrectAccept: ratio(tokens, tp),
     usd,
-    usdPerCorrect: usd === null ? null : per(usd, correct),
+    usdPerCorrect: usd === null ? null : ratio(usd, correct),
     impactUsd: impact,
-    impactPerItemUsd: impact === null ? null : per(impact, decided),
+    impactPerItemUsd: impact === null ? null : ratio(impact, decided),
   };
 }
 

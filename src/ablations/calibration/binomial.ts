@@ -1,3 +1,4 @@
+import { logGamma } from '../stats/distributions.js';
 import { clopperPearson as sharedClopperPearson } from '../stats/proportion.js';
 
 /**
@@ -20,21 +21,6 @@ export interface BinomialInterval {
 
 function logChoose(n: number, k: number): number {
   return logGamma(n + 1) - logGamma(k + 1) - logGamma(n - k + 1);
-}
-
-/** Lanczos approximation of ln Γ(x), x > 0 (|error| < 1e-13 over the range used here). */
-function logGamma(x: number): number {
-  const g = 7;
-  const c = [
-    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
-    12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
-  ];
-  if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - logGamma(1 - x);
-  const z = x - 1;
-  let a = c[0] ?? 1;
-  const t = z + g + 0.5;
-  for (let i = 1; i < g + 2; i++) a += (c[i] ?? 0) / (z + i);
-  return 0.5 * Math.log(2 * Math.PI) + (z + 0.5) * Math.log(t) - t + Math.log(a);
 }
 
 /** P(X ≤ k) for X ~ Binomial(n, p). */

@@ -5,12 +5,9 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { judgmentKey } from '../../judge/key.js';
 import { PROMPT_VERSION } from '../../roles/index.js';
 import { clusterIndex, type Dataset } from '../dataset.js';
-import { toInput } from '../pool.js';
 import type { GraphEntry, RunOptions } from '../types.js';
-import { loadRecords, recordId, type ItemRecord } from '../records.js';
 import { runAblation } from '../runner.js';
 import { calibrate, type CalibrationResults } from './analyze.js';
 import { voteTable, type GraphRun } from './members.js';
@@ -58,17 +55,12 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
   if (!ablation.completed) return { completed: false, results: null, files: ablation.files };
   const items =
     options.limit === undefined ? options.dataset.items : options.dataset.items.slice(0, options.limit);
-  const { records } = await loadRecords(join(runsDir, 'items.jsonl'));
-  const runs: GraphRun[] = options.entries.map((entry) => ({
-    label: entry.label,
-    graph: entry.graph,
-    records: items.map((item): ItemRecord => {
-      const key = judgmentKey(entry.graph, toInput(item), options.router);
-      const record = records.get(recordId(key, item.id));
-      if (record === undefined) throw new Error(`no result for ${entry.label} / ${item.id}`);
-      return record;
-    }),
-  }));
+  // The records runAblation already holds, aligned with `items` (no second read of items.jsonl).
+  const runs: GraphRun[] = options.entries.map((entry) => {
+    const records = ablation.outcomes.get(entry.label);
+    if (records === undefined) throw new Error(`no result for ${entry.label}`);
+    return { label: entry.label, graph: entry.graph, records };
+  });
   const table = voteTable(runs, items, clusterIndex(items));
   const results = calibrate({
     table,
