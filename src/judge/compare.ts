@@ -27,7 +27,9 @@ import type {
 } from '../roles/types.js';
 import { askStructured, type AskCost, type AskResult } from './ask.js';
 import { addKnown, deadlineScope } from './calls.js';
-import { checkCandidate, DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
+import { normalized } from '../text/normalize.js';
+import { prepareCandidate, type ReasoningFormat } from './candidate.js';
+import type { CandidateLimits } from './degenerate.js';
 import { nextNonce } from './nonce.js';
 import type { JudgeObserver, Router, Usage } from './types.js';
 
@@ -45,6 +47,8 @@ export interface ComparativeOptions {
   signal?: AbortSignal | undefined;
   observer?: JudgeObserver | undefined;
   limits?: CandidateLimits | undefined;
+  /** How a candidate's reasoning trace is found (REASONING_FORMAT; default `auto`). */
+  reasoningFormat?: ReasoningFormat | undefined;
   /** Fence nonce; random per unit unless a test pins it. */
   nonce?: string | undefined;
 }
@@ -117,6 +121,24 @@ export interface PickJudgment extends UnitBase {
   best: number | null;
   confidence: number | null;
   reasoning: string | null;
+}
+
+/** The question and ground truth through the normaliser (src/text/normalize.ts), as judgments get them. */
+export function normalizeShared<T extends Shared>(input: T): T {
+  return {
+    ...input,
+    question: normalized(input.question),
+    groundTruth: input.groundTruth === null ? null : normalized(input.groundTruth),
+  };
+}
+
+/** One candidate as a comparison judges it (src/judge/candidate.ts): its prepared text, or why it is not an idea. */
+function prepared(text: string, question: string, options: ComparativeOptions) {
+  return prepareCandidate(text, {
+    reasoningFormat: options.reasoningFormat,
+    limits: options.limits,
+    question,
+  });
 }
 
 const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });
@@ -212,19 +234,22 @@ export function comparisonNodeId(judge: number): string {
  * pair (its result is null, counted as a failed comparison by the caller, never a loss).
  */
 export async function comparePair(
-  input: PairInput,
+  rawInput: PairInput,
   options: ComparativeOptions & { judges?: number | undefined },
 ): Promise<PairJudgment> {
   const started = performance.now();
   const judges = Math.min(MAX_JUDGES, Math.max(1, Math.trunc(options.judges ?? 1)));
-  const limits = options.limits ?? DEFAULT_CANDIDATE_LIMITS;
-  const okA = checkCandidate(input.a, limits);
-  const okB = checkCandidate(input.b, limits);
+  const shared = normalizeShared(rawInput);
+  const pa = prepared(rawInput.a, shared.question, options);
+  const pb = prepared(rawInput.b, shared.question, options);
+  const input: PairInput = { ...shared, a: pa.candidate, b: pb.candidate };
   const base = { usage: noUsage(), promptVersion: COMPARATIVE_PROMPT_VERSION, votes: [] };
-  if (!okA.ok || !okB.ok) {
+  if (pa.rejection !== undefined || pb.rejection !== undefined) {
     // A degenerate idea is a real loss (a real 0 elsewhere), decided without an LLM call.
-    const preference: Preference = !okA.ok && !okB.ok ? 'tie' : okA.ok ? 'a' : 'b';
-    const reasons = [okA.ok ? null : `a: ${okA.reason}`, okB.ok ? null : `b: ${okB.reason}`];
+    const okA = pa.rejection === undefined;
+    const okB = pb.rejection === undefined;
+    const preference: Preference = !okA && !okB ? 'tie' : okA ? 'a' : 'b';
+    const reasons = [okA ? null : `a: ${pa.rejection}`, okB ? null : `b: ${pb.rejection}`];
     return {
       ...base,
       status: 'rejected_input',
@@ -371,17 +396,19 @@ function toVote(
 }
 
 /** Rates one idea 1–5 on a criterion (one LLM call; a degenerate idea is a 1 without a call). */
-export async function rateIdea(input: RatingInput, options: ComparativeOptions): Promise<RatingJudgment> {
+export async function rateIdea(rawInput: RatingInput, options: ComparativeOptions): Promise<RatingJudgment> {
   const started = performance.now();
-  const check = checkCandidate(input.idea, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
+  const shared = normalizeShared(rawInput);
+  const check = prepared(rawInput.idea, shared.question, options);
+  const input: RatingInput = { ...shared, idea: check.candidate };
   const base = { usage: noUsage(), promptVersion: COMPARATIVE_PROMPT_VERSION };
-  if (!check.ok) {
+  if (check.rejection !== undefined) {
     return {
       ...base,
       status: 'rejected_input',
       score: 1,
       reasoning: null,
-      reason: check.reason,
+      reason: check.rejection,
       latencyMs: 0,
     };
   }
@@ -412,13 +439,16 @@ export async function rateIdea(input: RatingInput, options: ComparativeOptions):
  * Names the best of N ideas in one call. Degenerate ideas are left out of the prompt (and can never be
  * picked); with every idea degenerate, `best` is null and the status `rejected_input`.
  */
-export async function pickBest(input: PickInput, options: ComparativeOptions): Promise<PickJudgment> {
+export async function pickBest(rawInput: PickInput, options: ComparativeOptions): Promise<PickJudgment> {
   const started = performance.now();
-  const limits = options.limits ?? DEFAULT_CANDIDATE_LIMITS;
+  const shared = normalizeShared(rawInput);
   const shown: number[] = [];
-  input.candidates.forEach((c, i) => {
-    if (checkCandidate(c, limits).ok) shown.push(i);
+  const texts = rawInput.candidates.map((c, i) => {
+    const p = prepared(c, shared.question, options);
+    if (p.rejection === undefined) shown.push(i);
+    return p.candidate;
   });
+  const input: PickInput = { ...shared, candidates: texts };
   const base = {
     usage: noUsage(),
     promptVersion: COMPARATIVE_PROMPT_VERSION,

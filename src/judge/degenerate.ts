@@ -1,5 +1,6 @@
 import { STOPWORDS } from '../text/similarity.js';
 import { CANDIDATE_LIMIT_DEFAULTS } from '../settings/defaults.js';
+import { checkNoMethod, type NoMethodReason } from './no-method.js';
 
 /**
  * Degenerate candidates are decided without any LLM call (reward 0, status `rejected_input`): they are
@@ -18,10 +19,33 @@ export const DEFAULT_CANDIDATE_LIMITS: Readonly<CandidateLimits> = CANDIDATE_LIM
 /**
  * Stable rejection reasons (used in responses and as a bounded metrics label):
  * `empty` (nothing or only whitespace), `control_only` (only control/format characters such as NUL or
- * zero-width spaces, possibly with whitespace), `too_long`, `master_key_filler` (a known filler phrase or a
- * few words with no content word), `too_short`.
+ * zero-width spaces, possibly with whitespace, or mostly invisible: see src/judge/candidate.ts), `too_long`,
+ * `master_key_filler` (a known filler phrase or a few words with no content word), `too_short`,
+ * `truncated_reasoning` (a reasoning trace that never closed: src/text/reasoning.ts), and the
+ * no-method rules of src/judge/no-method.ts (`encoded`, `long_token`, `non_prose`, `question_restated`).
  */
-export type RejectionReason = 'empty' | 'control_only' | 'too_long' | 'master_key_filler' | 'too_short';
+export type RejectionReason =
+  | 'empty'
+  | 'control_only'
+  | 'too_long'
+  | 'master_key_filler'
+  | 'too_short'
+  | 'truncated_reasoning'
+  | NoMethodReason;
+
+/** Every rejection reason, for metrics series and per-reason trainer logs. */
+export const REJECTION_REASONS: readonly RejectionReason[] = [
+  'empty',
+  'control_only',
+  'too_long',
+  'master_key_filler',
+  'too_short',
+  'truncated_reasoning',
+  'encoded',
+  'long_token',
+  'non_prose',
+  'question_restated',
+];
 
 export type CandidateCheck = { ok: true } | { ok: false; reason: RejectionReason };
 
@@ -304,9 +328,11 @@ function isFiller(trimmed: string): boolean {
 
 /**
  * Decides whether a candidate is degenerate. Pure and cheap: the filler rules only run on texts within
- * `maxChars`. Lengths are counted on the trimmed text.
+ * `maxChars`. Lengths are counted on the trimmed text. `question` feeds the `question_restated` rule
+ * (empty: that rule is off). Callers judging rollouts go through `prepareCandidate` (src/judge/candidate.ts),
+ * which normalises and extracts the answer first.
  */
-export function checkCandidate(candidate: string, limits: CandidateLimits): CandidateCheck {
+export function checkCandidate(candidate: string, limits: CandidateLimits, question = ''): CandidateCheck {
   const trimmed = candidate.trim();
   if (trimmed.length === 0) return { ok: false, reason: 'empty' };
   if (CONTROL_OR_SPACE.test(trimmed)) return { ok: false, reason: 'control_only' };
@@ -314,5 +340,7 @@ export function checkCandidate(candidate: string, limits: CandidateLimits): Cand
   if (chars > limits.maxChars) return { ok: false, reason: 'too_long' };
   if (isFiller(trimmed)) return { ok: false, reason: 'master_key_filler' };
   if (chars < limits.minChars) return { ok: false, reason: 'too_short' };
+  const noMethod = checkNoMethod(trimmed, question);
+  if (noMethod !== undefined) return { ok: false, reason: noMethod };
   return { ok: true };
 }

@@ -6,11 +6,10 @@ import { performance } from 'node:perf_hooks';
 
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
-import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
 import { addKnown, deadlineScope, observeFailedCall, observeReply, toFailure } from './calls.js';
 import { decide } from './decision.js';
-import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
+import { prepareInput, type ReasoningFormat } from './candidate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
 import { failedJudgment, okJudgment, rejectedJudgment, type JudgmentRun } from './judgment.js';
 import { monitorRound } from './monitor.js';
@@ -38,6 +37,8 @@ export interface RunOptions {
   signal?: AbortSignal | undefined;
   observer?: JudgeObserver | undefined;
   limits?: { minChars: number; maxChars: number } | undefined;
+  /** How the candidate's reasoning trace is found (REASONING_FORMAT; default `auto`). */
+  reasoningFormat?: ReasoningFormat | undefined;
   /** Fence nonce; random per judgment unless a test pins it. */
   nonce?: string | undefined;
   /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
@@ -83,10 +84,15 @@ export async function runJudgment(
   options: RunOptions,
 ): Promise<Judgment> {
   const started = performance.now();
-  // Chat-template control tokens never reach a judge, whichever route or tool sent the candidate.
-  const input = { ...rawInput, candidate: stripChatTokens(rawInput.candidate) };
-  const check = checkCandidate(input.candidate, options.limits ?? DEFAULT_CANDIDATE_LIMITS);
-  if (!check.ok) return rejectedJudgment(graph, check.reason, performance.now() - started);
+  // What is judged (src/judge/candidate.ts), whichever route or tool sent the candidate: normalised, the
+  // final answer after a reasoning trace, no chat-template control tokens, not degenerate.
+  const prepared = prepareInput(rawInput, {
+    reasoningFormat: options.reasoningFormat,
+    limits: options.limits,
+  });
+  const input = prepared.input;
+  if (prepared.rejection !== undefined)
+    return rejectedJudgment(graph, prepared.rejection, performance.now() - started);
   if (graph.cascade !== undefined) return runCascade(graph, graph.cascade, input, options, started);
 
   const remainingMs = options.deadline - Date.now();

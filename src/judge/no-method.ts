@@ -1,0 +1,58 @@
+/**
+ * "No method of its own → no judgment": deterministic, cheap rules (no LLM call) for candidates that carry
+ * no idea a reviewer could read, each with a stable reason. The measurements are in src/text/prose.ts; the
+ * thresholds are here, and docs/inputs.md states them with the positives each rule rejects on the shared
+ * labelled sets (test/judge/no-method-datasets.test.ts measures them).
+ */
+import { echoMeasure, encodedMeasure, letterMeasure, tokenMeasure } from '../text/prose.js';
+
+export type NoMethodReason = 'encoded' | 'long_token' | 'non_prose' | 'question_restated';
+
+/**
+ * The rules' thresholds:
+ * - `encoded`: base64 / hex / percent-encoded runs (src/text/prose.ts) cover at least `encodedChars`
+ *   characters, or at least `encodedShare` of the visible characters;
+ * - `long_token`: a run of letters longer than `maxWordChars` (the longest English dictionary word has
+ *   45), or a whitespace-free token longer than `maxTokenChars` (scripts written without spaces excepted);
+ * - `non_prose`: fewer than `minLetterShare` of the visible characters are letters;
+ * - `question_restated`: the question has at least `echoMinQuestionTerms` content terms (a question, not a
+ *   title), at least `echoMinSharedShare` of the candidate's content terms are the question's, and the
+ *   candidate adds at most `echoMaxAddedTerms` terms of its own.
+ */
+export const NO_METHOD_THRESHOLDS = Object.freeze({
+  encodedChars: 64,
+  encodedShare: 0.2,
+  maxWordChars: 45,
+  maxTokenChars: 100,
+  minLetterShare: 0.5,
+  echoMinQuestionTerms: 10,
+  echoMinSharedShare: 0.8,
+  echoMaxAddedTerms: 2,
+});
+
+/** Whether the candidate restates the question (the `question_restated` rule alone). */
+export function isQuestionRestated(candidate: string, question: string): boolean {
+  const t = NO_METHOD_THRESHOLDS;
+  if (question.length === 0) return false;
+  const asked = echoMeasure(question, question).terms;
+  if (asked < t.echoMinQuestionTerms) return false;
+  const e = echoMeasure(candidate, question);
+  return e.terms > 0 && e.shared >= t.echoMinSharedShare * e.terms && e.added <= t.echoMaxAddedTerms;
+}
+
+/** The first rule a candidate breaks, or undefined. Run on normalised text (after the filler checks). */
+export function checkNoMethod(candidate: string, question: string): NoMethodReason | undefined {
+  const t = NO_METHOD_THRESHOLDS;
+  const letters = letterMeasure(candidate);
+  const encoded = encodedMeasure(candidate);
+  if (
+    encoded.chars > 0 &&
+    (encoded.chars >= t.encodedChars || encoded.chars >= t.encodedShare * letters.visible)
+  )
+    return 'encoded';
+  const tokens = tokenMeasure(candidate);
+  if (tokens.longestWord > t.maxWordChars || tokens.longestToken > t.maxTokenChars) return 'long_token';
+  if (letters.visible > 0 && letters.letters < t.minLetterShare * letters.visible) return 'non_prose';
+  if (isQuestionRestated(candidate, question)) return 'question_restated';
+  return undefined;
+}

@@ -1,0 +1,70 @@
+/**
+ * The one normaliser for text a judge sees (candidates first, then question and ground truth). A leaf: pure
+ * string functions, no imports.
+ *
+ * 1. NFKC (fullwidth forms, ligatures, compatibility characters: `＜ｔｈｉｎｋ＞` is `<think>`).
+ * 2. Invisible characters removed: Unicode format characters (general category Cf: zero-width space and
+ *    joiners, word joiner, BOM, soft hyphen, bidi embeddings/overrides/isolates/marks, the tag block
+ *    U+E0000–E007F), every other default-ignorable code point (variation selectors U+FE00–FE0F and
+ *    U+E0100–E01EF, Mongolian free variation selectors, combining grapheme joiner, Hangul fillers), control
+ *    characters (Cc) other than tab, line feed and carriage return, and the braille blank U+2800.
+ * 3. Runs of combining marks cut to MAX_COMBINING_RUN per base character ("Zalgo" text).
+ *
+ * Removing rather than replacing keeps words whole: `pro\u00ADcess` and `pro\u200Dcess` read `process`.
+ */
+
+/** Combining marks kept after one base character; more is decoration, not writing (Vietnamese needs 2). */
+export const MAX_COMBINING_RUN = 3;
+
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r]/gu;
+const MAYBE_SPECIAL = /[^\u0020-\u007e\t\n\r]/;
+const MARK_RUN = new RegExp(String.raw`(\p{M}{${MAX_COMBINING_RUN}})\p{M}+`, 'gu');
+const SPACE = /\s/u;
+
+export interface NormalizedText {
+  /** The normalised text (not trimmed). */
+  text: string;
+  /** Invisible code points removed (step 2). */
+  invisible: number;
+  /** Visible code points left: not whitespace (after normalisation). */
+  visible: number;
+}
+
+/**
+ * Normalises `text` (steps 1–3 above) and counts what it removed. Idempotent:
+ * `normalizeText(normalizeText(t).text).text === normalizeText(t).text`.
+ */
+export function normalizeText(text: string): NormalizedText {
+  // Printable ASCII with tabs and line breaks is already normal (NFKC leaves it alone, nothing to remove).
+  if (!MAYBE_SPECIAL.test(text)) return { text, invisible: 0, visible: countVisible(text) };
+  let invisible = 0;
+  const out = text
+    .normalize('NFKC')
+    .replace(INVISIBLE, () => {
+      invisible += 1;
+      return '';
+    })
+    .replace(MARK_RUN, (_run: string, kept: string) => kept)
+    // Removal can bring a base and marks together again; NFKC once more keeps the result idempotent.
+    .normalize('NFKC');
+  return { text: out, invisible, visible: countVisible(out) };
+}
+
+/** `normalizeText(text).text`. */
+export function normalized(text: string): string {
+  return normalizeText(text).text;
+}
+
+/** True when `text` holds a character the normaliser removes (an invisible or format character). */
+export function hasInvisible(text: string): boolean {
+  INVISIBLE.lastIndex = 0;
+  const found = INVISIBLE.test(text);
+  INVISIBLE.lastIndex = 0;
+  return found;
+}
+
+function countVisible(text: string): number {
+  let n = 0;
+  for (const c of text) if (!SPACE.test(c)) n += 1;
+  return n;
+}

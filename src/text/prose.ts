@@ -1,0 +1,133 @@
+/**
+ * Measurements of whether a text is prose with something of its own to say, for the "no method of its
+ * own" rules (src/judge/no-method.ts decides; the thresholds live there). A leaf: pure functions.
+ */
+import { termSet } from './similarity.js';
+
+/** Content-term overlap of a candidate with the question (stemmed, stopwords removed: `termSet`). */
+export interface EchoMeasure {
+  /** Distinct content terms of the candidate. */
+  terms: number;
+  /** ... of which the question has too. */
+  shared: number;
+  /** ... the candidate adds (terms - shared). */
+  added: number;
+}
+
+export function echoMeasure(candidate: string, question: string): EchoMeasure {
+  const own = termSet(candidate);
+  const asked = termSet(question);
+  let shared = 0;
+  for (const t of own) if (asked.has(t)) shared += 1;
+  return { terms: own.size, shared, added: own.size - shared };
+}
+
+/** Minimum run lengths, in characters, for a run to count as encoded. */
+export const ENCODED_MIN_RUN = { base64: 24, hex: 32, percent: 4 } as const;
+
+// A base64 / base64url run: the alphabet with at least one digit or `+/` and mixed case, optional padding.
+const BASE64_RUN = new RegExp(String.raw`[A-Za-z0-9+/_-]{${ENCODED_MIN_RUN.base64},}={0,2}`, 'g');
+const HEX_RUN = new RegExp(String.raw`(?:0x)?[0-9a-fA-F]{${ENCODED_MIN_RUN.hex},}`, 'g');
+// Percent-encoding: at least ENCODED_MIN_RUN.percent escapes (`%20`) with at most 3 plain characters between.
+const PERCENT_RUN = new RegExp(
+  String.raw`%[0-9a-fA-F]{2}(?:[A-Za-z0-9._~+-]{0,3}%[0-9a-fA-F]{2}){${ENCODED_MIN_RUN.percent - 1},}`,
+  'g',
+);
+const LOWER = /[a-z]/;
+const UPPER = /[A-Z]/;
+const DIGIT_OR_SIGN = /[0-9+/_]/;
+
+/** Looks like base64 rather than a word: mixed case and a digit or `+/_` (an English word has neither). */
+function isBase64Like(run: string): boolean {
+  return LOWER.test(run) && UPPER.test(run) && DIGIT_OR_SIGN.test(run);
+}
+
+/** Hex rather than a word: at least a quarter digits (hex-looking words such as `deadbeef` have none). */
+function isHexLike(run: string): boolean {
+  let digits = 0;
+  for (const c of run) if (c >= '0' && c <= '9') digits += 1;
+  return digits * 4 >= run.length;
+}
+
+export interface EncodedMeasure {
+  /** Characters inside base64, hex and percent-encoded runs (overlaps counted once). */
+  chars: number;
+  /** The longest such run. */
+  longest: number;
+}
+
+/** Base64, hex and percent-encoded runs of `text`. */
+export function encodedMeasure(text: string): EncodedMeasure {
+  const covered: Array<[number, number]> = [];
+  const add = (re: RegExp, accept: (run: string) => boolean): void => {
+    re.lastIndex = 0;
+    for (const m of text.matchAll(re)) if (accept(m[0])) covered.push([m.index, m.index + m[0].length]);
+  };
+  add(BASE64_RUN, isBase64Like);
+  add(HEX_RUN, isHexLike);
+  add(PERCENT_RUN, () => true);
+  covered.sort((a, b) => a[0] - b[0]);
+  let chars = 0;
+  let longest = 0;
+  let end = -1;
+  for (const [s, e] of covered) {
+    longest = Math.max(longest, e - s);
+    if (e <= end) continue;
+    chars += e - Math.max(s, end);
+    end = e;
+  }
+  return { chars, longest };
+}
+
+// Scripts written without spaces between words: their runs are sentences, not tokens.
+const UNSPACED =
+  /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Thai}\p{Script=Lao}\p{Script=Khmer}\p{Script=Myanmar}\p{Script=Tibetan}]/u;
+const LETTER_RUN = /[\p{L}\p{M}]+/gu;
+const TOKEN = /\S+/gu;
+
+export interface TokenMeasure {
+  /** Longest run of letters (with their marks) in a script written with spaces. */
+  longestWord: number;
+  /** Longest whitespace-free token that holds no character of a script written without spaces. */
+  longestToken: number;
+}
+
+export function tokenMeasure(text: string): TokenMeasure {
+  let longestWord = 0;
+  let longestToken = 0;
+  for (const m of text.matchAll(TOKEN)) {
+    const token = m[0];
+    if (token.length <= longestWord && token.length <= longestToken) continue;
+    if (UNSPACED.test(token)) continue;
+    longestToken = Math.max(longestToken, codePoints(token));
+    for (const w of token.matchAll(LETTER_RUN)) longestWord = Math.max(longestWord, codePoints(w[0]));
+  }
+  return { longestWord, longestToken };
+}
+
+export interface LetterMeasure {
+  /** Code points that are not whitespace. */
+  visible: number;
+  /** ... of which letters (with their combining marks). */
+  letters: number;
+}
+
+const LETTER = /[\p{L}\p{M}]/u;
+const SPACE = /\s/u;
+
+export function letterMeasure(text: string): LetterMeasure {
+  let visible = 0;
+  let letters = 0;
+  for (const c of text) {
+    if (SPACE.test(c)) continue;
+    visible += 1;
+    if (LETTER.test(c)) letters += 1;
+  }
+  return { visible, letters };
+}
+
+function codePoints(text: string): number {
+  let n = 0;
+  for (const _ of text) n += 1;
+  return n;
+}
