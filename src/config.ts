@@ -187,6 +187,7 @@ const RequestEnv = z
     INLINE_MAX_CALLS: int(1).default(12),
     INLINE_MAX_ROUNDS: int(1, 5).default(3),
     INLINE_MAX_TOKENS: int(16).default(2048),
+    REASONING_FORMAT: z.enum(['auto', 'think', 'harmony', 'none']).default('auto'),
   })
   .superRefine((env, ctx) => {
     if (env.MIN_CANDIDATE_CHARS > env.MAX_CANDIDATE_CHARS) {
@@ -217,6 +218,8 @@ const RequestEnv = z
       maxRounds: e.INLINE_MAX_ROUNDS,
       maxTokens: e.INLINE_MAX_TOKENS,
     },
+    /** Where a candidate's reasoning trace ends and its answer starts (src/text/reasoning.ts). */
+    reasoningFormat: e.REASONING_FORMAT,
   }));
 
 /** How much judging runs and waits at once, and what is kept. */

@@ -124,7 +124,7 @@ export interface PickJudgment extends UnitBase {
 }
 
 /** The question and ground truth through the normaliser (src/text/normalize.ts), as judgments get them. */
-export function normalizeShared<T extends Shared>(input: T): T {
+export function normalizeShared<T extends { question: string; groundTruth: string | null }>(input: T): T {
   return {
     ...input,
     question: normalized(input.question),

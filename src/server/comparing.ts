@@ -9,11 +9,13 @@ import { randomUUID } from 'node:crypto';
 
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
+import { prepareCandidate, type ReasoningFormat } from '../judge/candidate.js';
 import {
   canonicalPair,
   comparativeKey,
   comparePair,
   mirrorPair,
+  normalizeShared,
   pickBest,
   type PairInput,
   type PairJudgment,
@@ -90,6 +92,8 @@ export interface ComparisonServiceOptions {
   admission: Admission;
   cacheSize: number;
   candidateLimits: { minChars: number; maxChars: number };
+  /** REASONING_FORMAT: where a candidate's reasoning trace ends (default `auto`). */
+  reasoningFormat?: ReasoningFormat | undefined;
   transcripts?: TranscriptSink | undefined;
   onInternalError?: ((err: unknown) => void) | undefined;
   /** Called on every refusal (the app rate-limits the log line, shared with judgments). */
@@ -186,6 +190,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
           observer,
           judges,
           limits: options.candidateLimits,
+          reasoningFormat: options.reasoningFormat,
         }),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
@@ -198,7 +203,37 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       },
     );
 
-  const tournaments: ComparisonService['tournaments'] = async (groups, request) => {
+  /**
+   * What is judged (src/judge/candidate.ts), at the one door every ranking route's candidates come through:
+   * texts normalised, each candidate's final answer extracted, before anything is keyed or compared. A
+   * rejected candidate keeps its text (the comparison rejects it again, with the same reason, and it loses).
+   */
+  const prepareTexts = <T extends { question: string; groundTruth: string | null }>(
+    shared: T,
+    candidates: readonly string[],
+  ): { shared: T; candidates: string[] } => {
+    const normal = normalizeShared(shared);
+    return {
+      shared: normal,
+      candidates: candidates.map((c) => {
+        const p = prepareCandidate(c, {
+          reasoningFormat: options.reasoningFormat,
+          limits: options.candidateLimits,
+          question: normal.question,
+        });
+        if (p.rejection !== undefined) metrics.rejectedInputs.labels(p.rejection).inc();
+        return p.candidate;
+      }),
+    };
+  };
+
+  const tournaments: ComparisonService['tournaments'] = (rawGroups, request) =>
+    playTournaments(
+      rawGroups.map((g) => ({ ...g, ...prepareTexts(g.shared, g.candidates) })),
+      request,
+    );
+
+  const playTournaments: ComparisonService['tournaments'] = async (groups, request) => {
     // Each pair's canonical input and key, hashed once: fixed schedules key every pair when planning and
     // again when playing it.
     const keyed = groups.map((group) => {
@@ -301,7 +336,9 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
   };
 
-  const pick: ComparisonService['pick'] = async (input, scopeIn) => {
+  const pick: ComparisonService['pick'] = async (rawInput, scopeIn) => {
+    const texts = prepareTexts(rawInput, rawInput.candidates);
+    const input: PickInput = { ...texts.shared, candidates: texts.candidates };
     const key = comparativeKey(router, { kind: 'pick', input });
     const hit = cache.get(key);
     if (hit !== undefined && hit.kind === 'pick') {
@@ -327,6 +364,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
                     signal,
                     observer,
                     limits: options.candidateLimits,
+                    reasoningFormat: options.reasoningFormat,
                   }),
                 (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
               ),

@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
+import { prepareInput, type ReasoningFormat } from '../judge/candidate.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
@@ -58,6 +59,8 @@ export interface JudgedItem {
   judgment: Judgment;
   /** True when this request did not compute it: an LRU hit or a flight shared with another item/request. */
   cached: boolean;
+  /** Code points of the item's reasoning trace before its answer (src/judge/candidate.ts); 0 without one. */
+  reasoningChars?: number | undefined;
 }
 
 export interface JudgeRequest {
@@ -94,6 +97,8 @@ export interface JudgeServiceOptions {
   admission: Admission;
   cacheSize: number;
   candidateLimits: { minChars: number; maxChars: number };
+  /** REASONING_FORMAT: where a candidate's reasoning trace ends (default `auto`). */
+  reasoningFormat?: ReasoningFormat | undefined;
   transcripts?: TranscriptSink | undefined;
   onInternalError?: ((err: unknown) => void) | undefined;
   /** Called on every refusal (the app rate-limits the log line). */
@@ -307,6 +312,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           signal,
           observer,
           limits: options.candidateLimits,
+          reasoningFormat: options.reasoningFormat,
         }),
       async (judgment) => {
         metrics.observeJudgment(item.graph.label, judgment);
@@ -345,7 +351,27 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     return lookup;
   };
 
+  /**
+   * What is judged (src/judge/candidate.ts), at the one door every route's items come through: each item's
+   * texts normalised and its candidate's final answer extracted before anything is keyed, cached or judged.
+   */
   const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
+    const prepared = request.items.map((item) =>
+      prepareInput(item.input, { reasoningFormat: options.reasoningFormat, limits: options.candidateLimits }),
+    );
+    const judged = await judgePrepared({
+      ...request,
+      items: request.items.map((item, i) => ({ graph: item.graph, input: prepared[i]?.input ?? item.input })),
+    });
+    return judged.map((j, i) => {
+      const p = prepared[i];
+      if (p?.rejection !== undefined && j.judgment.status === 'rejected_input')
+        metrics.rejectedInputs.labels(p.rejection).inc();
+      return { ...j, reasoningChars: p?.reasoningChars ?? 0 };
+    });
+  };
+
+  const judgePrepared = async (request: JudgeRequest): Promise<JudgedItem[]> => {
     const { items, deadline } = request;
     const startedAt = Date.now();
     const keys: string[] = [];

@@ -6,6 +6,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 import type { PairJudgment } from '../judge/compare.js';
+import { REJECTION_REASONS } from '../judge/degenerate.js';
 import type { Backend, CallEvent, Judgment, ReplicaSnapshot, RetryEvent } from '../judge/types.js';
 import type { StateObserver } from '../state/types.js';
 
@@ -101,6 +102,8 @@ export interface Metrics {
   observeJudgment(graph: string, judgment: Judgment): void;
   /** Reads the backends' per-replica state at every scrape (reward_backend_replica_*). */
   watchBackends(source: () => readonly Backend[]): void;
+  /** Candidates answered `rejected_input` (a real 0, no LLM call), by reason; every reason starts at 0. */
+  rejectedInputs: Counter<'reason'>;
 }
 
 const CIRCUIT_STATE = { closed: 0, half_open: 1, open: 2 } as const satisfies Record<
@@ -368,6 +371,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const rejectedInputs = new Counter({
+    name: 'reward_rejected_inputs_total',
+    help: 'Candidates answered rejected_input (a real 0 without an LLM call) per request item or ranked candidate, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  for (const reason of REJECTION_REASONS) rejectedInputs.labels(reason).inc(0);
+
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
   const backendLabel = boundedLabel(MAX_LABEL_VALUES);
@@ -429,6 +440,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     watchBackends(source) {
       backendSource = source;
     },
+    rejectedInputs,
     observeJudgment(graph, judgment) {
       judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
       judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);

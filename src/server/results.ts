@@ -26,6 +26,8 @@ export interface ItemResult {
   transcript?: unknown;
   /** Per-round similarity, objection shares and why it stopped (a `converged` early stop only). */
   debate?: unknown;
+  /** Code points of the candidate's reasoning trace before its answer (REASONING_FORMAT); 0 without one. */
+  reasoning_chars?: number;
 }
 
 export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResult {
@@ -45,6 +47,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
     stop_reason: j.stopReason,
   };
   if (j.reason !== undefined) result.reason = j.reason;
+  result.reasoning_chars = item.reasoningChars ?? 0;
   if (j.error !== undefined) {
     result.error = j.error.message;
     result.error_code = j.error.code;

@@ -151,3 +151,24 @@ function stripEnd(rest: string): string {
   for (const end of ENDS) if (rest.startsWith(end)) return rest.slice(end.length);
   return rest;
 }
+
+const OPEN_TAG_AT_END = /<\s*(?:think|thinking|reasoning)\s*>\s*$/i;
+const HARMONY_OPEN_AT_END = /<\|channel\|>\s*(?:analysis|commentary)\b[^<]*<\|message\|>\s*$/;
+
+/**
+ * The trace opener a chat-templated prompt ends with (Qwen3 and DeepSeek-R1 templates put `<think>` in the
+ * generation prompt; a harmony prompt may end inside an analysis message), or undefined. A trainer adapter
+ * prefixes the rollout with it, so a rollout cut off inside that trace is `truncated`, not judged.
+ */
+export function traceOpenedBy(prompt: string, format: ReasoningFormat): string | undefined {
+  if (format === 'none') return undefined;
+  if (format !== 'harmony') {
+    const m = OPEN_TAG_AT_END.exec(prompt);
+    if (m !== null) return m[0];
+  }
+  if (format !== 'think') {
+    const m = HARMONY_OPEN_AT_END.exec(prompt);
+    if (m !== null) return m[0];
+  }
+  return undefined;
+}

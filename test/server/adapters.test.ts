@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
+import { REJECTION_REASONS } from '../../src/judge/degenerate.js';
 import { candidateFromQuery, questionFromMessages } from '../../src/server/routes/adapters.js';
 import { stripChatTokens } from '../../src/text/chat-tokens.js';
 import { candidate, GOOD, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
@@ -57,7 +58,18 @@ describe('POST /get_reward (OpenRLHF)', () => {
     expect(body.rewards).toEqual([1, 0, 0]);
     expect(body.scores).toHaveLength(3);
     const keys = Object.keys(body.extra_logs).sort();
-    expect(keys).toEqual(['cached', 'incoherent', 'judge_failed', 'latency_s', 'rejected_input', 'score']);
+    expect(keys).toEqual(
+      [
+        'cached',
+        'incoherent',
+        'judge_failed',
+        'latency_s',
+        'reasoning_chars',
+        'rejected_input',
+        ...REJECTION_REASONS.map((r) => `rejected_${r}`),
+        'score',
+      ].sort(),
+    );
     for (const key of keys) {
       expect(body.extra_logs[key]).toHaveLength(3);
       for (const v of body.extra_logs[key]) expect(typeof v).toBe('number');

@@ -251,7 +251,7 @@ describe('/get_reward finds the rollout', () => {
 });
 
 describe('/verify reads every text-bearing content part', () => {
-  it('judges `text` and `output_text` parts (and ignores non-assistant items)', async () => {
+  it('judges the `text` and `output_text` parts of the last assistant message only (issue 19)', async () => {
     const h = await harness();
     const res = await h.app.inject({
       method: 'POST',
@@ -263,11 +263,19 @@ describe('/verify reads every text-bearing content part', () => {
         response: {
           output: [
             { type: 'reasoning', summary: [] },
-            { type: 'message', role: 'assistant', content: [{ type: 'text', text: candidate(0, true) }] },
             {
               type: 'message',
               role: 'assistant',
-              content: [{ type: 'output_text', text: 'and a second part.' }],
+              content: [{ type: 'output_text', text: 'A preamble before a tool call.' }],
+            },
+            { type: 'function_call', name: 'search', arguments: '{}' },
+            {
+              type: 'message',
+              role: 'assistant',
+              content: [
+                { type: 'text', text: candidate(0, true) },
+                { type: 'output_text', text: 'and a second part.' },
+              ],
             },
           ],
         },
@@ -279,6 +287,7 @@ describe('/verify reads every text-bearing content part', () => {
     const text = judgeTexts(h).join('\n');
     expect(text).toContain(candidate(0, true));
     expect(text).toContain('and a second part.');
+    expect(text).not.toContain('A preamble before a tool call.');
     expect(text).toContain(QUESTION);
   });
 });

@@ -11,6 +11,8 @@ import { RewardError } from '../../errors.js';
 import { idempotencyKey, presetChoice, requestScope, type ServerContext } from '../context.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
+import { REJECTION_REASONS } from '../../judge/degenerate.js';
+import { traceOpenedBy, type ReasoningFormat } from '../../text/reasoning.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
@@ -28,6 +30,31 @@ export function candidateFromQuery(query: string, prompt: string | undefined, in
     );
   }
   return response;
+}
+
+/**
+ * The rollout with the reasoning-trace opener its prompt ended with (`<think>` from a Qwen3 / DeepSeek-R1
+ * template) put back, so a trace the policy never closed is found (`truncated_reasoning`).
+ */
+export function withPromptTrace(
+  candidate: string,
+  prompt: string | readonly unknown[] | undefined,
+  format: ReasoningFormat,
+): string {
+  if (typeof prompt !== 'string') return candidate;
+  const opener = traceOpenedBy(prompt, format);
+  return opener === undefined ? candidate : `${opener}${candidate}`;
+}
+
+/** Per reason, 1 for the items rejected for it (OpenRLHF logs each list's mean: the reason's rate). */
+function rejectionLogs(judged: readonly JudgedItem[]): Record<string, number[]> {
+  const logs: Record<string, number[]> = {};
+  for (const reason of REJECTION_REASONS) {
+    logs[`rejected_${reason}`] = judged.map((j) =>
+      j.judgment.status === 'rejected_input' && j.judgment.reason === reason ? 1 : 0,
+    );
+  }
+  return logs;
 }
 
 /** Every text-bearing part of a message's content (`text`, `output_text`, `input_text`, a `refusal`). */
@@ -105,6 +132,7 @@ function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) 
     cached: judged.cached,
     judgment_id: judged.judgmentId,
     ...(j.reason === undefined ? {} : { reason: j.reason }),
+    reasoning_chars: judged.reasoningChars ?? 0,
     graph: { name: choice.graph.name, hash: choice.graph.hash },
     backend,
   };
@@ -144,7 +172,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         input: {
           // Same question as a per-rollout call with the chat's messages: the last user turn.
           question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
-          candidate: candidateFromQuery(query, prompt, i),
+          candidate: withPromptTrace(candidateFromQuery(query, prompt, i), prompt, config.reasoningFormat),
           groundTruth,
         },
       };
@@ -168,6 +196,9 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         cached: judged.map((j) => (j.cached ? 1 : 0)),
         score: judged.map((j) => j.judgment.score ?? 0),
         latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
+        // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
+        reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
+        ...rejectionLogs(judged),
       },
     };
   });
@@ -181,7 +212,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: {
           question: question ?? questionFromMessages(body.prompt),
-          candidate: stripChatTokens(body.response),
+          candidate: withPromptTrace(stripChatTokens(body.response), body.prompt, config.reasoningFormat),
           groundTruth,
         },
       },
@@ -199,10 +230,13 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
   app.post('/verify', async (request, reply) => {
     const choice = graphFor(request.query);
     const body = parseOr400(schemas.Verify, request.body);
+    // The answer is the last assistant `message` item: never a `reasoning` or `function_call` item, nor an
+    // earlier message (a preamble before a tool call).
     const texts: string[] = [];
     for (const item of body.response.output) {
       if (item.type !== 'message' || (item.role !== undefined && item.role !== 'assistant')) continue;
       const content = item.content;
+      texts.length = 0;
       if (typeof content === 'string') texts.push(content);
       else if (content !== undefined) texts.push(partsText(content));
     }
