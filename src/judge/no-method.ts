@@ -40,19 +40,25 @@ export function isQuestionRestated(candidate: string, question: string): boolean
   return e.terms > 0 && e.shared >= t.echoMinSharedShare * e.terms && e.added <= t.echoMaxAddedTerms;
 }
 
-/** The first rule a candidate breaks, or undefined. Run on normalised text (after the filler checks). */
-export function checkNoMethod(candidate: string, question: string): NoMethodReason | undefined {
+/** Every rule a candidate breaks, in the order they are reported (`encoded` first, the echo last). */
+export function noMethodRules(candidate: string, question: string): NoMethodReason[] {
   const t = NO_METHOD_THRESHOLDS;
+  const broken: NoMethodReason[] = [];
   const letters = letterMeasure(candidate);
   const encoded = encodedMeasure(candidate);
   if (
     encoded.chars > 0 &&
     (encoded.chars >= t.encodedChars || encoded.chars >= t.encodedShare * letters.visible)
   )
-    return 'encoded';
+    broken.push('encoded');
   const tokens = tokenMeasure(candidate);
-  if (tokens.longestWord > t.maxWordChars || tokens.longestToken > t.maxTokenChars) return 'long_token';
-  if (letters.visible > 0 && letters.letters < t.minLetterShare * letters.visible) return 'non_prose';
-  if (isQuestionRestated(candidate, question)) return 'question_restated';
-  return undefined;
+  if (tokens.longestWord > t.maxWordChars || tokens.longestToken > t.maxTokenChars) broken.push('long_token');
+  if (letters.visible > 0 && letters.letters < t.minLetterShare * letters.visible) broken.push('non_prose');
+  if (isQuestionRestated(candidate, question)) broken.push('question_restated');
+  return broken;
+}
+
+/** The first rule a candidate breaks, or undefined. Run on normalised text (after the filler checks). */
+export function checkNoMethod(candidate: string, question: string): NoMethodReason | undefined {
+  return noMethodRules(candidate, question)[0];
 }

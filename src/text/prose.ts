@@ -22,17 +22,15 @@ export function echoMeasure(candidate: string, question: string): EchoMeasure {
   return { terms: own.size, shared, added: own.size - shared };
 }
 
-/** Minimum run lengths, in characters, for a run to count as encoded. */
+/** Minimum run lengths, in characters, for a run to count as encoded (`percent`: escapes per token). */
 export const ENCODED_MIN_RUN = { base64: 24, hex: 32, percent: 4 } as const;
 
 // A base64 / base64url run: the alphabet with at least one digit or `+/` and mixed case, optional padding.
 const BASE64_RUN = new RegExp(String.raw`[A-Za-z0-9+/_-]{${ENCODED_MIN_RUN.base64},}={0,2}`, 'g');
 const HEX_RUN = new RegExp(String.raw`(?:0x)?[0-9a-fA-F]{${ENCODED_MIN_RUN.hex},}`, 'g');
-// Percent-encoding: at least ENCODED_MIN_RUN.percent escapes (`%20`) with at most 3 plain characters between.
-const PERCENT_RUN = new RegExp(
-  String.raw`%[0-9a-fA-F]{2}(?:[A-Za-z0-9._~+-]{0,3}%[0-9a-fA-F]{2}){${ENCODED_MIN_RUN.percent - 1},}`,
-  'g',
-);
+// Percent-encoding: a whitespace-free token holding at least ENCODED_MIN_RUN.percent escapes (`%20`).
+const TOKEN_RUN = /\S+/g;
+const PERCENT_ESCAPE = /%[0-9a-fA-F]{2}/g;
 const LOWER = /[a-z]/;
 const UPPER = /[A-Z]/;
 const DIGIT_OR_SIGN = /[0-9+/_]/;
@@ -65,7 +63,7 @@ export function encodedMeasure(text: string): EncodedMeasure {
   };
   add(BASE64_RUN, isBase64Like);
   add(HEX_RUN, isHexLike);
-  add(PERCENT_RUN, () => true);
+  add(TOKEN_RUN, (token) => (token.match(PERCENT_ESCAPE)?.length ?? 0) >= ENCODED_MIN_RUN.percent);
   covered.sort((a, b) => a[0] - b[0]);
   let chars = 0;
   let longest = 0;
