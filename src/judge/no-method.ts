@@ -15,9 +15,10 @@ export type NoMethodReason = 'encoded' | 'long_token' | 'non_prose' | 'question_
  * - `long_token`: a run of letters longer than `maxWordChars` (the longest English dictionary word has
  *   45), or a whitespace-free token longer than `maxTokenChars` (scripts written without spaces excepted);
  * - `non_prose`: fewer than `minLetterShare` of the visible characters are letters;
- * - `question_restated`: the question has at least `echoMinQuestionTerms` content terms (a question, not a
- *   title), at least `echoMinSharedShare` of the candidate's content terms are the question's, and the
- *   candidate adds at most `echoMaxAddedTerms` terms of its own.
+ * - `question_restated`: the question is one (`isAsking`: at least `echoMinAskedTerms` content terms and
+ *   phrased as a question, or at least `echoMinQuestionTerms` content terms; a short title is not), at
+ *   least `echoMinSharedShare` of the candidate's content terms are the question's, and the candidate adds
+ *   at most `echoMaxAddedTerms` terms of its own.
  */
 export const NO_METHOD_THRESHOLDS = Object.freeze({
   encodedChars: 64,
@@ -26,16 +27,31 @@ export const NO_METHOD_THRESHOLDS = Object.freeze({
   maxTokenChars: 100,
   minLetterShare: 0.5,
   echoMinQuestionTerms: 10,
-  echoMinSharedShare: 0.8,
+  echoMinAskedTerms: 4,
+  echoMinSharedShare: 0.75,
   echoMaxAddedTerms: 2,
 });
+
+const INTERROGATIVE =
+  /^\s*(?:how|what|why|which|who|when|where|can|could|is|are|does|do|should|would|will)\b/i;
+
+/**
+ * Whether `question` asks something a candidate could merely restate: phrased as a question (ends with `?`
+ * or opens with an interrogative word) with `echoMinAskedTerms` content terms, or `echoMinQuestionTerms`
+ * content terms in any form. A paper title used as the question (OpenReview) usually names the method, and
+ * an idea that restates it can be a real match, so it is left to the judge.
+ */
+export function isAsking(question: string): boolean {
+  const t = NO_METHOD_THRESHOLDS;
+  const terms = echoMeasure(question, question).terms;
+  if (terms >= t.echoMinQuestionTerms) return true;
+  return terms >= t.echoMinAskedTerms && (/\?\s*$/.test(question) || INTERROGATIVE.test(question));
+}
 
 /** Whether the candidate restates the question (the `question_restated` rule alone). */
 export function isQuestionRestated(candidate: string, question: string): boolean {
   const t = NO_METHOD_THRESHOLDS;
-  if (question.length === 0) return false;
-  const asked = echoMeasure(question, question).terms;
-  if (asked < t.echoMinQuestionTerms) return false;
+  if (question.length === 0 || !isAsking(question)) return false;
   const e = echoMeasure(candidate, question);
   return e.terms > 0 && e.shared >= t.echoMinSharedShare * e.terms && e.added <= t.echoMaxAddedTerms;
 }

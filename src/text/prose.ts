@@ -14,12 +14,22 @@ export interface EchoMeasure {
   added: number;
 }
 
+/**
+ * Words that frame a restatement ("This research asks whether…", "We investigate the question of…") and
+ * carry no method: not counted as terms of the candidate's own.
+ */
+const FRAMING_TERMS: ReadonlySet<string> = termSet(
+  'research researcher question questions ask asks asked asking investigate investigates investigation ' +
+    'explore explores exploring examine examines aim aims goal goals address addresses addressing seek seeks ' +
+    'consider considers whether answer answers wonder here restate restated topic',
+);
+
 export function echoMeasure(candidate: string, question: string): EchoMeasure {
-  const own = termSet(candidate);
   const asked = termSet(question);
+  const own = [...termSet(candidate)].filter((t) => asked.has(t) || !FRAMING_TERMS.has(t));
   let shared = 0;
   for (const t of own) if (asked.has(t)) shared += 1;
-  return { terms: own.size, shared, added: own.size - shared };
+  return { terms: own.length, shared, added: own.length - shared };
 }
 
 /** Minimum run lengths, in characters, for a run to count as encoded (`percent`: escapes per token). */

@@ -9,12 +9,11 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { MAX_INVISIBLE_SHARE, prepareCandidate } from '../../src/judge/candidate.js';
-import { NO_METHOD_THRESHOLDS, noMethodRules } from '../../src/judge/no-method.js';
+import { isAsking, noMethodRules } from '../../src/judge/no-method.js';
 import { stripChatTokens } from '../../src/text/chat-tokens.js';
 import { normalizeText } from '../../src/text/normalize.js';
 import { echoMeasure, encodedMeasure, letterMeasure, tokenMeasure } from '../../src/text/prose.js';
 import { extractAnswer } from '../../src/text/reasoning.js';
-import { termSet } from '../../src/text/similarity.js';
 import { markdownTables, readDoc } from '../support/markdown.js';
 
 const SETS = [
@@ -73,7 +72,7 @@ function closest(rows: readonly Row[]): Record<Rule, string> {
     token = Math.max(token, t.longestToken);
     const l = letterMeasure(r.candidate);
     letters = Math.min(letters, l.letters / Math.max(1, l.visible));
-    if (termSet(r.question).size >= NO_METHOD_THRESHOLDS.echoMinQuestionTerms) {
+    if (isAsking(r.question)) {
       const m = echoMeasure(r.candidate, r.question);
       if (m.terms > 0) echo = Math.max(echo ?? 0, m.shared / m.terms);
     }
@@ -84,10 +83,7 @@ function closest(rows: readonly Row[]): Record<Rule, string> {
     encoded: `encoded chars ≤ ${encoded}`,
     long_token: `word ≤ ${word}, token ≤ ${token}`,
     non_prose: `letter share ≥ ${letters.toFixed(2)}`,
-    question_restated:
-      echo === undefined
-        ? `no question of ${NO_METHOD_THRESHOLDS.echoMinQuestionTerms}+ terms`
-        : `shared share ≤ ${echo.toFixed(2)}`,
+    question_restated: echo === undefined ? 'no question asked' : `shared share ≤ ${echo.toFixed(2)}`,
   };
 }
 
