@@ -20,6 +20,7 @@ import {
   PROMTOOL_TOOL,
   PYYAML_TOOL,
   runTool,
+  YAMLLINT_TOOL,
   type Json,
 } from './tools.js';
 
@@ -81,7 +82,7 @@ function failures(output: string): Set<string> {
 }
 const caseKey = (c: Case): string => `${c.group} / ${c.alertname} @ ${c.at}s`;
 
-describeWithTools('deploy/prometheus alert rules', [PROMTOOL_TOOL, PYYAML_TOOL], () => {
+describeWithTools('deploy/prometheus alert rules', [PROMTOOL_TOOL, PYYAML_TOOL, YAMLLINT_TOOL], () => {
   let rules: Json;
   let operatorRule: Json;
   let testFiles: string[];

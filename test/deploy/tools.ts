@@ -17,6 +17,7 @@ export const PROMTOOL: string | undefined =
   process.env['PROMTOOL'] ?? (runs('promtool', ['--version']) ? 'promtool' : undefined);
 export const PROMETHEUS: string | undefined = runs('prometheus', ['--version']) ? 'prometheus' : undefined;
 export const HAS_PYYAML = runs('python3', ['-c', 'import yaml']);
+export const HAS_YAMLLINT = runs('yamllint', ['--version']);
 
 export interface Tool {
   name: string;
@@ -33,6 +34,11 @@ export const PROMETHEUS_TOOL: Tool = {
   name: 'prometheus',
   present: PROMETHEUS !== undefined,
   install: 'apt-get install -y prometheus',
+};
+export const YAMLLINT_TOOL: Tool = {
+  name: 'yamllint',
+  present: HAS_YAMLLINT,
+  install: 'apt-get install -y yamllint',
 };
 export const PYYAML_TOOL: Tool = {
   name: 'python3-yaml',
