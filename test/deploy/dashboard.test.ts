@@ -285,6 +285,16 @@ describeWithTools(
         expect(new Set(refIds).size, p.title).toBe(refIds.length);
         expect(p.gridPos.x + p.gridPos.w, p.title).toBeLessThanOrEqual(24);
       }
+      // No two panels share a grid cell.
+      const cells = new Map<string, string>();
+      for (const p of panels) {
+        const { x, y, w, h } = p.gridPos as Record<'x' | 'y' | 'w' | 'h', number>;
+        for (let i = x; i < x + w; i++)
+          for (let j = y; j < y + h; j++) {
+            expect(cells.get(`${i},${j}`), `${p.title} overlaps`).toBeUndefined();
+            cells.set(`${i},${j}`, p.title as string);
+          }
+      }
       const rows = panels.filter((p) => p.type === 'row').map((p) => p.title as string);
       expect(rows).toEqual([
         'Throughput',
