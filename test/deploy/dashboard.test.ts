@@ -329,6 +329,24 @@ describeWithTools(
       expect(loaded.filter((x) => x.health !== 'ok').map((x) => `${x.name}: ${x.lastError}`)).toEqual([]);
     });
 
+    it("draws each alert's threshold where the alert rule has it", () => {
+      const alertExpr = new Map(
+        (rules.groups as Json[]).flatMap((g) =>
+          (g.rules as Json[]).map((r) => [r.alert as string, r.expr as string]),
+        ),
+      );
+      const lines = dashboardPanels(dashboard).flatMap((p) =>
+        ((p.targets as Json[] | undefined) ?? []).filter((t) => /^vector\(/.test(t.expr as string)),
+      );
+      expect(lines.length).toBeGreaterThanOrEqual(2);
+      for (const t of lines) {
+        const value = /^vector\(([\d.]+)\)$/.exec(t.expr as string)![1]!;
+        const alert = /\((Reward\w+)\)/.exec(t.legendFormat as string)?.[1];
+        expect(alert, `${t.expr}: name the alert in the legend`).toBeDefined();
+        expect(alertExpr.get(alert!), alert).toMatch(new RegExp(`[<>] ${value.replace('.', '\\.')}\\b`));
+      }
+    });
+
     it('is a well-formed Grafana dashboard: unique ids, a Prometheus data source on every query, the sections', () => {
       const panels = dashboardPanels(dashboard);
       const ids = panels.map((p) => p.id as number);
