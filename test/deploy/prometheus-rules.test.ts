@@ -50,7 +50,7 @@ interface Case {
 }
 
 /** A Prometheus duration (`1h30m`, `90m`, `2h`, `0s`) in seconds. */
-export function durationSeconds(text: string): number {
+function durationSeconds(text: string): number {
   const units: Record<string, number> = {
     ms: 0.001,
     s: 1,
