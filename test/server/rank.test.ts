@@ -446,8 +446,21 @@ describe('POST /v1/best-of-n', () => {
       status: 'judge_error',
       error_code: 'RW_JUDGE_UNAVAILABLE',
     });
-    const noCriterion = await rank(h, {}, '/v1/best-of-n');
-    expect(noCriterion.status).toBe(400);
+    const neither = await rank(h, { ground_truth: undefined }, '/v1/best-of-n');
+    expect(neither.status).toBe(400);
+    expect(neither.body.details.map((d: Json) => d.path)).toEqual(['criterion']);
+  });
+
+  it('takes the body /v1/rank takes: with a ground truth and no criterion it judges on match', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const ranked = await rank(h, { candidates: IDEAS.slice(0, 3) });
+    const best = await rank(h, { candidates: IDEAS.slice(0, 3) }, '/v1/best-of-n');
+    expect(best.status).toBe(200);
+    expect(best.body).toMatchObject({ best_index: ranked.body.ranking[0], criterion: 'match' });
+    // The same pairs on the same criterion: best-of-n is answered from /v1/rank's comparisons.
+    expect(best.body.comparisons).toMatchObject({ scheduled: 3, cached: 3 });
+    const picked = await rank(h, { candidates: [IDEAS[0]] }, '/v1/best-of-n');
+    expect(picked.body).toMatchObject({ best_index: 0, criterion: 'match' });
   });
 });
 

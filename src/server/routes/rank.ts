@@ -55,7 +55,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         shared: {
           question: body.question,
           groundTruth: body.ground_truth ?? null,
-          criterion: body.criterion,
+          criterion: criterionOf(body),
         },
         method: body.method,
         schedule: body.schedule,
@@ -63,7 +63,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       },
       { ...requestScope(ctx, reply), requestId: body.request_id },
     );
-    return bestOfNJson(best, body, router.name);
+    return bestOfNJson(best, { ...body, criterion: criterionOf(body) }, router.name);
   });
 
   app.post('/get_reward/rank', async (request, reply) => {
