@@ -528,6 +528,52 @@ describe('group adapters', () => {
     expect(fallback.json().extra_logs.judge_failed).toEqual([0, 0, 1, 0, 0, 0]);
   });
 
+  it('OpenRLHF /get_reward/rank asks about the last user turn, as /slime/rank does (the same comparisons)', async () => {
+    const system = 'SYSTEMTEXT: you are a helpful assistant.';
+    const chat = `<|im_start|>system\n${system}<|im_end|>\n<|im_start|>user\nQ one?<|im_end|>\n<|im_start|>assistant\n`;
+    const group = rows.filter((_, k) => k % 2 === 0);
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const openrlhf = await h.app.inject({
+      method: 'POST',
+      url: '/get_reward/rank',
+      payload: {
+        query: group.map((r) => chat + r.response),
+        prompts: group.map(() => chat),
+        labels: group.map(() => GROUND_TRUTH),
+      },
+    });
+    expect(openrlhf.statusCode).toBe(200);
+    expect(h.fake.callCount).toBe(6);
+    expect(h.fake.calls.some((c) => JSON.stringify(c.body.messages).includes('SYSTEMTEXT'))).toBe(false);
+    const slime = await h.app.inject({
+      method: 'POST',
+      url: '/slime/rank',
+      payload: {
+        samples: group.map((r) => ({ prompt: chat, response: r.response, label: GROUND_TRUTH })),
+      },
+    });
+    expect(slime.json().rewards).toEqual(openrlhf.json().rewards);
+    // Same question, same pairs: every comparison came from the cache.
+    expect(h.fake.callCount).toBe(6);
+  });
+
+  it('OpenRLHF /get_reward/rank names the query that does not start with its prompt', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/get_reward/rank',
+      payload: {
+        query: [rows[0]!.prompt + rows[0]!.response, rows[2]!.response],
+        prompts: [rows[0]!.prompt, rows[2]!.prompt],
+        labels: [GROUND_TRUTH, GROUND_TRUTH],
+      },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'RW_PROMPT_MISMATCH', details: { index: 1 } });
+    expect(res.json().message).toContain('query[1]');
+    expect(h.fake.callCount).toBe(0);
+  });
+
   it('slime /slime/rank: a --group-rm group of samples gets one reward per sample', async () => {
     const h = await harness({ fake: { fallback: rankJudge } });
     const res = await h.app.inject({

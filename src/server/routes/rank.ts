@@ -74,9 +74,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       const prompt = body.prompts?.[i];
       const { groundTruth, question } = labelParts(body.labels[i] ?? '', schemas, ['labels', i]);
       return {
-        question: question ?? (prompt === undefined ? '' : stripChatTokens(prompt)),
+        // The last user turn, as /get_reward and /slime/rank ask (it also decides the grouping).
+        question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
         groundTruth,
-        candidate: candidateFromQuery(q, prompt),
+        candidate: candidateFromQuery(q, prompt, i),
       };
     });
     const { out, fallback } = await ranking.rankRollouts(
