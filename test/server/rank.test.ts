@@ -374,6 +374,25 @@ describe('POST /v1/rank', () => {
     expect(text).toMatch(/reward_comparison_duration_seconds_count\{criterion="match"\} 3/);
   });
 
+  it('records the backend-reported cached prompt tokens in each comparison transcript line', async () => {
+    const dir = await tempDir();
+    const path = join(dir, 'transcripts.jsonl');
+    const sink = await createFileTranscriptSink(path);
+    const h = await harness({ fake: { fallback: rankJudge, blockCache: true }, transcripts: sink });
+    const { body } = await rank(h, { candidates: IDEAS.slice(0, 4) });
+    await sink.close();
+    const lines = (await readFile(path, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(6);
+    const cached = lines.map((l) => l.usage.cached_prompt_tokens);
+    expect(cached.every((c) => typeof c === 'number')).toBe(true);
+    // The comparisons share the system prompt and question: later ones are served partly from cache.
+    expect(body.usage.cached_prompt_tokens).toBeGreaterThan(0);
+    expect(cached.reduce((a, c) => a + c, 0)).toBe(body.usage.cached_prompt_tokens);
+  });
+
   it('runs on the offline backend and says so', async () => {
     const { app } = offlineApp();
     const res = await app.inject({
