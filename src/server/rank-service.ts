@@ -7,7 +7,8 @@
 import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
 import type { ScoreMethod } from '../judge/bradley-terry.js';
-import { checkCandidate } from '../judge/degenerate.js';
+import { prepareCandidate } from '../judge/candidate.js';
+import { normalizeShared } from '../judge/compare.js';
 import {
   plannedPairs,
   standings,
@@ -116,7 +117,7 @@ export interface RankService {
 export interface RankServiceOptions {
   comparisons: ComparisonService;
   metrics: Metrics;
-  config: Pick<Config, 'maxRankCalls' | 'failureReward' | 'candidateLimits'>;
+  config: Pick<Config, 'maxRankCalls' | 'failureReward' | 'candidateLimits' | 'reasoningFormat'>;
 }
 
 /** LLM calls a schedule plans for G candidates (both orders, `judges` per order). */
@@ -240,7 +241,13 @@ export function createRankService(options: RankServiceOptions): RankService {
   const bestOfN: RankService['bestOfN'] = async (route, request, scope) => {
     if (request.candidates.length === 1) {
       // Nothing to compare: the only candidate is the best one, unless it is not an idea at all.
-      const real = checkCandidate(request.candidates[0] ?? '', config.candidateLimits).ok;
+      // The same preparation as every compared candidate (src/judge/candidate.ts).
+      const real =
+        prepareCandidate(request.candidates[0] ?? '', {
+          reasoningFormat: config.reasoningFormat,
+          limits: config.candidateLimits,
+          question: normalizeShared(request.shared).question,
+        }).rejection === undefined;
       return {
         kind: 'single',
         bestIndex: real ? 0 : null,

@@ -261,6 +261,23 @@ describe('the reason and the trace length reach the trainer', () => {
     }
   });
 
+  it('/v1/best-of-n with one candidate: a cut-off trace is not the best idea, an answer after a trace is', async () => {
+    const h = await harness({ fake: { fallback: anyJudge } });
+    const ask = (candidate: string) =>
+      h.app.inject({
+        method: 'POST',
+        url: '/v1/best-of-n',
+        payload: {
+          question: QUESTION,
+          ground_truth: GROUND_TRUTH,
+          candidates: [candidate],
+          criterion: 'match',
+        },
+      });
+    expect((await ask(`<think>${TRACE} ${GOOD_IDEA}`)).json()).toMatchObject({ best_index: null, calls: 0 });
+    expect((await ask(hostile(GOOD_IDEA))).json()).toMatchObject({ best_index: 0, calls: 0 });
+  });
+
   it('keys the cache on the prepared text: the same answer behind two traces is judged once', async () => {
     const h = await harness({ fake: { fallback: anyJudge } });
     const payload = (trace: string) => ({

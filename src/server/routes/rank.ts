@@ -15,7 +15,7 @@ import { createRankService, criterionOf, type RankGroup } from '../rank-service.
 import { usageOf } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
-import { candidateFromQuery, labelParts, questionFromMessages } from './adapters.js';
+import { candidateFromQuery, labelParts, questionFromMessages, withPromptTrace } from './adapters.js';
 
 export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, router } = ctx;
@@ -77,7 +77,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         // The last user turn, as /get_reward and /slime/rank ask (it also decides the grouping).
         question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
         groundTruth,
-        candidate: candidateFromQuery(q, prompt, i),
+        candidate: withPromptTrace(candidateFromQuery(q, prompt, i), prompt, ctx.config.reasoningFormat),
       };
     });
     const { out, fallback } = await ranking.rankRollouts(
@@ -108,7 +108,11 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       return {
         question: question ?? questionFromMessages(sample.prompt),
         groundTruth,
-        candidate: stripChatTokens(sample.response),
+        candidate: withPromptTrace(
+          stripChatTokens(sample.response),
+          sample.prompt,
+          ctx.config.reasoningFormat,
+        ),
       };
     });
     const { ranked, out, fallback } = await ranking.rankRollouts(
