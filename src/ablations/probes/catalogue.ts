@@ -5,6 +5,7 @@
  * ground truth's words, a cut-off trace, a tag-smuggled instruction, bidi reordering, a question echo, an
  * encoded idea) and the cases they make from labelled items. Pure, no I/O.
  */
+import { isAsking } from '../../judge/no-method.js';
 import { STOPWORDS } from '../../text/similarity.js';
 import type { DatasetItem } from '../dataset.js';
 
@@ -265,9 +266,11 @@ export const PROBES: readonly ProbeDef[] = [
   {
     name: 'question-echo',
     metric: 'fpr',
-    description: 'the research question restated instead of an idea',
+    description:
+      'the research question restated instead of an idea (questions that ask; a paper title used as the question names the method)',
     from: 'ground-truths',
-    variants: (item) => [item.question, `This research asks: ${item.question}`],
+    variants: (item) =>
+      isAsking(item.question) ? [item.question, `This research asks: ${item.question}`] : [],
   },
   {
     name: 'encoded-idea',
