@@ -47,8 +47,6 @@ const PENDING_METRICS = new Map<string, string[]>([
   ['reward_backend_response_format_switches_total', ['backend', 'replica', 'to']],
   // h21b
   ['reward_budget_remaining_tokens', []],
-  // h19
-  ['reward_rejected_inputs_total', ['reason']],
 ]);
 
 /** Grafana's own variables, as Grafana would expand them for a 1 s scrape interval. */
