@@ -19,7 +19,7 @@ export const MAX_COMBINING_RUN = 3;
 const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r]/gu;
 const MAYBE_SPECIAL = /[^\u0020-\u007e\t\n\r]/;
 const MARK_RUN = new RegExp(String.raw`(\p{M}{${MAX_COMBINING_RUN}})\p{M}+`, 'gu');
-const SPACE = /\s/u;
+const VISIBLE = /\S/gu;
 
 export interface NormalizedText {
   /** The normalised text (not trimmed). */
@@ -64,7 +64,5 @@ export function hasInvisible(text: string): boolean {
 }
 
 function countVisible(text: string): number {
-  let n = 0;
-  for (const c of text) if (!SPACE.test(c)) n += 1;
-  return n;
+  return text.match(VISIBLE)?.length ?? 0;
 }

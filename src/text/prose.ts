@@ -120,18 +120,11 @@ export interface LetterMeasure {
   letters: number;
 }
 
-const LETTER = /[\p{L}\p{M}]/u;
-const SPACE = /\s/u;
+const LETTERS = /[\p{L}\p{M}]/gu;
+const VISIBLE = /\S/gu;
 
 export function letterMeasure(text: string): LetterMeasure {
-  let visible = 0;
-  let letters = 0;
-  for (const c of text) {
-    if (SPACE.test(c)) continue;
-    visible += 1;
-    if (LETTER.test(c)) letters += 1;
-  }
-  return { visible, letters };
+  return { visible: text.match(VISIBLE)?.length ?? 0, letters: text.match(LETTERS)?.length ?? 0 };
 }
 
 function codePoints(text: string): number {
