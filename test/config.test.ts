@@ -248,6 +248,13 @@ describe('loadConfig', () => {
     expect(loadConfig({}).candidateLimits).toEqual(DEFAULT_CANDIDATE_LIMITS);
   });
 
+  it('reads REASONING_FORMAT (default auto) and refuses an unknown format', () => {
+    expect(loadConfig({}).reasoningFormat).toBe('auto');
+    for (const f of ['think', 'harmony', 'none'] as const)
+      expect(loadConfig({ REASONING_FORMAT: f }).reasoningFormat).toBe(f);
+    expect(() => loadConfig({ REASONING_FORMAT: 'r1' })).toThrow(/REASONING_FORMAT/);
+  });
+
   it('returns a deeply frozen value', () => {
     const c = loadConfig({});
     expect(Object.isFrozen(c)).toBe(true);

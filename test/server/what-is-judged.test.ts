@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
+import { REJECTION_REASONS } from '../../src/judge/degenerate.js';
 import { hasInvisible } from '../../src/text/normalize.js';
 import { comparisonReply, shownIdeas } from '../fakes/comparative.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
@@ -276,6 +277,26 @@ describe('the reason and the trace length reach the trainer', () => {
       });
     expect((await ask(`<think>${TRACE} ${GOOD_IDEA}`)).json()).toMatchObject({ best_index: null, calls: 0 });
     expect((await ask(hostile(GOOD_IDEA))).json()).toMatchObject({ best_index: 0, calls: 0 });
+  });
+
+  it('exports reward_rejected_inputs_total for every reason from 0, counting each rejected item', async () => {
+    const h = await harness({ fake: { fallback: anyJudge } });
+    const scrape = async () => (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const before = await scrape();
+    for (const reason of REJECTION_REASONS)
+      expect(before).toContain(`reward_rejected_inputs_total{reason="${reason}"} 0`);
+    await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: {
+        question: QUESTION,
+        ground_truth: GROUND_TRUTH,
+        candidates: [`<think>${TRACE}`, `<think>${TRACE} more`, Buffer.from(GOOD_IDEA).toString('base64')],
+      },
+    });
+    const after = await scrape();
+    expect(after).toContain('reward_rejected_inputs_total{reason="truncated_reasoning"} 2');
+    expect(after).toContain('reward_rejected_inputs_total{reason="encoded"} 1');
   });
 
   it('keys the cache on the prepared text: the same answer behind two traces is judged once', async () => {
