@@ -79,6 +79,7 @@ async function main(): Promise<number> {
       reference,
       baseline: !values['no-baseline'],
       limits: config.candidateLimits,
+      reasoningFormat: config.reasoningFormat,
       retryFailed: values['retry-failed'],
       signal,
       progress: process.stderr,

@@ -64,6 +64,7 @@ async function main(): Promise<number> {
       concurrency: settings.concurrency,
       deadlineMs: settings.deadlineMs,
       limits: config.candidateLimits,
+      reasoningFormat: config.reasoningFormat,
       signal: controller.signal,
       progress: process.stderr,
       onCase: (c, j) => {

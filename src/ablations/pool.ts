@@ -2,6 +2,7 @@
  * Running judgments for the ablation, evaluate and probe runners: a bounded pool, one judgment that never
  * throws, and the resumable loop over a records file.
  */
+import type { ReasoningFormat } from '../judge/candidate.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import { failedJudgment } from '../judge/judgment.js';
 import { runJudgment } from '../judge/run.js';
@@ -47,6 +48,8 @@ export async function judgeOnce(
     deadlineMs: number;
     signal?: AbortSignal | undefined;
     limits?: { minChars: number; maxChars: number } | undefined;
+    /** REASONING_FORMAT, as serving has it (default `auto`). */
+    reasoningFormat?: ReasoningFormat | undefined;
   },
 ): Promise<Judgment> {
   try {
@@ -55,6 +58,7 @@ export async function judgeOnce(
       deadline: Date.now() + options.deadlineMs,
       signal: options.signal,
       limits: options.limits,
+      reasoningFormat: options.reasoningFormat,
     });
   } catch (err) {
     return failedJudgment(graph, {

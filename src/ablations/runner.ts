@@ -183,6 +183,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
               deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
               signal: options.signal,
               limits: options.limits,
+              reasoningFormat: options.reasoningFormat,
             }),
             key,
             item.id,

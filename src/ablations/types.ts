@@ -2,6 +2,7 @@
  * The shapes of an ablation's results (`results.json`, `timing.json`) and of a graph taking part in it.
  * Types only: the computation is in `analysis.ts`, the rendering in `report.ts` and `plots.ts`.
  */
+import type { ReasoningFormat } from '../judge/candidate.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Router } from '../judge/types.js';
 import type { ProgressStream } from './progress.js';
@@ -24,6 +25,8 @@ export interface RunOptions {
   seed?: number | undefined;
   resamples?: number | undefined;
   limits?: { minChars: number; maxChars: number } | undefined;
+  /** REASONING_FORMAT, as serving has it (default `auto`; `ablate` and `probe` pass it on). */
+  reasoningFormat?: ReasoningFormat | undefined;
   /** Stop taking new units when aborted; results already appended are kept for the next run. */
   signal?: AbortSignal | undefined;
   /** Progress bar target (stderr in the CLI); omitted → no progress output. */

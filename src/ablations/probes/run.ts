@@ -1,4 +1,5 @@
 /** Runs the probe cases through one graph (bounded pool, per-case deadline) and scores them. */
+import type { ReasoningFormat } from '../../judge/candidate.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { Judgment, Router } from '../../judge/types.js';
 import type { DatasetItem } from '../dataset.js';
@@ -15,6 +16,8 @@ export interface ProbeOptions {
   concurrency?: number | undefined;
   deadlineMs?: number | undefined;
   limits?: { minChars: number; maxChars: number } | undefined;
+  /** REASONING_FORMAT, as serving has it (default `auto`). */
+  reasoningFormat?: ReasoningFormat | undefined;
   signal?: AbortSignal | undefined;
   progress?: ProgressStream | undefined;
   /** Every judged case, for `probe-cases.jsonl`. */
@@ -41,6 +44,7 @@ export async function runProbes(options: ProbeOptions): Promise<ProbeResults> {
         deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
         signal: options.signal,
         limits: options.limits,
+        reasoningFormat: options.reasoningFormat,
       });
       judgments[i] = judgment;
       options.onCase?.(c, judgment);

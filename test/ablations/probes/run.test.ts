@@ -145,6 +145,18 @@ describe('what reasoning policies emit (issue 19)', () => {
     expect(probe('trace-with-ground-truth').callsPerCase).toBeGreaterThan(0);
   });
 
+  it('takes REASONING_FORMAT: with `none` a cut-off trace reaches the judge', async () => {
+    const router = createRouter({ default: 'offline', offline: createOfflineBackend });
+    const some = items.filter((i) => i.label === 1).slice(0, 2);
+    const none = await runProbes({
+      items: some,
+      graph: getPreset('default')!,
+      router,
+      reasoningFormat: 'none',
+    });
+    expect(none.probes.find((p) => p.name === 'cut-off-trace')!.callsPerCase).toBeGreaterThan(0);
+  });
+
   it('builds the six transforms from the right items', () => {
     const cases = buildCases(items);
     const positives = items.filter((i) => i.label === 1).length;
