@@ -19,7 +19,7 @@ export const MAX_COMBINING_RUN = 3;
 const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r]/gu;
 const MAYBE_SPECIAL = /[^\u0020-\u007e\t\n\r]/;
 const MARK_RUN = new RegExp(String.raw`(\p{M}{${MAX_COMBINING_RUN}})\p{M}+`, 'gu');
-const VISIBLE = /\S/gu;
+const SPACE = /\s/u;
 
 export interface NormalizedText {
   /** The normalised text (not trimmed). */
@@ -63,6 +63,14 @@ export function hasInvisible(text: string): boolean {
   return found;
 }
 
+/** Code points that are not whitespace (a char-code loop: no allocation on the ASCII majority). */
 function countVisible(text: string): number {
-  return text.match(VISIBLE)?.length ?? 0;
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xdc00 && c <= 0xdfff) continue; // low surrogate: counted with its high one
+    if (c > 0x20 && c < 0x7f) n += 1;
+    else if (c >= 0x80 && !SPACE.test(String.fromCharCode(c))) n += 1;
+  }
+  return n;
 }
