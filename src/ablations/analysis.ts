@@ -8,7 +8,7 @@ import { STANCE_OF_LABEL, agreement, dynamics, nodeCalibration } from './agents.
 import { clusterIndex, type DatasetItem } from './dataset.js';
 import { isFailure, type ItemRecord } from './records.js';
 import { BIAS_TOLERANCE, calibration, reviewerCalibration, type ScoreKind } from './stats/calibration.js';
-import { DEFAULT_RESAMPLES, FEW_CLUSTERS, methodFor, type EstimateOptions } from './stats/clustered.js';
+import { DEFAULT_RESAMPLES, FEW_CLUSTERS, REPORT_METHOD, type EstimateOptions } from './stats/clustered.js';
 import { emptyConfusion, increment } from './stats/confusion.js';
 import { clusteredProportion, type Proportion } from './stats/proportion.js';
 import { pairedRates, ratesWithCi, type PairedCluster } from './stats/rates.js';
@@ -122,15 +122,15 @@ export function analyze(options: AnalyzeOptions): AblationResults {
   const resamples = options.resamples ?? DEFAULT_RESAMPLES;
   const clusters = clusterIndex(items);
   const set: ItemSet = { items, clusters, hardNegatives: items.some((i) => i.kind === 'hard_negative') };
-  // One method for the whole report, by the number of clusters of the set.
-  const method = methodFor(clusters.count);
+  // One method for the whole report, at every cluster count.
+  const method = REPORT_METHOD;
   const est: EstimateOptions = { seed: options.seed, resamples, level: LEVEL, method };
   const warnings: string[] = [];
   if (clusters.count < FEW_CLUSTERS) {
     warnings.push(
-      `only ${clusters.count} ground-truth clusters (< ${FEW_CLUSTERS}): a percentile bootstrap undercovers here, so F1 and ` +
-        'every difference use the cluster jackknife t-interval (k − 1 degrees of freedom) and proportions the ' +
-        'degrees-of-freedom-adjusted exact interval; intervals are wide, read them before the point estimates',
+      `only ${clusters.count} ground-truth clusters (< ${FEW_CLUSTERS}): F1 and every difference use the cluster ` +
+        'jackknife t-interval (k − 1 degrees of freedom) and proportions the degrees-of-freedom-adjusted exact ' +
+        'interval; intervals are wide, read them before the point estimates',
     );
   }
   const kinds: Record<string, number> = {};
