@@ -47,8 +47,9 @@ export function renderEvaluationReport(results: EvaluateResults): string {
       `comparative prompt version \`${results.promptVersion}\`, input sha256 \`${results.input.sha256}\`: ` +
       `${results.input.ideas} ideas, ${results.input.questions} questions, ${results.input.systems.length} systems` +
       `${results.input.invalidLines > 0 ? `, ${results.input.invalidLines} invalid lines skipped` : ''}.`,
-    `Criteria: ${criteria.join(', ')}. Protocols: ${protocols.join(', ')}. CIs: 95% percentile bootstrap over ` +
-      `questions (${results.resamples} resamples, seed ${results.seed}).`,
+    `Criteria: ${criteria.join(', ')}. Protocols: ${protocols.join(', ')}. CIs: 95% over questions, the ` +
+      `jackknife-t (k − 1 degrees of freedom) for means and τ over ideas, the percentile bootstrap ` +
+      `(${results.resamples} resamples, seed ${results.seed}) for the system-level τ (none when it cannot vary).`,
     '',
     "- **absolute**: one integer rating 1–5 per idea and criterion; a system's score is the mean over its ideas.",
     "- **pairwise**: every unordered pair of a question's ideas, judged once in each order; each order gives the",
@@ -203,7 +204,7 @@ export function evaluationSvg(results: EvaluateResults): string {
     `<circle cx="${left + plotW + 30}" cy="${ly}" r="4.5" fill="#555"/><text x="${left + plotW + 46}" y="${ly + 4}">absolute</text>`,
     `<rect x="${left + plotW + 26}" y="${ly + 14}" width="8" height="8" transform="rotate(45 ${left + plotW + 30} ${ly + 18})" fill="white" stroke="#555" stroke-width="2"/><text x="${left + plotW + 46}" y="${ly + 22}">pairwise</text>`,
     `<text x="${left}" y="${height - 14}" fill="#555" font-size="11">${escapeXml(
-      `Whiskers: 95% bootstrap CI over questions (${results.resamples} resamples, seed ${results.seed}); backend ${results.backend}.`,
+      `Whiskers: 95% jackknife-t CI over questions; backend ${results.backend}.`,
     )}</text>`,
     '</svg>',
   );
