@@ -10,6 +10,7 @@ import { REPORT_METHOD } from './clustered.js';
 import { emptyConfusion, rates, sumConfusions, type Confusion } from './confusion.js';
 import { clusteredProportion, type Tally } from './proportion.js';
 import { rankCoverage } from './rank-coverage.js';
+import { jackknifeInterval } from './bootstrap.js';
 import { pairedRates, ratesWithCi, type PairedCluster } from './rates.js';
 import { clusteredMcnemar } from './significance.js';
 import { clusterRate, logistic, normal, type Rng } from './simulate.js';
@@ -148,6 +149,8 @@ function f1Rows(clusters: number, replications: number, seed: number): CoverageR
   ];
   const rows: CoverageRow[] = [];
   for (const { key, agree, shift } of scenarios) {
+    // A type-I error near 0.05 needs more replications than a coverage near 0.95 to be read to ±0.01.
+    const reps = key === 'null' ? replications * 20 : replications;
     const truth = truthOf(agree, shift);
     const rng = createRng(seed + clusters);
     let f1 = 0;
@@ -156,7 +159,7 @@ function f1Rows(clusters: number, replications: number, seed: number): CoverageR
     let deltaNull = 0;
     let rejected = 0;
     let mcnemar = 0;
-    for (let r = 0; r < replications; r++) {
+    for (let r = 0; r < reps; r++) {
       const sample = Array.from({ length: clusters }, () => mooseCluster(rng, agree, shift));
       const pair = pairedRates(sample, { seed: r, resamples: 1000 });
       if (pair.f1.ci.lo === null) deltaNull++;
@@ -173,16 +176,16 @@ function f1Rows(clusters: number, replications: number, seed: number): CoverageR
       }
     }
     const scenario = `n ${clusters * 8}, ${clusters} clusters of 8, ~15% positives (random effects), agree ${agree}`;
-    const base = { tool: 'ablate', scenario, replications };
+    const base = { tool: 'ablate', scenario, replications: reps };
     if (key === 'moderate') {
       rows.push({
         ...base,
         id: `f1-${clusters}`,
         interval: 'F1',
         method: REPORT_METHOD,
-        value: f1 / replications,
+        value: f1 / reps,
         measure: 'coverage',
-        nullShare: f1Null / replications,
+        nullShare: f1Null / reps,
       });
     }
     if (key !== 'null') {
@@ -191,9 +194,9 @@ function f1Rows(clusters: number, replications: number, seed: number): CoverageR
         id: `delta-f1-${key}-${clusters}`,
         interval: `ΔF1, paired (true ΔF1 ${truth.deltaF1.toFixed(4)})`,
         method: 'jackknife-t',
-        value: delta / Math.max(1, replications - deltaNull),
+        value: delta / Math.max(1, reps - deltaNull),
         measure: 'coverage',
-        nullShare: deltaNull / replications,
+        nullShare: deltaNull / reps,
       });
     } else {
       rows.push({
@@ -201,7 +204,7 @@ function f1Rows(clusters: number, replications: number, seed: number): CoverageR
         id: `delta-f1-p-${clusters}`,
         interval: 'p of ΔF1 = 0 (exchangeable judges)',
         method: 'jackknife-t',
-        value: rejected / replications,
+        value: rejected / reps,
         measure: 'type-I error',
         nullShare: 0,
       });
@@ -210,7 +213,7 @@ function f1Rows(clusters: number, replications: number, seed: number): CoverageR
         id: `mcnemar-${clusters}`,
         interval: 'clustered McNemar p (accuracy)',
         method: 'sign-flip below 20 discordant clusters, else χ²',
-        value: mcnemar / replications,
+        value: mcnemar / reps,
         measure: 'type-I error',
         nullShare: 0,
       });
@@ -256,6 +259,47 @@ function rankRows(replications: number): CoverageRow[] {
   return rows;
 }
 
+/**
+ * evaluate's score means: `questions` questions of 3–8 ideas, a score = 3 + question effect (sd 0.6) + idea
+ * noise (sd 1), the mean over ideas by the question jackknife-t; the truth is 3.
+ */
+function evaluateRows(questions: number, replications: number, seed: number): CoverageRow[] {
+  const rng = createRng(seed);
+  let covered = 0;
+  let nulls = 0;
+  const meanOver = (sample: readonly number[][]) => {
+    let sum = 0;
+    let n = 0;
+    for (const q of sample) {
+      for (const x of q) sum += x;
+      n += q.length;
+    }
+    return n === 0 ? null : sum / n;
+  };
+  for (let r = 0; r < replications; r++) {
+    const clusters = Array.from({ length: questions }, () => {
+      const effect = 0.6 * normal(rng);
+      return Array.from({ length: 3 + Math.floor(rng() * 6) }, () => 3 + effect + normal(rng));
+    });
+    const ci = jackknifeInterval(clusters, meanOver, 'mean');
+    if (ci.lo === null) nulls++;
+    if (inside(ci.lo, ci.hi, 3)) covered++;
+  }
+  return [
+    {
+      id: `evaluate-mean-${questions}`,
+      tool: 'evaluate',
+      interval: 'a system’s mean score',
+      method: 'jackknife-t over questions',
+      scenario: `~${questions * 5.5} ideas, ${questions} questions of 3–8, ICC 0.26`,
+      replications,
+      value: covered / replications,
+      measure: 'coverage',
+      nullShare: nulls / replications,
+    },
+  ];
+}
+
 /** Every row of the table; `scale` multiplies the replications (1 for the documented table). */
 export function coverageRows(scale = 1, only?: ReadonlySet<string>): CoverageRow[] {
   const reps = (r: number) => Math.max(20, Math.round(r * scale));
@@ -281,9 +325,26 @@ export function coverageRows(scale = 1, only?: ReadonlySet<string>): CoverageRow
       'accuracy-moose',
       () => proportionRows('accuracy-moose-0.675-0.2', Array<number>(25).fill(8), 0.675, 0.2, reps(1000), 5),
     ],
+    ['evaluate-34', () => evaluateRows(34, reps(2000), 6)],
     ['f1-34', () => f1Rows(34, reps(400), 2024)],
     ['f1-60', () => f1Rows(60, reps(400), 2025)],
     ['f1-100', () => f1Rows(100, reps(300), 2026)],
   ];
   return groups.filter(([key]) => only === undefined || only.has(key)).flatMap(([, run]) => run());
 }
+
+const fixed = (x: number) => x.toFixed(3);
+
+/** The Markdown table of the rows (what docs/ablations.md holds between its coverage markers). */
+export function renderCoverage(rows: readonly CoverageRow[]): string {
+  const head = '| tool | interval | method | scenario | replications | measure | value | no interval |';
+  const lines = [head, '|---|---|---|---|---|---|---|---|'];
+  for (const r of rows) {
+    lines.push(
+      `| ${r.tool} | ${r.interval} | ${r.method} | ${r.scenario} | ${r.replications} | ${r.measure} | ${fixed(r.value)} | ${(100 * r.nullShare).toFixed(1)}% |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export const COVERAGE_BLOCK = /<!-- coverage -->\n+([\s\S]*?)\n+<!-- \/coverage -->/;
