@@ -101,5 +101,11 @@ describe('calibrate with a failing backend', () => {
     const [committee] = r.committees;
     expect(committee?.observed.failures).toBe(1);
     expect(committee?.observed.n).toBe(5);
+    // Every member errs on every negative and on no positive: φ is undefined in both classes. Flagged, not 0:
+    // ρ does not matter on positives (no error there) but does on negatives, so no beta-binomial prediction.
+    expect(committee?.rho).toEqual({ positive: null, negative: null });
+    expect(committee?.rhoNote).toMatch(/undefined .* positives and negatives: no beta-binomial prediction/);
+    for (const p of committee?.predictions ?? []) expect(p.betaBinomial).toBeNull();
+    expect(committee?.check.beta_binomial.inside).toBeNull();
   }, 30_000);
 });
