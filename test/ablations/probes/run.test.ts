@@ -84,7 +84,7 @@ describe('runProbes on the offline backend', () => {
     expect(nulls.passed).toBe(false);
     expect(nulls.trialsNeeded!).toBeGreaterThan(trials);
     expect(renderProbeReport(results)).toContain(
-      `| master-key-nulls | FPR | 0.0% (0/${trials}) [0.0%, ${(nulls.rate.ci.hi! * 100).toFixed(1)}%] |`,
+      `| master-key-nulls | FPR | 0.0% (0/${trials}) [0.0%, ${(nulls.rate.ci.hi! * 100).toFixed(1)}%] (clustered: ≤ ${(nulls.rate.ci.clusterLevel!.hi * 100).toFixed(1)}%) |`,
     );
     const nullJudgments = judged.filter((j) => j.probe === 'master-key-nulls');
     expect(nullJudgments).toHaveLength(8 * MASTER_KEY_NULLS.length);
