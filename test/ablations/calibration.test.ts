@@ -5,19 +5,19 @@ import {
   phi,
   proportionDifference,
   wilson,
-} from '../../src/ablations/calibration/binomial.js';
+} from '../../src/ablations/calibrate/binomial.js';
 import {
   betaBinomialPmf,
   betaBinomialPrediction,
   independentPrediction,
   jointPrediction,
   type Voter,
-} from '../../src/ablations/calibration/condorcet.js';
+} from '../../src/ablations/calibrate/condorcet.js';
 import {
   calibrateMember,
   errorCorrelations,
   type VoteTable,
-} from '../../src/ablations/calibration/members.js';
+} from '../../src/ablations/calibrate/members.js';
 import type { DatasetItem } from '../../src/ablations/dataset.js';
 
 describe('binomial intervals', () => {

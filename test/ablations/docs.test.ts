@@ -23,7 +23,7 @@ import {
   readBlocks,
   type GeneratedDocs,
   type RunResults,
-} from '../../src/ablations/docs.js';
+} from '../../src/ablations/docs/generate.js';
 import { num, pct } from '../../src/ablations/format.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -2,14 +2,14 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { runEvaluation, type EvaluateResults } from '../../src/ablations/evaluate.js';
-import { parseEvaluateInput } from '../../src/ablations/evaluate-input.js';
+import { runEvaluation, type EvaluateResults } from '../../src/ablations/evaluate/run.js';
+import { parseEvaluateInput } from '../../src/ablations/evaluate/input.js';
 import {
   evaluationStats,
   kendallTauB,
   normalizePairwise,
   type IdeaOutcome,
-} from '../../src/ablations/evaluate-stats.js';
+} from '../../src/ablations/evaluate/stats.js';
 import { comparisonReply, criterionOf, scoreOf, shownIdeas } from '../fakes/comparative.js';
 import { type FakeChatRequest, type FakeReply } from '../fakes/openai.js';
 import { useFakeRouter } from '../judge/helpers.js';

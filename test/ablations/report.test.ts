@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { analyze } from '../../src/ablations/analysis.js';
+import { analyze } from '../../src/ablations/ablate/analysis.js';
 import type { DatasetItem } from '../../src/ablations/dataset.js';
 import { endpointDecimals } from '../../src/ablations/format.js';
 import type { ItemRecord } from '../../src/ablations/records.js';
-import { renderReport } from '../../src/ablations/report.js';
+import { renderReport } from '../../src/ablations/ablate/report.js';
 import { entry, item, record } from './helpers.js';
 
 const verdictOf = (r: 0 | 1) => (r === 1 ? 'match' : 'no_match');

@@ -3,17 +3,17 @@
  * failures, failures, calibration and bias, cost, agent statistics; the paired comparisons with the
  * reference and with the budget-matched vote baselines, Holm-adjusted per family.
  */
-import type { Decision } from '../judge/graph.js';
+import type { Decision } from '../../judge/graph.js';
 import { STANCE_OF_LABEL, agreement, dynamics, nodeCalibration } from './agents.js';
-import { clusterIndex, type DatasetItem } from './dataset.js';
-import { isFailure, type ItemRecord } from './records.js';
-import { BIAS_TOLERANCE, calibration, reviewerCalibration, type ScoreKind } from './stats/calibration.js';
-import { DEFAULT_RESAMPLES, FEW_CLUSTERS, REPORT_METHOD, type EstimateOptions } from './stats/clustered.js';
-import { emptyConfusion, increment } from './stats/confusion.js';
-import { clusteredProportion, type Proportion } from './stats/proportion.js';
-import { pairedRates, ratesWithCi, type PairedCluster } from './stats/rates.js';
-import { holm } from './stats/significance.js';
-import { biasClusters, confusionsByCluster, emptyTallies, type ItemSet, type Prediction } from './tallies.js';
+import { clusterIndex, type DatasetItem } from '../dataset.js';
+import { isFailure, type ItemRecord } from '../records.js';
+import { BIAS_TOLERANCE, calibration, reviewerCalibration, type ScoreKind } from '../stats/calibration.js';
+import { DEFAULT_RESAMPLES, FEW_CLUSTERS, REPORT_METHOD, type EstimateOptions } from '../stats/clustered.js';
+import { emptyConfusion, increment } from '../stats/confusion.js';
+import { clusteredProportion, type Proportion } from '../stats/proportion.js';
+import { pairedRates, ratesWithCi, type PairedCluster } from '../stats/rates.js';
+import { holm } from '../stats/significance.js';
+import { biasClusters, confusionsByCluster, emptyTallies, type ItemSet, type Prediction } from '../tallies.js';
 import type {
   AblationResults,
   BaselineComparison,
@@ -23,7 +23,7 @@ import type {
   HolmAdjusted,
   MatchedOn,
   PairedComparison,
-} from './types.js';
+} from '../types.js';
 import { spend, usage } from './usage.js';
 
 export interface AnalyzeOptions {

@@ -4,8 +4,8 @@
  * `<!-- /coverage -->`). ~25 s of CPU. Run from the repository root; the npm script then formats the page.
  */
 import { readFile, writeFile } from 'node:fs/promises';
-import { runMain } from './cli-common.js';
-import { COVERAGE_BLOCK, coverageRows, renderCoverage } from './stats/coverage.js';
+import { runMain } from '../cli-common.js';
+import { COVERAGE_BLOCK, coverageRows, renderCoverage } from '../stats/coverage.js';
 
 export const COVERAGE_JSON = 'docs/coverage.json';
 const PAGE = 'docs/ablations.md';

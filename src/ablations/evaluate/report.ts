@@ -3,10 +3,10 @@
  * protocol), the position-bias rate, agreement between the protocols and with humans, cost and failures; and
  * an SVG dot plot of every system's scores with CI whiskers. Deterministic for the same results.
  */
-import type { Criterion } from '../roles/types.js';
-import type { Cell, EvaluateResults, Interval, Protocol, TauWithCi } from './evaluate-stats.js';
-import { escapeXml, niceTicks } from './plots.js';
-import type { Proportion } from './stats/proportion.js';
+import type { Criterion } from '../../roles/types.js';
+import type { Cell, EvaluateResults, Interval, Protocol, TauWithCi } from './stats.js';
+import { escapeXml, niceTicks } from '../plots.js';
+import type { Proportion } from '../stats/proportion.js';
 
 const f2 = (v: number | null | undefined): string => (v === null || v === undefined ? '—' : v.toFixed(2));
 const f3 = (v: number | null | undefined): string => (v === null || v === undefined ? '—' : v.toFixed(3));

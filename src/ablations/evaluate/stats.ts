@@ -9,14 +9,14 @@
  * - CIs over whole questions (an idea's scores depend on its question's other ideas): the question jackknife-t
  *   for means and τ over ideas; the percentile bootstrap for the system-level τ, none when it cannot vary.
  */
-import type { Criterion } from '../roles/types.js';
+import type { Criterion } from '../../roles/types.js';
 import {
   clusterBootstrap,
   jackknifeInterval,
   type Interval,
   type JackknifeScale,
-} from './stats/bootstrap.js';
-import { clusteredProportion, type Proportion, type Tally } from './stats/proportion.js';
+} from '../stats/bootstrap.js';
+import { clusteredProportion, type Proportion, type Tally } from '../stats/proportion.js';
 
 /** The paper's linear normalisation of a pairwise sum to 1–5; null without any judgment. */
 export function normalizePairwise(sum: number, judgments: number): number | null {

@@ -8,10 +8,10 @@ import {
   padText,
   PROBE_NAMES,
   truncateText,
-} from '../../../src/ablations/probes/catalogue.js';
-import { renderProbeReport } from '../../../src/ablations/probes/report.js';
-import { runProbes } from '../../../src/ablations/probes/run.js';
-import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../../src/ablations/probes/scoring.js';
+} from '../../../src/ablations/probe/catalogue.js';
+import { renderProbeReport } from '../../../src/ablations/probe/report.js';
+import { runProbes } from '../../../src/ablations/probe/run.js';
+import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../../src/ablations/probe/scoring.js';
 import { createOfflineBackend } from '../../../src/judge/backends/offline.js';
 import { getPreset } from '../../../src/judge/presets.js';
 import { createRouter } from '../../../src/judge/routing.js';

@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { normaliseTables } from '../../../src/ablations/docs.js';
+import { normaliseTables } from '../../../src/ablations/docs/generate.js';
 import {
   COVERAGE_BLOCK,
   coverageRows,
