@@ -13,7 +13,13 @@ import { emptyConfusion, increment } from '../stats/confusion.js';
 import { clusteredProportion, type Proportion } from '../stats/proportion.js';
 import { pairedRates, ratesWithCi, type PairedCluster } from '../stats/rates.js';
 import { holm } from '../stats/significance.js';
-import { biasClusters, confusionsByCluster, emptyTallies, type ItemSet, type Prediction } from '../tallies.js';
+import {
+  biasClusters,
+  confusionsByCluster,
+  emptyTallies,
+  type ItemSet,
+  type Prediction,
+} from '../tallies.js';
 import type {
   AblationResults,
   BaselineComparison,
