@@ -16,10 +16,18 @@ const cell = (c: Cell | undefined): string =>
   c === undefined || c.mean === null ? '—' : `${f2(c.mean)}${ci(c.ci)}`;
 const tau = (t: TauWithCi | null | undefined): string =>
   t === null || t === undefined || t.tau === null ? '—' : `${f3(t.tau)}${ci(t.ci, f3)} (n = ${t.n})`;
+/** With few events (or non-events) the cluster-level bound, which holds at any intra-cluster correlation. */
+const clustered = (p: Proportion): string => {
+  const bound = p.ci.clusterLevel;
+  if (bound === null) return '';
+  const side =
+    p.hits <= p.trials - p.hits ? `≤ ${(100 * bound.hi).toFixed(1)}%` : `≥ ${(100 * bound.lo).toFixed(1)}%`;
+  return ` (clustered: ${side})`;
+};
 const pct = (p: Proportion | undefined): string =>
   p === undefined || p.rate === null
     ? '—'
-    : `${(100 * p.rate).toFixed(1)}% (${p.hits}/${p.trials})${p.ci.lo === null || p.ci.hi === null ? '' : ` [${(100 * p.ci.lo).toFixed(1)}%, ${(100 * p.ci.hi).toFixed(1)}%]`}`;
+    : `${(100 * p.rate).toFixed(1)}% (${p.hits}/${p.trials})${p.ci.lo === null || p.ci.hi === null ? '' : ` [${(100 * p.ci.lo).toFixed(1)}%, ${(100 * p.ci.hi).toFixed(1)}%]`}${clustered(p)}`;
 const ABBREV: Readonly<Record<Protocol, string>> = { absolute: 'abs', pairwise: 'pair' };
 
 /** The paper's Table 2 shape: one row per system, an absolute and a pairwise column per criterion. */
