@@ -193,7 +193,7 @@ class _BinaryRM:
             try:
                 failed = await self._request(entries)
             except RewardRequestError as exc:
-                if len({(i.question, i.ground_truth) for i, _ in entries}) > 1:
+                if len(_by_group(entries)) > 1:
                     # One bad rollout must not fail the others it was pooled with: one request per group.
                     await self._send_groups(entries)
                 else:
@@ -227,17 +227,12 @@ class _BinaryRM:
             entries = [(item, f) for item, f, _ in failed]
 
     async def _send_groups(self, entries: List[_Entry]) -> None:
-        groups: Dict[Tuple[str, str], List[_Entry]] = {}
-        for entry in entries:
-            groups.setdefault((entry[0].question, entry[0].ground_truth), []).append(entry)
-        await asyncio.gather(*(self._send(group) for group in groups.values()))
+        await asyncio.gather(*(self._send(group) for group in _by_group(entries).values()))
 
     async def _request(self, entries: List[_Entry]) -> List[Tuple[_Item, "asyncio.Future[float]", Dict[str, Any]]]:
         """Sends `entries` grouped by (question, ground truth), resolves the judged ones and returns the
         failed ones with why."""
-        groups: Dict[Tuple[str, str], List[_Entry]] = {}
-        for entry in entries:
-            groups.setdefault((entry[0].question, entry[0].ground_truth), []).append(entry)
+        groups = _by_group(entries)
         body = batch_body(
             [
                 {"question": q, "ground_truth": gt, "candidates": [item.candidate for item, _ in group]}
@@ -264,6 +259,14 @@ class _BinaryRM:
                 else:
                     failed.append((item, future, {"status": detail.status, "error_code": detail.error_code}))
         return failed
+
+
+def _by_group(entries: Sequence[_Entry]) -> Dict[Tuple[str, str], List[_Entry]]:
+    """Entries by (question, ground truth), in order of first appearance."""
+    groups: Dict[Tuple[str, str], List[_Entry]] = {}
+    for entry in entries:
+        groups.setdefault((entry[0].question, entry[0].ground_truth), []).append(entry)
+    return groups
 
 
 def _fail(entries: Sequence[Tuple[Any, "asyncio.Future[float]"]], exc: BaseException) -> None:
