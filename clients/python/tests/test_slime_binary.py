@@ -89,7 +89,8 @@ def test_group_rm_calls_and_single_sample_calls_share_requests_split_at_max_cand
     assert [len(g) for g in out] == [3, 3, 3, 3]
     singles = rollouts(6, uuid.uuid4().hex[:8])
     before = batch_requests(offline_server)
-    one_by_one = run(slime_binary_rm(aclient), singles)  # no --group-rm: one Sample per call
+    rm = slime_binary_rm(aclient)
+    one_by_one = run(lambda args, s: rm(args, s, evaluation=False), singles)  # no --group-rm: one per call
     assert batch_requests(offline_server) - before == 1
     assert all(type(r) is float for r in one_by_one)
     assert one_by_one[0] == 1.0 and one_by_one[2] == 0.0

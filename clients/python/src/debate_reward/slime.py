@@ -283,7 +283,7 @@ def slime_binary_rm(
     max_body_bytes: int = 4_000_000,
     linger_s: float = 0.02,
     max_rounds: Optional[int] = None,
-) -> Callable[[Any, Any], Awaitable[Union[float, List[float]]]]:
+) -> Callable[..., Awaitable[Union[float, List[float]]]]:
     """An async `custom_rm(args, samples)` for slime's `--custom-rm-path`, binary rewards (1.0 / 0.0).
 
     slime calls it with one `Sample` (-> a float) or, under `--group-rm` or a fanned-out rollout, a list
@@ -307,7 +307,8 @@ def slime_binary_rm(
         raise ValueError("max_rounds must be >= 0")
     rm = _BinaryRM(aclient, graph, max_candidates, max_body_bytes, linger_s, rounds)
 
-    async def custom_rm(args: Any, samples: Any) -> Union[float, List[float]]:
+    async def custom_rm(args: Any, samples: Any, **kwargs: Any) -> Union[float, List[float]]:
+        # slime forwards its own keyword arguments to a custom rm (`rm_function(args, sample, **kwargs)`).
         return await rm(args, samples)
 
     return custom_rm
