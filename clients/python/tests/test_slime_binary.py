@@ -46,6 +46,8 @@ def rollouts(n: int, tag: str):
     for k in range(n):
         idea = ideas[k % 3]
         response = idea if idea == DEGENERATE else f"{idea} ({tag} {k})"
+        if k % 4 == 1:  # a reasoning model's rollout: whatever /slime judges of it, this must judge too
+            response = f"<think>The bias idea seems closest; check the ground truth.</think>{response}"
         out.append(SimpleNamespace(prompt=PROMPTS[k % 4], response=response + "<|im_end|>",
                                    label=LABELS[k % 3], metadata={}, reward=None))
     return out
