@@ -13,11 +13,7 @@ import {
   jointPrediction,
   type Voter,
 } from '../../src/ablations/calibrate/condorcet.js';
-import {
-  calibrateMember,
-  errorCorrelations,
-  type VoteTable,
-} from '../../src/ablations/calibrate/members.js';
+import { calibrateMember, errorCorrelations, type VoteTable } from '../../src/ablations/calibrate/members.js';
 import type { DatasetItem } from '../../src/ablations/dataset.js';
 
 describe('binomial intervals', () => {
