@@ -27,6 +27,7 @@ import { createOpenAICompatibleBackend } from '../src/judge/backends/openai.js';
 import { createOfflineBackend } from '../src/judge/backends/offline.js';
 import { createRouter } from '../src/judge/routing.js';
 import { DEFAULT_RETRY_POLICY } from '../src/judge/retry.js';
+import { BACKEND_DEFAULTS } from '../src/settings/defaults.js';
 import { buildApp } from '../src/server/app.js';
 import { createMetrics } from '../src/server/metrics.js';
 import {
@@ -69,7 +70,7 @@ export interface FaultOptions {
   scale: number;
   /** REQUEST_DEADLINE_MS before scaling. */
   deadlineMs: number;
-  /** JUDGE_TIMEOUT_MS before scaling; undefined = the server's default. */
+  /** JUDGE_TIMEOUT_MS before scaling; undefined = the server's default (scaled too). */
   timeoutMs?: number | undefined;
   /** Fake service time per call before scaling, ms. */
   latencyMs: number;
@@ -83,7 +84,7 @@ export interface FaultResult {
   ok: number;
   /** Items by `status` / `error_code` (`ok` included). */
   outcomes: Record<string, number>;
-  /** Items that are neither `ok` nor an explicit failure (`reward: null` with a status): must be 0. */
+  /** Items that are neither `ok` with a reward nor an explicit failure (`reward: null`): must be 0. */
   silent: number;
   /** HTTP answers other than 200, by status. */
   httpErrors: Record<string, number>;
@@ -143,6 +144,7 @@ export function faultyJudge(
 
 interface ItemResult {
   status: string;
+  error?: string;
   reward: number | null;
   error_code?: string;
 }
@@ -166,7 +168,7 @@ export async function runFaultScenario(corpus: Corpus, o: FaultOptions): Promise
     JUDGE_BASE_URL: fake.baseURL,
     JUDGE_MODEL: 'fake-model',
     REQUEST_DEADLINE_MS: String(ms(o.deadlineMs)),
-    ...(o.timeoutMs === undefined ? {} : { JUDGE_TIMEOUT_MS: String(ms(o.timeoutMs)) }),
+    JUDGE_TIMEOUT_MS: String(ms(o.timeoutMs ?? BACKEND_DEFAULTS.timeoutMs)),
     ...(o.env ?? {}),
   });
   if (config.judge.default === 'offline') throw new Error('the fault bench needs the OpenAI backend');
@@ -205,7 +207,8 @@ export async function runFaultScenario(corpus: Corpus, o: FaultOptions): Promise
         if (res.statusCode !== 200) {
           httpErrors[res.statusCode] = (httpErrors[res.statusCode] ?? 0) + 1;
           judgments += BLOCK;
-          const key = `http_${res.statusCode}`;
+          const code = (res.json<{ error?: { code?: string } }>().error?.code ?? '').toString();
+          const key = `http_${res.statusCode}${code === '' ? '' : ` ${code}`}`;
           outcomes[key] = (outcomes[key] ?? 0) + BLOCK;
           continue;
         }
@@ -213,14 +216,20 @@ export async function runFaultScenario(corpus: Corpus, o: FaultOptions): Promise
           judgments += 1;
           const key = r.status === 'ok' ? 'ok' : `${r.status}${r.error_code ? ` ${r.error_code}` : ''}`;
           outcomes[key] = (outcomes[key] ?? 0) + 1;
+          if (process.env['FAULTS_DEBUG'] !== undefined && r.status !== 'ok')
+            console.error(JSON.stringify(r).slice(0, 600));
           if (r.status === 'ok' && r.reward !== null) ok += 1;
-          else if (r.status === 'ok' || r.reward !== null) silent += 1;
+          // A failure is never a reward, and an `ok` always carries one.
+          else if (r.status === 'ok' || (r.status !== 'rejected_input' && r.reward !== null)) silent += 1;
         }
       }
     };
     await Promise.all(Array.from({ length: o.concurrentGroups }, () => worker()));
     const seconds = (performance.now() - started) / 1000;
-    const switches = 0;
+    let switches = 0;
+    for (const r of router.backends().flatMap((b) => b.replicas?.() ?? [])) {
+      for (const n of r.responseFormatSwitches?.values() ?? []) switches += n;
+    }
     return {
       judgments,
       ok,

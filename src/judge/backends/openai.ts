@@ -24,6 +24,7 @@ import {
 } from '../replicas.js';
 import { BACKEND_DEFAULTS } from '../../settings/defaults.js';
 import {
+  abortableSleep,
   abortError,
   createRetryBudget,
   DEFAULT_RETRY_POLICY,
@@ -74,6 +75,9 @@ const PING_TIMEOUT_MS = 5_000;
 const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 /** Distinct errors remembered as "not about the schema" (each would otherwise cost a probe per call). */
 const MAX_PROBE_MEMO = 64;
+/** While every circuit is open: how often a half-open replica with a probe in flight is looked at, ms. */
+const CIRCUIT_POLL_MS = 100;
+const MIN_CIRCUIT_WAIT_MS = 5;
 
 type FailureKind = 'timeout' | 'connection' | 'status' | 'unparsable';
 
@@ -224,7 +228,9 @@ export function createOpenAICompatibleBackend(
   let contextTokens = settings.context_tokens;
   const budget = createRetryBudget({
     ratio: settings.retry_budget,
-    windowMs: BACKEND_DEFAULTS.retryBudgetWindowMs,
+    // A call's deposit must outlive its attempt: a hang is retried timeout_ms after the call was counted,
+    // and with a 10 s window a burst of calls that hung together found their deposits gone (issue 23).
+    windowMs: Math.max(BACKEND_DEFAULTS.retryBudgetWindowMs, 2 * settings.timeout_ms),
     minPerWindow: BACKEND_DEFAULTS.retryBudgetMin,
     now: options.now,
   });
@@ -255,7 +261,9 @@ export function createOpenAICompatibleBackend(
   ): { failed: AttemptError; wire: WireError; signature: string } => {
     const wire = readWireError(reply.text);
     const signature = errorSignature(reply.status, wire);
-    const repeated500 = reply.status === 500 && signature === previous.signature;
+    // A 500 with Retry-After says itself that it is transient: never taken for a deterministic one.
+    const repeated500 =
+      reply.status === 500 && reply.retryAfterMs === undefined && signature === previous.signature;
     previous.signature = signature;
     const failed = new AttemptError('status', `HTTP ${reply.status}: ${wire.message}`, {
       status: reply.status,
@@ -375,6 +383,32 @@ export function createOpenAICompatibleBackend(
     }
   };
 
+  /**
+   * The replica for the next attempt. While every circuit is open, waits — without spending an attempt —
+   * for the first to take calls again, if that is before the deadline; else fails at once. (A burst of
+   * calls that hung together times out together and opens a lone replica's circuit: their retries spent
+   * every attempt against it within a second and failed, issue 23.)
+   */
+  const pickReplica = async (
+    key: string,
+    avoid: number | undefined,
+    signal: AbortSignal,
+    deadline: number,
+  ): Promise<number> => {
+    for (;;) {
+      const index = picker.pick(key, avoid);
+      if (index !== undefined) return index;
+      let waitMs = Infinity;
+      // A half-open replica whose probe is in flight is looked at again shortly.
+      for (const r of replicas) waitMs = Math.min(waitMs, r.breaker.waitMs?.() ?? CIRCUIT_POLL_MS);
+      waitMs = Math.max(MIN_CIRCUIT_WAIT_MS, waitMs);
+      if (!Number.isFinite(waitMs) || Date.now() + waitMs >= deadline) {
+        throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+      }
+      await abortableSleep(waitMs, signal);
+    }
+  };
+
   const toRewardError = (error: unknown, signal: AbortSignal): RewardError => {
     if (!(error instanceof RetryError)) {
       return error instanceof RewardError
@@ -458,11 +492,9 @@ export function createOpenAICompatibleBackend(
       const previous: { signature: string | undefined } = { signature: undefined };
       const { value, attempts } = await withRetry(
         async () => {
-          const index = picker.pick(key, avoid);
-          const replica = index === undefined ? undefined : replicas[index];
-          if (replica === undefined) {
-            throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
-          }
+          const index = await pickReplica(key, avoid, signal, deadline);
+          const replica = replicas[index];
+          if (replica === undefined) throw new Error(`backend ${name}: no replica ${index}`);
           let release;
           try {
             if (turn === undefined) {

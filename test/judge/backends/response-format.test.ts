@@ -21,6 +21,7 @@ import {
   type FakeOpenAI,
   type FakeOpenAIOptions,
   type FakeReply,
+  type RecordedCall,
 } from '../../fakes/openai.js';
 
 const SCHEMA = {
@@ -307,5 +308,78 @@ describe('a real schema refusal', () => {
     await call(b);
     expect(formats(f)).toEqual(['json_object', 'json_object']);
     expect(mode(b)).toBe('json_object');
+  });
+});
+
+/** Each call's first attempt (by its routing key) fails with a 500 of its own; its retries succeed. */
+function firstAttemptFails(onFailure: () => void = () => undefined, delayMs = 0) {
+  const seen = new Set<string>();
+  return (_body: FakeChatRequest, c: RecordedCall): FakeReply => {
+    const key = String(c.headers['x-reward-routing-key']);
+    if (seen.has(key)) return MATCH;
+    seen.add(key);
+    onFailure();
+    const failed: FakeReply = {
+      kind: 'status',
+      status: 500,
+      body: { error: { message: `worker for ${key} died` } },
+    };
+    return delayMs === 0 ? failed : { kind: 'slow', ms: delayMs, then: failed };
+  };
+}
+
+describe('the retry path in a bad hour', () => {
+  it('retries a burst of failures whose calls were counted longer ago than 10 s (budget window ≥ 2 × timeout)', async () => {
+    // 12 calls counted at t0; their first attempts fail and, by the time the retries are asked, the clock
+    // reads t0 + 25 s — as when hung calls time out after JUDGE_TIMEOUT_MS=30000. A 10 s window had dropped
+    // the 12 deposits and allowed only its floor of 10 retries.
+    let clockRef: { now: number } | undefined;
+    let jumped = false;
+    const f = await fake({
+      fallback: firstAttemptFails(() => {
+        // All 12 were counted at t0 (synchronously, before any reply); the retries are all asked at t0 + 25 s.
+        if (clockRef !== undefined && !jumped) clockRef.now += 25_000;
+        jumped = true;
+      }),
+    });
+    const { backend: b, clock } = connect(
+      [f.baseURL],
+      { timeout_ms: 30_000 },
+      { breaker: { failureThreshold: 1000, minSamples: 1000 } },
+    );
+    clockRef = clock;
+    const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => call(b, `g${i}`)));
+    expect(replies.map((r) => r.attempts)).toEqual(Array.from({ length: 12 }, () => 2));
+  });
+
+  it('waits for an open circuit to half-open instead of spending every retry against it', async () => {
+    // 6 calls fail together: 5 consecutive failures open the lone replica's circuit (for 300 ms here).
+    // Their retries used to meet "every replica has an open circuit" within a millisecond, 4 times.
+    // The first attempts are answered together (after 100 ms), so all 6 failures settle before any retry.
+    const f = await fake({ fallback: firstAttemptFails(undefined, 100) });
+    const { backend: b } = connect([f.baseURL], {}, { breaker: { openMs: 300 } });
+    const started = performance.now();
+    const replies = await Promise.all(Array.from({ length: 6 }, (_, i) => call(b, `g${i}`)));
+    expect(replies.every((r) => r.attempts === 2)).toBe(true);
+    expect(b.replicas?.()[0]?.circuitOpens).toBe(1);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(100 + 250);
+  });
+
+  it('still fails at once when the circuit stays open past the deadline', async () => {
+    const f = await fake({ fallback: FAIL_500 });
+    const { backend: b } = connect(
+      [f.baseURL],
+      { max_retries: 0 },
+      { breaker: { failureThreshold: 1, openMs: 60_000 } },
+    );
+    await call(b).catch(() => undefined);
+    const started = performance.now();
+    const error = await call(b).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(RewardError);
+    expect((error as RewardError).message).toContain('open circuit');
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 });
