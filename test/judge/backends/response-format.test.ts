@@ -333,12 +333,12 @@ describe('the retry path in a bad hour', () => {
     // 12 calls counted at t0; their first attempts fail and, by the time the retries are asked, the clock
     // reads t0 + 25 s — as when hung calls time out after JUDGE_TIMEOUT_MS=30000. A 10 s window had dropped
     // the 12 deposits and allowed only its floor of 10 retries.
-    let clockRef: { now: number } | undefined;
+    const ref: { clock?: { now: number } } = {};
     let jumped = false;
     const f = await fake({
       fallback: firstAttemptFails(() => {
         // All 12 were counted at t0 (synchronously, before any reply); the retries are all asked at t0 + 25 s.
-        if (clockRef !== undefined && !jumped) clockRef.now += 25_000;
+        if (ref.clock !== undefined && !jumped) ref.clock.now += 25_000;
         jumped = true;
       }),
     });
@@ -347,7 +347,7 @@ describe('the retry path in a bad hour', () => {
       { timeout_ms: 30_000 },
       { breaker: { failureThreshold: 1000, minSamples: 1000 } },
     );
-    clockRef = clock;
+    ref.clock = clock;
     const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => call(b, `g${i}`)));
     expect(replies.map((r) => r.attempts)).toEqual(Array.from({ length: 12 }, () => 2));
   });
