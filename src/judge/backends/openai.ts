@@ -172,9 +172,9 @@ const UNDICI_TIMEOUTS = new Set([
  * RW_CLIENT_ABORTED (the caller's abort — unless the abort reason is itself a RewardError, which is rethrown), RW_JUDGE_UNAVAILABLE
  * (statuses, connection errors; the status is in the message and `details`), RW_JUDGE_CONTEXT_OVERFLOW
  * (the prompt does not fit; not retried), RW_JUDGE_UNPARSABLE (no content). A deterministic 500 (same
- * error twice) is not retried again, and retries stay within the backend's retry budget. A backend that
- * rejects `json_schema` for the request's shape (see isShapeRejection) is switched to `json_object` for the
- * rest of its life once a json_object probe succeeds, with the schema appended to the system prompt.
+ * error twice, no Retry-After) is not retried again, and retries stay within the backend's retry budget. A
+ * replica that refuses the schema itself (see attemptOnce) is switched to `json_object`, with the schema
+ * appended to the system prompt, until a re-probe after `schema_reprobe_ms` is accepted.
  */
 export function createOpenAICompatibleBackend(
   settings: BackendSettings,
