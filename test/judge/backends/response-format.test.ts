@@ -10,8 +10,14 @@ import {
   type OpenAICompatibleBackendOptions,
 } from '../../../src/judge/backends/openai.js';
 import type { ResponseFormatSwitch } from '../../../src/judge/backends/response-format.js';
+import { createOfflineBackend } from '../../../src/judge/backends/offline.js';
+import { createRouter } from '../../../src/judge/routing.js';
 import type { Backend, LlmRequest } from '../../../src/judge/types.js';
-import { BackendSettings, type BackendSettingsInput } from '../../../src/settings/routing-file.js';
+import {
+  BackendSettings,
+  loadRoutingFile,
+  type BackendSettingsInput,
+} from '../../../src/settings/routing-file.js';
 import {
   llamaJsonSchemaUnsupported,
   llamaSchemaFailed,
@@ -381,5 +387,37 @@ describe('the retry path in a bad hour', () => {
     expect(error).toBeInstanceOf(RewardError);
     expect((error as RewardError).message).toContain('open circuit');
     expect(performance.now() - started).toBeLessThan(1_000);
+  });
+});
+
+describe('per backend of a routing file', () => {
+  it('a backend whose server refuses the schema switches; another backend stays on json_schema', async () => {
+    const refusing = await fake({ rejectJsonSchema: 400, fallback: MATCH });
+    const healthy = await fake({ fallback: MATCH });
+    const router = createRouter({
+      default: 'offline',
+      offline: createOfflineBackend,
+      file: loadRoutingFile({
+        backends: {
+          small: { base_url: refusing.baseURL, model: 'small-7b' },
+          big: { base_url: healthy.baseURL, model: 'big-70b' },
+        },
+        default: 'small',
+        roles: { evaluator: { backend: 'big' } },
+      }),
+    });
+    try {
+      const small = router.route({ id: 'a1', role: 'analyst' }).backend;
+      const big = router.route({ id: 'e', role: 'evaluator' }).backend;
+      await call(small);
+      await call(big);
+      await call(small);
+      expect(small.replicas?.()[0]).toMatchObject({ backend: 'small', responseFormat: 'json_object' });
+      expect(big.replicas?.()[0]).toMatchObject({ backend: 'big', responseFormat: 'json_schema' });
+      expect(formats(refusing)).toEqual(['json_schema', 'json_object', 'json_object']);
+      expect(formats(healthy)).toEqual(['json_schema']);
+    } finally {
+      await Promise.all(router.backends().map(async (b) => b.close?.()));
+    }
   });
 });
