@@ -78,6 +78,8 @@ const MAX_PROBE_MEMO = 64;
 /** While every circuit is open: how often a half-open replica with a probe in flight is looked at, ms. */
 const CIRCUIT_POLL_MS = 100;
 const MIN_CIRCUIT_WAIT_MS = 5;
+/** The longest open circuit a call waits for: the breaker's first open period (replicas.ts). */
+const MAX_CIRCUIT_WAIT_MS = 5_000;
 
 type FailureKind = 'timeout' | 'connection' | 'status' | 'unparsable';
 
@@ -384,28 +386,36 @@ export function createOpenAICompatibleBackend(
   };
 
   /**
-   * The replica for the next attempt. While every circuit is open, waits — without spending an attempt —
-   * for the first to take calls again, if that is before the deadline; else fails at once. (A burst of
-   * calls that hung together times out together and opens a lone replica's circuit: their retries spent
-   * every attempt against it within a second and failed, issue 23.)
+   * The replica for the next attempt. While every circuit is open, a call waits — once, without spending
+   * an attempt — for the first replica to take calls again, if that is before the deadline and within the
+   * breaker's first open period (a circuit open longer has failed its probes: the backend is down, and
+   * calls fail at once as before). A burst of calls that hung together times out together and opens a lone
+   * replica's circuit: their retries spent every attempt against it within a second and failed (issue 23).
    */
   const pickReplica = async (
     key: string,
     avoid: number | undefined,
     signal: AbortSignal,
     deadline: number,
+    circuit: { waited: boolean },
   ): Promise<number> => {
-    for (;;) {
-      const index = picker.pick(key, avoid);
-      if (index !== undefined) return index;
-      let waitMs = Infinity;
-      // A half-open replica whose probe is in flight is looked at again shortly.
-      for (const r of replicas) waitMs = Math.min(waitMs, r.breaker.waitMs?.() ?? CIRCUIT_POLL_MS);
-      waitMs = Math.max(MIN_CIRCUIT_WAIT_MS, waitMs);
-      if (!Number.isFinite(waitMs) || Date.now() + waitMs >= deadline) {
-        throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+    let slept = false;
+    try {
+      for (;;) {
+        const index = picker.pick(key, avoid);
+        if (index !== undefined) return index;
+        let waitMs = Infinity;
+        // A half-open replica whose probe is in flight is looked at again shortly.
+        for (const r of replicas) waitMs = Math.min(waitMs, r.breaker.waitMs?.() ?? CIRCUIT_POLL_MS);
+        waitMs = Math.max(MIN_CIRCUIT_WAIT_MS, waitMs);
+        if (circuit.waited || waitMs > MAX_CIRCUIT_WAIT_MS || Date.now() + waitMs >= deadline) {
+          throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+        }
+        slept = true;
+        await abortableSleep(waitMs, signal);
       }
-      await abortableSleep(waitMs, signal);
+    } finally {
+      if (slept) circuit.waited = true;
     }
   };
 
@@ -486,13 +496,15 @@ export function createOpenAICompatibleBackend(
     let turn: StaggerTurn | undefined;
     // The replica whose last attempt failed is avoided by the retry.
     let avoid: number | undefined;
+    /** Whether this call has already waited for an open circuit (it does so at most once). */
+    const circuit = { waited: false };
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
       budget.recordCall();
       const previous: { signature: string | undefined } = { signature: undefined };
       const { value, attempts } = await withRetry(
         async () => {
-          const index = await pickReplica(key, avoid, signal, deadline);
+          const index = await pickReplica(key, avoid, signal, deadline, circuit);
           const replica = replicas[index];
           if (replica === undefined) throw new Error(`backend ${name}: no replica ${index}`);
           let release;
