@@ -117,6 +117,7 @@ const JudgeEnv = z
     JUDGE_ROUTING_KEY_HEADER: z.string().min(1).default(BACKEND_DEFAULTS.routingKeyHeader),
     JUDGE_CONTEXT_TOKENS: int(256).optional(),
     JUDGE_RETRY_BUDGET: decimal().pipe(z.number().min(0).max(1)).default(BACKEND_DEFAULTS.retryBudget),
+    JUDGE_SCHEMA_REPROBE_MS: int(1).default(BACKEND_DEFAULTS.schemaReprobeMs),
     REWARD_CONFIG: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
@@ -152,6 +153,7 @@ const JudgeEnv = z
         routing_key_header: e.JUDGE_ROUTING_KEY_HEADER,
         context_tokens: e.JUDGE_CONTEXT_TOKENS,
         retry_budget: e.JUDGE_RETRY_BUDGET,
+        schema_reprobe_ms: e.JUDGE_SCHEMA_REPROBE_MS,
       });
       if (parsed.success) judgeDefault = parsed.data;
       else {

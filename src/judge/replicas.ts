@@ -52,6 +52,11 @@ export interface Breaker {
   admit(): boolean;
   /** Exactly one call per admitted attempt. */
   settle(verdict: AttemptVerdict): void;
+  /**
+   * ms until `available()` can be true: 0 when it is, the rest of the open period when open, undefined
+   * while a half-open probe is in flight (it depends on the probe).
+   */
+  waitMs?(): number | undefined;
 }
 
 export function createBreaker(options: BreakerOptions = {}): Breaker {
@@ -112,6 +117,11 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
     available() {
       const s = current();
       return s === 'closed' || (s === 'half_open' && !probing);
+    },
+    waitMs() {
+      const s = current();
+      if (s === 'open') return Math.max(0, openUntil - now());
+      return s === 'half_open' && probing ? undefined : 0;
     },
     admit() {
       const s = current();

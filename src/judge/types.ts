@@ -157,6 +157,10 @@ export interface ReplicaSnapshot {
   attempts: ReadonlyMap<ReplicaOutcome, number>;
   /** Cumulative times its circuit opened. */
   circuitOpens: number;
+  /** OpenAI-compatible replicas: the response format it is sent now (json_object after a refusal). */
+  responseFormat?: 'json_schema' | 'json_object' | undefined;
+  /** Cumulative response-format switches, by the format switched to. */
+  responseFormatSwitches?: ReadonlyMap<'json_schema' | 'json_object', number> | undefined;
 }
 
 /**

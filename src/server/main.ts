@@ -120,10 +120,13 @@ async function main(): Promise<void> {
         name,
         // RPM/TPM buckets: in-process, or shared through Redis with every worker and replica.
         buckets: state.buckets,
-        onResponseFormatFallback: ({ backend, status, error }) =>
+        // One line per switch of one replica, with its evidence (docs/backends.md).
+        onResponseFormatSwitch: (event) =>
           logSink.warn?.(
-            { backend, status, type: error.type, code: error.code, message: error.message },
-            'backend rejected response_format json_schema: using json_object (schema in the prompt) from now on',
+            { ...event },
+            event.to === 'json_object'
+              ? 'backend replica refused the json_schema: using json_object (schema in the prompt) until a re-probe'
+              : 'backend replica accepts json_schema again: back to json_schema',
           ),
       }),
   });

@@ -300,6 +300,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   });
   new Counter({
+    name: 'reward_backend_response_format_switches_total',
+    help: 'Times the replica’s response format switched: to json_object on evidence that it refuses the schema, back to json_schema when a re-probe is accepted.',
+    labelNames: ['backend', 'replica', 'to'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of snapshots()) {
+        for (const [to, n] of r.responseFormatSwitches ?? []) this.labels(r.backend, r.replica, to).inc(n);
+      }
+    },
+  });
+  new Counter({
     name: 'reward_backend_staggered_calls_total',
     help: 'Calls held back briefly so a sibling call with the same prompt prefix could prefill it first.',
     labelNames: ['backend'] as const,

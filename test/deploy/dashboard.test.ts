@@ -43,8 +43,6 @@ const PENDING_METRICS = new Map<string, string[]>([
   ['reward_drift_candidate_chars', ['graph']],
   ['reward_drift_length_reward_correlation', ['graph']],
   ['reward_drift_rejected_input_rate', ['graph']],
-  // h23
-  ['reward_backend_response_format_switches_total', ['backend', 'replica', 'to']],
   // h21b
   ['reward_budget_remaining_tokens', []],
 ]);

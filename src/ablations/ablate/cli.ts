@@ -1,0 +1,100 @@
+/**
+ * `npm run ablate -- --dataset F.jsonl --graphs a,b --out DIR [--limit N] [--concurrency C] [--seed S]`
+ * Runs judge graphs over a labelled set on the configured backend (offline unless JUDGE_BASE_URL is set)
+ * and writes items.jsonl, results.json, timing.json, report.md and SVG plots to DIR. Resumable.
+ */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../../config.js';
+import {
+  finishResumable,
+  intOption,
+  listOption,
+  loadDatasetListingSkips,
+  openRouter,
+  RUN_OPTIONS,
+  RUN_USAGE,
+  runMain,
+  runSettings,
+  withInterrupts,
+} from '../cli-common.js';
+import { renderSummary } from './report.js';
+import { resolveGraphs, runAblation } from './runner.js';
+import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
+
+const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
+
+  --graphs a,b,c       presets or graph JSON files (default: default)
+  --out DIR            output directory; rerunning with the same DIR resumes
+${RUN_USAGE}
+  --seed S             bootstrap seed (default 1)
+  --resamples R        bootstrap resamples (default ${DEFAULT_RESAMPLES}, minimum ${DEFAULT_RESAMPLES})
+  --reference NAME     graph for paired comparisons, added if missing (default: default; "none" to skip)
+  --no-baseline        do not add the equal-budget vote-N baseline
+  --retry-failed       re-run items whose stored result is a failure
+Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      ...RUN_OPTIONS,
+      seed: { type: 'string' },
+      resamples: { type: 'string' },
+      graphs: { type: 'string', default: 'default' },
+      reference: { type: 'string', default: 'default' },
+      'no-baseline': { type: 'boolean', default: false },
+      'retry-failed': { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const settings = runSettings(values, USAGE);
+  if (typeof settings === 'number') return settings;
+  const { limit } = settings;
+  const seed = intOption('seed', values.seed, 1, 0);
+  const resamples = intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
+  const config = loadConfig();
+  const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
+  const names = listOption(values.graphs);
+  const { entries, reference } = await resolveGraphs(names, {
+    reference: values.reference === 'none' ? null : values.reference,
+  });
+  const router = openRouter(config);
+  console.error(
+    `graphs: ${entries.map((e) => `${e.label}${e.auto ? '*' : ''}`).join(', ')} · items: ${
+      limit === undefined ? dataset.items.length : Math.min(limit, dataset.items.length)
+    } · out: ${settings.out}`,
+  );
+
+  return withInterrupts('judgments', router, async (signal) => {
+    const run = await runAblation({
+      dataset,
+      entries,
+      router,
+      outDir: settings.out,
+      concurrency: settings.concurrency,
+      deadlineMs: settings.deadlineMs,
+      seed,
+      resamples,
+      limit,
+      reference,
+      baseline: !values['no-baseline'],
+      limits: config.candidateLimits,
+      reasoningFormat: config.reasoningFormat,
+      retryFailed: values['retry-failed'],
+      signal,
+      progress: process.stderr,
+    });
+    if (run.badLines.length > 0) {
+      console.error(
+        `ignored ${run.badLines.length} unreadable items.jsonl lines: ${run.badLines.slice(0, 10).join(', ')}`,
+      );
+    }
+    return finishResumable(
+      run,
+      { unit: 'judgments', verb: 'run', records: `${settings.out}/items.jsonl` },
+      renderSummary,
+    );
+  });
+}
+
+runMain(main);

@@ -1,0 +1,271 @@
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { RewardError } from '../../errors.js';
+import type { CompiledGraph } from '../../judge/graph.js';
+import { compileSpec, getPreset, PRESETS, voteGraph } from '../../judge/presets.js';
+import { judgmentKey } from '../../judge/key.js';
+import type { JudgmentInput } from '../../judge/types.js';
+import { PROMPT_VERSION } from '../../roles/index.js';
+import { analyze } from './analysis.js';
+import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
+import type { Dataset, DatasetItem } from '../dataset.js';
+import { f1CostSvg, precisionRecallSvg } from '../plots.js';
+import { DEFAULT_DEADLINE_MS, judgeOnce, runResumable, toInput } from '../pool.js';
+import { isFailure, loadRecords, recordId, toRecord, type ItemRecord } from '../records.js';
+import { renderReport } from './report.js';
+import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from '../types.js';
+import { timingSummary } from './usage.js';
+
+export interface ResolveOptions {
+  /** Reference graph for paired comparisons, added if missing (default `default`; null = none). */
+  reference?: string | null | undefined;
+  /** Reads a graph JSON file (names ending in `.json`); injected so tests need no files. */
+  readGraphFile?: ((path: string) => Promise<string>) | undefined;
+}
+
+async function compileNamed(name: string, read: (path: string) => Promise<string>): Promise<CompiledGraph> {
+  if (name.endsWith('.json')) {
+    let json: unknown;
+    try {
+      json = JSON.parse(await read(name));
+    } catch (err) {
+      throw new RewardError(
+        'RW_INVALID_GRAPH',
+        `graph file ${name}: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    return compileSpec(json, basename(name, '.json'));
+  }
+  const preset = getPreset(name);
+  if (preset === undefined) throw new RewardError('RW_UNKNOWN_GRAPH', `unknown graph "${name}"`);
+  return preset;
+}
+
+/** A cascade stage as the preset with the same hash if there is one, else under `fallback`. */
+function asStage(graph: CompiledGraph, fallback: string): [string, CompiledGraph] {
+  for (const [name, preset] of PRESETS) {
+    if (preset.hash === graph.hash && name !== 'default') return [name, preset];
+  }
+  return [fallback, graph];
+}
+
+/**
+ * Adds a graph to `entries` unless one with the same hash is there: then `label` becomes an alias of that
+ * entry (which stops being `auto` when asked for). Returns the entry that holds the graph.
+ */
+export function addEntry(
+  entries: GraphEntry[],
+  label: string,
+  graph: CompiledGraph,
+  auto: boolean,
+): GraphEntry {
+  const existing = entries.find((e) => e.graph.hash === graph.hash);
+  if (existing !== undefined) {
+    if (existing.label !== label && !existing.aliases.includes(label)) existing.aliases.push(label);
+    if (!auto) existing.auto = false;
+    return existing;
+  }
+  if (entries.some((e) => e.label === label)) {
+    throw new RewardError('RW_INVALID_GRAPH', `two different graphs are both named "${label}"`);
+  }
+  const entry: GraphEntry = { label, graph, aliases: [], baselineFor: [], auto };
+  entries.push(entry);
+  return entry;
+}
+
+/**
+ * Turns graph names (presets or `*.json` spec files) into run entries: one entry per distinct graph hash
+ * (a second name of the same graph becomes an alias), then the reference graph, added once. The
+ * budget-matched vote baselines are added by `runAblation`, once it has measured what each graph spends.
+ */
+export async function resolveGraphs(
+  names: readonly string[],
+  options: ResolveOptions = {},
+): Promise<{ entries: GraphEntry[]; reference: string | null }> {
+  const read = options.readGraphFile ?? ((path: string) => readFile(path, 'utf8'));
+  const entries: GraphEntry[] = [];
+  if (names.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no graphs given');
+  for (const name of names) addEntry(entries, name, await compileNamed(name, read), false);
+  const referenceName = options.reference === undefined ? 'default' : options.reference;
+  // The reference may resolve to a graph asked for under another name (`default` = `analysts-2`).
+  const reference =
+    referenceName === null
+      ? null
+      : addEntry(entries, referenceName, await compileNamed(referenceName, read), true).label;
+  // A cascade is reported beside its two stages, so its savings and precision cost are read off one table.
+  for (const entry of [...entries]) {
+    const cascade = entry.graph.cascade;
+    if (cascade === undefined) continue;
+    addEntry(entries, ...asStage(cascade.first, `${entry.label}.first`), true);
+    addEntry(entries, ...asStage(cascade.then, `${entry.label}.then`), true);
+  }
+  return { entries, reference };
+}
+
+export interface AblationOptions extends RunOptions {
+  dataset: Dataset;
+  entries: readonly GraphEntry[];
+  /** Use only the first N items of the dataset. */
+  limit?: number | undefined;
+  /** Label of the reference graph for paired comparisons (must be among `entries`), or null. */
+  reference?: string | null | undefined;
+  /**
+   * Add the budget-matched vote baselines (default true): after the entries ran, `vote-N` matched to each
+   * graph's measured mean calls, then to its mean tokens (N from the vote judges' tokens per call).
+   */
+  baseline?: boolean | undefined;
+  /** Re-run items whose stored result is a failure (default: a stored failure is a finished item). */
+  retryFailed?: boolean | undefined;
+  /** Called after each record is appended (tests use it to interrupt a run). */
+  onRecord?: ((record: ItemRecord) => void) | undefined;
+}
+
+/** `ran`/`reused` count judgments; the records file is `items.jsonl`. */
+export interface AblationRun extends ResumableRun<AblationResults> {
+  /** Per entry label, its records aligned with the items run (empty when the run did not complete). */
+  outcomes: ReadonlyMap<string, readonly ItemRecord[]>;
+}
+
+/**
+ * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the
+ * budget-matched vote baselines (which need the entries' measured spend). Items already in that file (same
+ * judgment key and item id) are not run again, so an interrupted run resumes. When every item is done,
+ * writes `results.json` (deterministic for a given set of records and seed), `timing.json` (latencies,
+ * run-dependent), `report.md` and the SVG plots.
+ */
+export async function runAblation(options: AblationOptions): Promise<AblationRun> {
+  const items =
+    options.limit === undefined ? options.dataset.items : options.dataset.items.slice(0, options.limit);
+  const reference = options.reference === undefined ? 'default' : options.reference;
+  if (reference !== null && !options.entries.some((e) => e.label === reference)) {
+    throw new RewardError('RW_BAD_REQUEST', `reference graph "${reference}" is not among the graphs`);
+  }
+  // Copies: baselines are added and linked here, the caller's entries stay as they were.
+  const entries: GraphEntry[] = options.entries.map((e) => ({
+    ...e,
+    aliases: [...e.aliases],
+    baselineFor: [...e.baselineFor],
+  }));
+  await mkdir(options.outDir, { recursive: true });
+  const itemsPath = join(options.outDir, 'items.jsonl');
+  const loaded = await loadRecords(itemsPath);
+  const stored = loaded.records;
+  const keys = new Map<string, string[]>();
+  let ran = 0;
+  let reused = 0;
+
+  /** Judges `batch` over every item (what is not stored yet); false when interrupted. */
+  const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
+    const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
+    // Item-major order: an interrupted run has paired results across graphs for the items it finished.
+    for (const entry of batch) keys.set(entry.label, []);
+    for (const item of items) {
+      const input = toInput(item);
+      for (const entry of batch) {
+        const key = judgmentKey(entry.graph, input, options.router);
+        keys.get(entry.label)?.push(key);
+        tasks.push({ entry, item, input, key });
+      }
+    }
+    const session = await runResumable(
+      {
+        tasks,
+        idOf: ({ key, item }) => recordId(key, item.id),
+        stored,
+        isFailure,
+        retryFailed: options.retryFailed,
+        path: itemsPath,
+        label,
+        onRecord: options.onRecord,
+        run: async ({ entry, item, input, key }) =>
+          toRecord(
+            await judgeOnce(entry.graph, input, options.router, {
+              deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
+              signal: options.signal,
+              limits: options.limits,
+              reasoningFormat: options.reasoningFormat,
+            }),
+            key,
+            item.id,
+          ),
+      },
+      options,
+    );
+    ran += session.ran;
+    reused += session.reused;
+    return session.completed;
+  };
+  const recordsOf = (label: string): ItemRecord[] => {
+    const list = keys.get(label) ?? [];
+    return items.map((item, i) => {
+      const record = stored.get(recordId(list[i] ?? '', item.id));
+      if (record === undefined) throw new Error(`no result for ${label} / ${item.id}`);
+      return record;
+    });
+  };
+  /** Adds the planned baselines and judges the new ones. */
+  const addBaselines = async (plan: readonly PlannedBaseline[], label: string): Promise<boolean> => {
+    const before = entries.length;
+    for (const b of plan) {
+      const vote = addEntry(entries, `vote-${b.n}`, voteGraph(b.n), true);
+      vote.baselineFor.push({ graph: b.graph, matchedOn: b.matchedOn, tokensPerCall: b.tokensPerCall });
+    }
+    return judgeAll(entries.slice(before), label);
+  };
+
+  let completed = await judgeAll(entries, 'ablate');
+  if (completed && (options.baseline ?? true)) {
+    completed = await addBaselines(planBaselines(entries, recordsOf), 'baselines (calls)');
+    const perCall = completed ? voteTokensPerCall(entries, recordsOf) : null;
+    if (completed && perCall !== null) {
+      completed = await addBaselines(planBaselines(entries, recordsOf, perCall), 'baselines (tokens)');
+    }
+  }
+  if (!completed) {
+    return {
+      completed: false,
+      results: null,
+      ran,
+      reused,
+      badLines: loaded.badLines,
+      files: [itemsPath],
+      outcomes: new Map(),
+    };
+  }
+
+  const outcomes = new Map<string, ItemRecord[]>(entries.map((e) => [e.label, recordsOf(e.label)]));
+  const results = analyze({
+    items,
+    datasetSha256: options.dataset.sha256,
+    invalidLines: options.dataset.invalid.length,
+    entries,
+    outcomes,
+    seed: options.seed ?? 1,
+    resamples: options.resamples,
+    backend: options.router.name,
+    promptVersion: PROMPT_VERSION,
+    reference,
+  });
+  const timing = timingSummary(entries, outcomes);
+  const files = {
+    results: join(options.outDir, 'results.json'),
+    timing: join(options.outDir, 'timing.json'),
+    report: join(options.outDir, 'report.md'),
+    pr: join(options.outDir, 'precision-recall.svg'),
+    cost: join(options.outDir, 'f1-vs-tokens.svg'),
+  };
+  await writeFile(files.results, `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(files.timing, `${JSON.stringify(timing, null, 2)}\n`);
+  await writeFile(files.report, renderReport(results, timing));
+  await writeFile(files.pr, precisionRecallSvg(results));
+  await writeFile(files.cost, f1CostSvg(results));
+  return {
+    completed: true,
+    results,
+    ran,
+    reused,
+    badLines: loaded.badLines,
+    files: [itemsPath, ...Object.values(files)],
+    outcomes,
+  };
+}
