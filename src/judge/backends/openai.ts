@@ -380,7 +380,7 @@ export function createOpenAICompatibleBackend(
 
   const complete = async (
     request: LlmRequest,
-    { signal, deadline, priority, observer }: CallOptions,
+    { signal, deadline, priority, observer, pin }: CallOptions,
   ): Promise<LlmReply> => {
     const started = performance.now();
     // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -393,17 +393,28 @@ export function createOpenAICompatibleBackend(
     let turn: StaggerTurn | undefined;
     // The replica whose last attempt failed is avoided by the retry.
     let avoid: number | undefined;
+    // A canary or audit pinned to one replica: every attempt goes there (see CallOptions.pin).
+    const pinnedLabel = pin?.get(name);
+    const pinned = pinnedLabel === undefined ? -1 : replicas.findIndex((r) => r.label === pinnedLabel);
+    let servedBy: string | undefined;
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
       budget.recordCall();
       const previous: { signature: string | undefined } = { signature: undefined };
       const { value, attempts } = await withRetry(
         async () => {
-          const index = picker.pick(key, avoid);
+          const index =
+            pinned < 0 ? picker.pick(key, avoid) : replicas[pinned]?.breaker.admit() ? pinned : undefined;
           const replica = index === undefined ? undefined : replicas[index];
           if (replica === undefined) {
-            throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+            throw new AttemptError(
+              'connection',
+              pinned < 0
+                ? `every replica of ${name} has an open circuit`
+                : `pinned replica ${pinnedLabel ?? ''} of ${name} has an open circuit`,
+            );
           }
+          servedBy = replica.label;
           let release;
           try {
             if (turn === undefined) {
@@ -471,6 +482,7 @@ export function createOpenAICompatibleBackend(
         latencyMs: performance.now() - started,
         attempts,
         finishReason: value.finishReason,
+        replica: replicas.length > 1 ? servedBy : undefined,
       };
       return reply;
     } catch (error) {
@@ -529,7 +541,11 @@ export function createOpenAICompatibleBackend(
         maxInflight: r.limiter.maxInflight,
         attempts: new Map(r.attempts),
         circuitOpens: r.breaker.opens,
+        quarantined: r.quarantined,
       })),
+    setQuarantined(label, quarantined) {
+      for (const r of replicas) if (r.label === label) r.quarantined = quarantined;
+    },
     staggeredCalls: () => staggered,
     contextTokens: () => contextTokens,
     async close() {
@@ -551,6 +567,8 @@ interface Replica {
   breaker: Breaker;
   /** Calls routed here and waiting for a sibling's prefill (part of the picker's load). */
   pending: number;
+  /** Out of real work (canary quarantine); still receives pinned calls. */
+  quarantined: boolean;
   attempts: Map<ReplicaOutcome, number>;
   /** Records one attempt's end: counts, breaker, adaptive limit. Call before releasing its slot. */
   settle(outcome: ReplicaOutcome, sentAt: number): void;
@@ -588,6 +606,7 @@ function createReplica(
     limiter,
     breaker,
     pending: 0,
+    quarantined: false,
     attempts,
     settle(outcome, sentAt) {
       attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
