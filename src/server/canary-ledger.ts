@@ -11,9 +11,12 @@
  * timeout) are counted but are no evidence: errors are the circuit breaker's business.
  *
  * S ≥ h quarantines the replica, unless that looks like a fleet-wide drop: it is quarantined only while
- * more than half of the backend's other replicas are `ok` and fewer than half of its replicas are
- * quarantined (a lone replica is never quarantined). Otherwise it stays `watching` and the fleet alert is
- * raised: a fleet-wide drop is alerted, never routed around. A quarantined replica keeps receiving
+ * more than half of the backend's other replicas are `ok`, fewer than half of its replicas are quarantined
+ * (a lone replica is never quarantined) and the backend's own fleet test is quiet. Otherwise it stays
+ * `watching` and the fleet alert is raised: a fleet-wide drop is alerted, never routed around. The fleet
+ * test is the same CUSUM on every canary of the backend's replicas that are not quarantined, against the
+ * pooled baselines (each replica's first `window` canaries): a drop of every replica at once moves the
+ * fleet reference too, so only the baseline sees it. It alarms at S ≥ h and clears when S is back at 0. A quarantined replica keeps receiving
  * canaries; the mirror statistic R ≥ h releases it. States: `ok` (S < h/2), `watching` (h/2 ≤ S, or alarmed
  * without room to quarantine), `quarantined`.
  */
@@ -108,6 +111,8 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
   const byKey = new Map<string, ReplicaRecord>();
   const byBackend = new Map<string, ReplicaRecord[]>();
   const members = new Map<string, MemberRecord>();
+  /** The fleet test per backend: CUSUM against the pooled baselines. */
+  const fleets = new Map<string, { s: number; alarmed: boolean }>();
   let fleetAlert = false;
   let events = 0;
 
@@ -165,10 +170,31 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
     if (all < 2) return false;
     const quarantined = others.filter((p) => p.state === 'quarantined').length;
     const healthy = others.filter((p) => p.state === 'ok').length;
-    return quarantined + 1 <= Math.floor(all / 2) && healthy * 2 > others.length;
+    const fleetTest = fleets.get(rec.backend);
+    return (
+      fleetTest?.alarmed !== true && quarantined + 1 <= Math.floor(all / 2) && healthy * 2 > others.length
+    );
+  };
+
+  const observeFleet = (rec: ReplicaRecord, wrong: boolean): void => {
+    if (rec.state === 'quarantined') return;
+    let n = 0;
+    let errors = 0;
+    for (const p of byBackend.get(rec.backend) ?? []) {
+      n += p.baseline.n;
+      errors += p.baseline.wrong;
+    }
+    const { q0, q1 } = hypotheses((errors + 1) / (n + 2), options);
+    const test = fleets.get(rec.backend) ?? { s: 0, alarmed: false };
+    fleets.set(rec.backend, test);
+    test.s = alarmStep(test.s, canaryLlr(wrong, q0, q1));
+    if (test.s >= h) test.alarmed = true;
+    else if (test.s === 0) test.alarmed = false;
   };
 
   const observe = (rec: ReplicaRecord, wrong: boolean, at: number, out: Transition[]): void => {
+    // Tested before this canary joins the baselines it is tested against.
+    observeFleet(rec, wrong);
     const ref = referenceError(rec);
     const { q0, q1 } = hypotheses(ref, options);
     const llr = canaryLlr(wrong, q0, q1);
@@ -239,7 +265,9 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
         else observe(rec, event.outcome === 'wrong', event.at, out);
       }
       for (const m of event.members) member(m, event.label);
-      const alert = [...byKey.values()].some((r) => r.alarmed && r.state !== 'quarantined');
+      const alert =
+        [...fleets.values()].some((f) => f.alarmed) ||
+        [...byKey.values()].some((r) => r.alarmed && r.state !== 'quarantined');
       if (alert !== fleetAlert) {
         fleetAlert = alert;
         out.push({ kind: 'fleet_alert', alert, records: [...byKey.values()].filter((r) => r.alarmed) });

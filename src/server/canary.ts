@@ -5,7 +5,8 @@
  * `reward_judgments_total` or in `reward_recent_mean`. All its calls are pinned to one replica per backend
  * (`CallOptions.pin`), and the replicas take turns (mixed radix over the graph's backends, so with a routing
  * file every combination comes round), so every replica of every backend a role uses is measured. At most
- * `maxInflight` canaries run at once; a canary due while they all run is skipped (and counted).
+ * `maxInflight` canaries run at once; canaries due meanwhile wait for a free one (a burst of real work owes
+ * its canaries), up to MAX_OWED; beyond that they are skipped (and counted).
  */
 import { allNodes, type CompiledGraph } from '../judge/graph.js';
 import { runJudgment } from '../judge/run.js';
@@ -42,6 +43,8 @@ export interface CanaryRunner {
   close(): void;
   readonly launched: number;
   readonly skipped: number;
+  /** Canaries due but waiting for a free slot. */
+  readonly owed: number;
 }
 
 /** The label of a backend's replicas: its replica labels, or its own name when it has none (offline). */
@@ -105,6 +108,9 @@ function order(n: number, seed: number): number[] {
   return out;
 }
 
+/** Canaries owed while `maxInflight` run, per in-flight slot; more are skipped. */
+const MAX_OWED_PER_SLOT = 64;
+
 export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
   const now = options.now ?? Date.now;
   const { rows, graph, router, metrics } = options;
@@ -113,7 +119,6 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
   const running = new Set<Promise<void>>();
   let due = 0;
   let turn = 0;
-  let next = 0;
   let launched = 0;
   let skipped = 0;
 
@@ -128,6 +133,10 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
     }
     return pins;
   };
+
+  /** Distinct pin combinations: the product of the graph's backends' replica counts. */
+  const combinations = (): number =>
+    graphBackends(graph, router).reduce((n, backend) => n * replicaLabels(backend).length, 1);
 
   const outcomeOf = (judgment: Judgment, row: CanaryRow): CanaryOutcome => {
     if (judgment.status !== 'ok' || judgment.verdict === null) return 'failed';
@@ -168,21 +177,35 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
     options.publish(event);
   };
 
-  const launch = (): void => {
-    if (running.size >= options.maxInflight) {
-      skipped += 1;
-      return;
+  /** Starts the canaries now due, as far as slots allow; the rest stay owed (bounded). */
+  const pump = (): void => {
+    const maxOwed = MAX_OWED_PER_SLOT * options.maxInflight;
+    if (due > maxOwed) {
+      skipped += Math.floor(due - maxOwed);
+      due -= Math.floor(due - maxOwed);
     }
-    const row = rows[rowOrder[next % rowOrder.length] ?? 0];
-    next += 1;
+    while (due >= 1 && running.size < options.maxInflight && !controller.signal.aborted) {
+      due -= 1;
+      launch();
+    }
+  };
+
+  const launch = (): void => {
+    // Every replica combination walks the whole set: rows advance once per round of the combinations, so a
+    // set whose size is a multiple of the replica count cannot give each replica a fixed subset of rows.
+    const combos = combinations();
+    const row = rows[rowOrder[Math.floor(turn / combos) % rowOrder.length] ?? 0];
     if (row === undefined) return;
-    const pins = pinsFor(turn);
+    const pins = pinsFor(turn % combos);
     turn += 1;
     launched += 1;
     const task: Promise<void> = runOne(row, pins)
       // runJudgment answers failures as judgments; anything thrown here is a bug in this file's callers.
       .catch(() => undefined)
-      .finally(() => running.delete(task));
+      .finally(() => {
+        running.delete(task);
+        pump();
+      });
     running.add(task);
   };
 
@@ -190,11 +213,7 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
     tick() {
       if (controller.signal.aborted || options.rate <= 0) return;
       due += options.rate;
-      // Bounded: one tick launches at most a handful even at rate 1.
-      for (let i = 0; i < 16 && due >= 1; i++) {
-        due -= 1;
-        launch();
-      }
+      pump();
     },
     async idle() {
       for (let i = 0; i < 1000 && running.size > 0; i++) await Promise.all(running);
@@ -207,6 +226,9 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
     },
     get skipped() {
       return skipped;
+    },
+    get owed() {
+      return Math.floor(due);
     },
   };
 }

@@ -80,6 +80,7 @@ export interface IntegrityReport {
     shared: boolean;
     launched: number;
     skipped: number;
+    owed: number;
     applied: number;
     sequential_test: {
       kind: 'cusum';
@@ -336,6 +337,7 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
           shared: options.log.kind === 'redis',
           launched: runner?.launched ?? 0,
           skipped: runner?.skipped ?? 0,
+          owed: runner?.owed ?? 0,
           applied: ledger.events,
           sequential_test: {
             kind: 'cusum',
