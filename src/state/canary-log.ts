@@ -97,7 +97,7 @@ export function createRedisCanaryLog(options: RedisCanaryLogOptions): CanaryLog 
       again = true;
       return reading;
     }
-    reading = (async () => {
+    const drain = async (): Promise<void> => {
       do {
         again = false;
         if (closed || client.status !== 'ready') break;
@@ -108,8 +108,11 @@ export function createRedisCanaryLog(options: RedisCanaryLogOptions): CanaryLog 
           break;
         }
       } while (again);
+    };
+    // Cleared asynchronously: a drain that returns without awaiting must not leave a settled `reading`.
+    reading = drain().finally(() => {
       reading = undefined;
-    })();
+    });
     return reading;
   };
 

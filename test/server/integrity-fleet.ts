@@ -166,7 +166,10 @@ export async function settle(app: FastifyInstance): Promise<Json> {
     if (report.canaries.applied >= report.canaries.launched && report.canaries.owed === 0) return report;
     await new Promise((resolve) => setTimeout(resolve, 2));
   }
-  throw new Error('canaries did not settle');
+  const last = await integrity(app);
+  throw new Error(
+    `canaries did not settle: ${JSON.stringify({ ...last.canaries, replicas: undefined, members: undefined })}`,
+  );
 }
 
 /** Sends groups of `size` until `stop(report)` holds or `maxJudgments` were sent; returns judgments sent. */
