@@ -12,11 +12,13 @@
  *
  * S ≥ h quarantines the replica, unless that looks like a fleet-wide drop: it is quarantined only while
  * more than half of the backend's other replicas are `ok`, fewer than half of its replicas are quarantined
- * (a lone replica is never quarantined) and the backend's own fleet test is quiet. Otherwise it stays
- * `watching` and the fleet alert is raised: a fleet-wide drop is alerted, never routed around. The fleet
- * test is the same CUSUM on every canary of the backend's replicas that are not quarantined, against the
- * pooled baselines (each replica's first `window` canaries): a drop of every replica at once moves the
- * fleet reference too, so only the baseline sees it. It alarms at S ≥ h and clears when S is back at 0. A quarantined replica keeps receiving
+ * (a lone replica is never quarantined) and fewer than half of the others are below their own baseline.
+ * Otherwise it stays `watching` and the fleet alert is raised: a fleet-wide drop is alerted, never routed
+ * around. "Below its own baseline" is a second CUSUM per replica, B, with the same h against the replica's
+ * own first `window` canaries (a drop of every replica at once moves the fleet reference too, so only the
+ * baselines see it); it alarms at B ≥ h and clears when B is back at 0. The fleet alert is on while a
+ * majority of a backend's serving replicas (or its lone replica) are below their baselines, or while a
+ * replica is alarmed without room to quarantine it. A quarantined replica keeps receiving
  * canaries; the mirror statistic R ≥ h releases it. States: `ok` (S < h/2), `watching` (h/2 ≤ S, or alarmed
  * without room to quarantine), `quarantined`.
  */
@@ -59,6 +61,9 @@ export interface ReplicaRecord {
   r: number;
   /** S ≥ h (quarantined, or watching for want of room: the fleet alert). */
   alarmed: boolean;
+  /** CUSUM against the replica's own baseline, and whether it is alarmed (B ≥ h, until B is 0 again). */
+  b: number;
+  belowBaseline: boolean;
   /** The reference error q0 the last canary was tested against. */
   referenceError: number | null;
   /** Epoch ms of the last canary that left S at 0 (no evidence against the replica). */
@@ -111,8 +116,6 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
   const byKey = new Map<string, ReplicaRecord>();
   const byBackend = new Map<string, ReplicaRecord[]>();
   const members = new Map<string, MemberRecord>();
-  /** The fleet test per backend: CUSUM against the pooled baselines. */
-  const fleets = new Map<string, { s: number; alarmed: boolean }>();
   let fleetAlert = false;
   let events = 0;
 
@@ -130,6 +133,8 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
         s: 0,
         r: 0,
         alarmed: false,
+        b: 0,
+        belowBaseline: false,
         referenceError: null,
         lastGoodAt: null,
         quarantinedAt: null,
@@ -170,31 +175,31 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
     if (all < 2) return false;
     const quarantined = others.filter((p) => p.state === 'quarantined').length;
     const healthy = others.filter((p) => p.state === 'ok').length;
-    const fleetTest = fleets.get(rec.backend);
-    return (
-      fleetTest?.alarmed !== true && quarantined + 1 <= Math.floor(all / 2) && healthy * 2 > others.length
-    );
+    const serving = others.filter((p) => p.state !== 'quarantined');
+    const below = serving.filter((p) => p.belowBaseline).length;
+    return quarantined + 1 <= Math.floor(all / 2) && healthy * 2 > others.length && below * 2 < serving.length;
   };
 
-  const observeFleet = (rec: ReplicaRecord, wrong: boolean): void => {
-    if (rec.state === 'quarantined') return;
-    let n = 0;
-    let errors = 0;
-    for (const p of byBackend.get(rec.backend) ?? []) {
-      n += p.baseline.n;
-      errors += p.baseline.wrong;
+  /** The replica against its own baseline (tested before this canary joins the baseline). */
+  const observeBaseline = (rec: ReplicaRecord, wrong: boolean): void => {
+    const { q0, q1 } = hypotheses((rec.baseline.wrong + 1) / (rec.baseline.n + 2), options);
+    rec.b = alarmStep(rec.b, canaryLlr(wrong, q0, q1));
+    if (rec.b >= h) rec.belowBaseline = true;
+    else if (rec.b === 0) rec.belowBaseline = false;
+  };
+
+  /** A majority of a backend's serving replicas (or its lone one) below their own baselines. */
+  const fleetDrop = (): boolean => {
+    for (const list of byBackend.values()) {
+      const serving = list.filter((r) => r.state !== 'quarantined');
+      const below = serving.filter((r) => r.belowBaseline).length;
+      if (below > 0 && below * 2 > serving.length) return true;
     }
-    const { q0, q1 } = hypotheses((errors + 1) / (n + 2), options);
-    const test = fleets.get(rec.backend) ?? { s: 0, alarmed: false };
-    fleets.set(rec.backend, test);
-    test.s = alarmStep(test.s, canaryLlr(wrong, q0, q1));
-    if (test.s >= h) test.alarmed = true;
-    else if (test.s === 0) test.alarmed = false;
+    return false;
   };
 
   const observe = (rec: ReplicaRecord, wrong: boolean, at: number, out: Transition[]): void => {
-    // Tested before this canary joins the baselines it is tested against.
-    observeFleet(rec, wrong);
+    observeBaseline(rec, wrong);
     const ref = referenceError(rec);
     const { q0, q1 } = hypotheses(ref, options);
     const llr = canaryLlr(wrong, q0, q1);
@@ -264,9 +269,9 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
         if (event.outcome === 'failed') rec.failed += 1;
         else observe(rec, event.outcome === 'wrong', event.at, out);
       }
-      for (const m of event.members) member(m, event.label);
+      if (event.outcome !== 'failed') for (const m of event.members) member(m, event.label);
       const alert =
-        [...fleets.values()].some((f) => f.alarmed) ||
+        fleetDrop() ||
         [...byKey.values()].some((r) => r.alarmed && r.state !== 'quarantined');
       if (alert !== fleetAlert) {
         fleetAlert = alert;
