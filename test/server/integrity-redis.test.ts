@@ -81,4 +81,37 @@ describeRedis('canary record shared through Redis', () => {
       a.fakes[0]!.calls.every((c) => (c.body.messages ?? []).some((m) => m.content.includes(CANARY_MARK))),
     ).toBe(true);
   }, 30_000);
+
+  it('keeps applying canaries locally while Redis is down, and counts the failed appends', async () => {
+    const env = { CANARY_DATASET: writeCanaries(dir, 20), CANARY_RATE: '1' };
+    const errors: unknown[] = [];
+    const a = await startFleet({
+      replicas: 2,
+      env,
+      canaryLog: createRedisCanaryLog({
+        url: redis.url,
+        prefix: 'shared2:',
+        timeoutMs: 200,
+        pollMs: 20,
+        onError: (err) => errors.push(err),
+      }),
+    });
+    open.push(a);
+    await waitFor(async () => {
+      await a.app.inject({ method: 'POST', url: '/v1/reward', payload: realGroup(2) });
+      return (await settle(a.app)).canaries.applied >= 2;
+    }, 'canaries through Redis');
+    await redis.kill();
+    try {
+      const before = (await settle(a.app)).canaries.applied;
+      const res = await a.app.inject({ method: 'POST', url: '/v1/reward', payload: realGroup(8) });
+      expect(res.statusCode).toBe(200);
+      const after = await settle(a.app);
+      expect(after.canaries.applied).toBe(before + 8);
+      // Every append failed over to local delivery (main.ts counts them in reward_shared_state_errors_total).
+      expect(errors.length).toBeGreaterThanOrEqual(8);
+    } finally {
+      await redis.restart();
+    }
+  }, 30_000);
 });

@@ -107,17 +107,17 @@ describe('canary quarantine on four replicas', () => {
     expect(bad!.calls.some((c) => !isCanaryCall(c.body))).toBe(true);
   }, 30_000);
 
-  it('keeps four healthy replicas (one canary row in ten answered wrong by all) in routing over 4 800 judgments', async () => {
+  it('keeps four healthy replicas (one canary row in ten answered wrong by all) in routing over 3 200 judgments', async () => {
     // 21 rows, every 10th hard: each replica errs on 2 rows of 21 (9.5 %), as a real judge would.
     const f = await fleet({
       replicas: 4,
       mode: 'flaky',
       env: { CANARY_DATASET: writeCanaries(dir, 21, 10), CANARY_RATE: '0.25' },
     });
-    const sent = await driveUntil(f.app, () => false, 4800, 32);
+    const sent = await driveUntil(f.app, () => false, 3200, 32);
     const report = await settle(f.app);
-    expect(sent).toBe(4800);
-    expect(report.canaries.applied).toBeGreaterThan(1100);
+    expect(sent).toBe(3200);
+    expect(report.canaries.applied).toBeGreaterThan(750);
     for (const r of report.canaries.replicas) {
       expect(r.wrong).toBeGreaterThan(0);
       expect(r.state).not.toBe('quarantined');
