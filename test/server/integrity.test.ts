@@ -81,6 +81,11 @@ describe('canary quarantine on four replicas', () => {
       cusum: expect.any(Number),
       accuracy_ci95: expect.any(Array),
     });
+    // Per member on that replica: TPR stays 1, TNR drops (it calls the no_match canaries match).
+    const member = report.canaries.members.find((m: Json) => m.replica === bad0.replica);
+    expect(member).toMatchObject({ node: 'judge', role: 'judge', tpr: { rate: 1 } });
+    expect(member.tnr.rate).toBeLessThan(1);
+    expect(member.tnr.ci95[0]).toBeLessThan(member.tnr.rate);
     // Real judgments it produced since its last good canary are suspect.
     expect(await counterValue(f.metrics.integrity.suspectJudgments)).toBeGreaterThan(0);
 
