@@ -91,7 +91,8 @@ function reply(mode: Mode, body: FakeChatRequest) {
 
 export interface FleetOptions {
   replicas: number;
-  env: Record<string, string>;
+  /** Environment on top of the fleet's (a function sees the fakes, e.g. to write a routing file). */
+  env: Record<string, string> | ((fakes: readonly FakeOpenAI[]) => Record<string, string>);
   mode?: Mode;
   transcripts?: TranscriptSink;
   canaryLog?: CanaryLog;
@@ -110,7 +111,7 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
     JUDGE_MAX_RETRIES: '0',
     JUDGE_TIMEOUT_MS: '10000',
     DEFAULT_GRAPH: 'single-judge',
-    ...options.env,
+    ...(typeof options.env === 'function' ? options.env(fakes) : options.env),
   });
   const router = createRouter({ ...config.judge, offline: createOfflineBackend });
   const metrics = createMetrics({ recentWindow: config.recentWindow });

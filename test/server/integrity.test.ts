@@ -4,7 +4,7 @@
  * documented delay, then receives canaries only, and comes back when fixed; healthy replicas stay in over a
  * long run; canaries never reach a trainer's answer or the reward metrics.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -167,6 +167,54 @@ describe('canary quarantine on four replicas', () => {
       await counterValue(f.metrics.integrity.canaryJudgments, { replica: down.replica, outcome: 'failed' }),
     ).toBe(down.errors);
   }, 15_000);
+});
+
+describe('canaries with a routing file', () => {
+  it('pin one replica per backend and take every combination in turn: each replica of each backend is measured', async () => {
+    const f = await fleet({
+      replicas: 4,
+      env: (fakes) => {
+        const file = join(dir, 'routing.json');
+        writeFileSync(
+          file,
+          JSON.stringify({
+            backends: {
+              second: {
+                base_urls: [fakes[2]!.baseURL, fakes[3]!.baseURL],
+                model: 'fake-model',
+                max_retries: 0,
+              },
+            },
+            roles: { evaluator: { backend: 'second' } },
+          }),
+        );
+        return {
+          JUDGE_BASE_URL: `${fakes[0]!.baseURL},${fakes[1]!.baseURL}`,
+          REWARD_CONFIG: file,
+          DEFAULT_GRAPH: 'analysts-2',
+          CANARY_DATASET: writeCanaries(dir, 20),
+          CANARY_RATE: '1',
+        };
+      },
+    });
+    await f.app.inject({ method: 'POST', url: '/v1/reward', payload: realGroup(4) });
+    const report = await settle(f.app);
+    expect(report.canaries.applied).toBe(4);
+    // 2 backends × 2 replicas; 4 canaries = the 4 combinations, so each replica is in exactly 2.
+    const counts = report.canaries.replicas.map((r: Json) => [r.backend, r.canaries]);
+    expect(counts.sort()).toEqual([
+      ['default', 2],
+      ['default', 2],
+      ['second', 2],
+      ['second', 2],
+    ]);
+    // The two analysts of a canary ran on its default replica, its evaluator on its `second` replica.
+    const canaryCalls = f.fakes.map((fake) => fake.calls.filter((c) => isCanaryCall(c.body)).length);
+    expect(canaryCalls).toEqual([4, 4, 2, 2]);
+    const evaluators = report.canaries.members.filter((m: Json) => m.role === 'evaluator');
+    expect(evaluators.every((m: Json) => m.backend === 'second')).toBe(true);
+    expect(evaluators.reduce((n: number, m: Json) => n + m.canaries, 0)).toBe(4);
+  });
 });
 
 describe('canaries stay out of the rewards', () => {
