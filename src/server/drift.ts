@@ -47,26 +47,34 @@ function correlation(entries: readonly Entry[]): number | null {
 /** Graph labels tracked at most (labels are preset names or `custom`: bounded anyway). */
 const MAX_GRAPHS = 64;
 
+/** The last `window` entries of one graph: a ring (record is on the hot path, reads are per scrape). */
+interface Ring {
+  entries: Entry[];
+  next: number;
+}
+
 export function createDriftTracker(window: number): DriftTracker {
-  const byGraph = new Map<string, Entry[]>();
+  const byGraph = new Map<string, Ring>();
   return {
     record(graph, candidateChars, judgment) {
       if (judgment.reward === null) return;
-      let entries = byGraph.get(graph);
-      if (entries === undefined) {
+      let ring = byGraph.get(graph);
+      if (ring === undefined) {
         if (byGraph.size >= MAX_GRAPHS) return;
-        entries = [];
-        byGraph.set(graph, entries);
+        ring = { entries: [], next: 0 };
+        byGraph.set(graph, ring);
       }
-      entries.push({
+      const entry = {
         chars: candidateChars,
         reward: judgment.reward,
         rejected: judgment.status === 'rejected_input',
-      });
-      if (entries.length > window) entries.shift();
+      };
+      if (ring.entries.length < window) ring.entries.push(entry);
+      else ring.entries[ring.next] = entry;
+      ring.next = (ring.next + 1) % window;
     },
     readings() {
-      return [...byGraph].map(([graph, entries]) => {
+      return [...byGraph].map(([graph, { entries }]) => {
         const n = entries.length;
         let accepted = 0;
         let chars = 0;

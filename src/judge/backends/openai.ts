@@ -524,7 +524,10 @@ export function createOpenAICompatibleBackend(
     },
     /** Every replica with a closed (or probing) circuit is at its limit with calls queued. */
     isSaturated: () => {
-      const usable = replicas.filter((r) => r.breaker.available());
+      // Quarantined replicas take no real work, unless no other one is available (as in the picker).
+      const available = replicas.filter((r) => r.breaker.available());
+      const serving = available.filter((r) => !r.quarantined);
+      const usable = serving.length > 0 ? serving : available;
       return (
         usable.length === 0 ||
         usable.every((r) => r.limiter.inflight >= r.limiter.limit && r.limiter.waiting > 0)
