@@ -51,9 +51,12 @@ const isCanaryCall = (body: Json): boolean =>
 
 describe('canary quarantine on four replicas', () => {
   it('quarantines an always-match replica within the documented delay, routes it canaries only, releases it when fixed', async () => {
+    const path = join(dir, 'quarantine-transcripts.jsonl');
+    const transcripts = await createFileTranscriptSink(path);
     const f = await fleet({
       replicas: 4,
       env: { CANARY_DATASET: writeCanaries(dir, 20), CANARY_RATE: '0.15' },
+      transcripts,
     });
     const [bad] = f.fakes;
     // Warm-up: every replica earns a clean record.
@@ -86,8 +89,22 @@ describe('canary quarantine on four replicas', () => {
     expect(member).toMatchObject({ node: 'judge', role: 'judge', tpr: { rate: 1 } });
     expect(member.tnr.rate).toBeLessThan(1);
     expect(member.tnr.ci95[0]).toBeLessThan(member.tnr.rate);
-    // Real judgments it produced since its last good canary are suspect.
-    expect(await counterValue(f.metrics.integrity.suspectJudgments)).toBeGreaterThan(0);
+    // Real judgments it produced since its last good canary are suspect: counted, and named in one
+    // transcript line whose ids are judgments that replica answered.
+    const suspect = await counterValue(f.metrics.integrity.suspectJudgments);
+    expect(suspect).toBeGreaterThan(0);
+    await transcripts.flush();
+    const lines = readFileSync(path, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l): Json => JSON.parse(l));
+    const flagged = lines.filter((l) => l.kind === 'suspect');
+    expect(flagged).toHaveLength(1);
+    expect(flagged[0]).toMatchObject({ replica: bad0.replica, count: suspect });
+    const byId = new Map(lines.filter((l) => l.judgment_id !== undefined).map((l) => [l.judgment_id, l]));
+    for (const id of flagged[0].judgment_ids) {
+      expect(byId.get(id)?.transcript.some((m: Json) => m.replica === bad0.replica)).toBe(true);
+    }
 
     // Quarantined: canaries only, at most 5 % of all calls.
     for (const fake of f.fakes) fake.resetStats();
@@ -110,6 +127,7 @@ describe('canary quarantine on four replicas', () => {
     bad!.resetStats();
     await driveUntil(f.app, () => false, 320);
     expect(bad!.calls.some((c) => !isCanaryCall(c.body))).toBe(true);
+    await transcripts.close();
   }, 30_000);
 
   it('keeps four healthy replicas (one canary row in ten answered wrong by all) in routing over 3 200 judgments', async () => {
