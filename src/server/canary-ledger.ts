@@ -177,7 +177,9 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
     const healthy = others.filter((p) => p.state === 'ok').length;
     const serving = others.filter((p) => p.state !== 'quarantined');
     const below = serving.filter((p) => p.belowBaseline).length;
-    return quarantined + 1 <= Math.floor(all / 2) && healthy * 2 > others.length && below * 2 < serving.length;
+    return (
+      quarantined + 1 <= Math.floor(all / 2) && healthy * 2 > others.length && below * 2 < serving.length
+    );
   };
 
   /** The replica against its own baseline (tested before this canary joins the baseline). */
@@ -270,9 +272,7 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
         else observe(rec, event.outcome === 'wrong', event.at, out);
       }
       if (event.outcome !== 'failed') for (const m of event.members) member(m, event.label);
-      const alert =
-        fleetDrop() ||
-        [...byKey.values()].some((r) => r.alarmed && r.state !== 'quarantined');
+      const alert = fleetDrop() || [...byKey.values()].some((r) => r.alarmed && r.state !== 'quarantined');
       if (alert !== fleetAlert) {
         fleetAlert = alert;
         out.push({ kind: 'fleet_alert', alert, records: [...byKey.values()].filter((r) => r.alarmed) });
