@@ -12,6 +12,7 @@ const PROCESS_SUITES = [
   'test/server/cluster.test.ts',
   // redis-server on a loopback port
   'test/server/replicas.test.ts',
+  'test/server/integrity-redis.test.ts',
   'test/state/state.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',

@@ -42,6 +42,8 @@ export interface RunOptions {
   nonce?: string | undefined;
   /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
   progress?: number | undefined;
+  /** Canaries and audits: every call of a backend named here goes to that replica (`CallOptions.pin`). */
+  pin?: ReadonlyMap<string, string> | undefined;
 }
 
 /** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
@@ -385,6 +387,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     attempts: m.attempts,
     reasks: m.reasks,
     error: m.error,
+    replica: m.replica,
   });
 
   if (role.kind === 'local') {
@@ -467,6 +470,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           deadline: callDeadline,
           priority: callPriority(exec),
           observer: exec.options.observer,
+          pin: exec.options.pin,
         },
       );
     } catch (err) {
@@ -518,6 +522,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           latencyMs: performance.now() - started,
           attempts,
           reasks,
+          replica: reply.replica,
         }),
       );
       return;

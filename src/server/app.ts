@@ -19,16 +19,19 @@ import type { Router } from '../judge/types.js';
 import { BACKEND_DEFAULTS } from '../settings/defaults.js';
 import { createLocalState } from '../state/local.js';
 import type { SharedState } from '../state/types.js';
-import { Admission, type Refusal } from './admission.js';
+import { createLocalCanaryLog, type CanaryLog } from '../state/canary-log.js';
+import { Admission, callObserver, type Refusal } from './admission.js';
 import { createComparisonService } from './comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
+import { createIntegrity } from './integrity.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createSharedJudgments } from './shared-judgments.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
 import { registerGraphRoutes } from './routes/graphs.js';
+import { registerIntegrityRoutes } from './routes/integrity.js';
 import { registerOpsRoutes } from './routes/ops.js';
 import { registerRankRoutes } from './routes/rank.js';
 import { registerRewardRoutes } from './routes/reward.js';
@@ -51,6 +54,8 @@ export interface AppDeps {
   metricsText?: (() => Promise<string>) | undefined;
   /** WORKERS>1: this worker's cluster id, shown in /readyz. */
   workerId?: number | undefined;
+  /** REDIS_URL: the canary log shared by every replica (`createRedisCanaryLog`). Default: in-process. */
+  canaryLog?: CanaryLog | undefined;
 }
 
 /** Idempotency records kept (each holds references to its completed judgments). */
@@ -213,6 +218,27 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
     );
   }, now);
+  let auditGraph;
+  try {
+    auditGraph =
+      config.integrity.auditGraph === undefined ? undefined : presetChoice(config.integrity.auditGraph).graph;
+  } catch (err) {
+    throw new Error(`AUDIT_GRAPH: unknown graph "${config.integrity.auditGraph ?? ''}"`, { cause: err });
+  }
+  const integrity = createIntegrity({
+    ...config.integrity,
+    graph: defaultGraph.graph,
+    auditGraph,
+    deadlineMs: config.requestDeadlineMs,
+    limits: config.candidateLimits,
+    router,
+    observer: callObserver(metrics, admission),
+    metrics: metrics.integrity,
+    log: deps.canaryLog ?? createLocalCanaryLog(),
+    transcripts: deps.transcripts,
+    warn: (fields, message) => app.log.warn(fields, message),
+  });
+  metrics.integrity.watchDrift(() => integrity.drift());
   const service = createJudgeService({
     router,
     // The service counts every computed judgment here; the failure monitor sees the same ones.
@@ -242,6 +268,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       ttlMs: config.sharedCacheTtlMs,
       onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
     }),
+    onComputed: (item, stored) =>
+      integrity.onComputed(item.graph.label, item.graph.graph, item.input, stored.id, stored.judgment),
   });
   const comparisons = createComparisonService({
     router,
@@ -268,6 +296,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     state,
     metricsText: deps.metricsText ?? (() => metrics.registry.metrics()),
     workerId: deps.workerId,
+    integrity,
   };
 
   const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);
@@ -325,5 +354,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerRankRoutes(app, ctx);
   registerGraphRoutes(app, ctx);
   registerOpsRoutes(app, ctx);
+  registerIntegrityRoutes(app, ctx);
+  app.addHook('onClose', async () => integrity.close());
   return app;
 }

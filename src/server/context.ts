@@ -9,6 +9,7 @@ import type { Router } from '../judge/types.js';
 import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
 import type { ComparisonService } from './comparing.js';
+import type { Integrity } from './integrity.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
 import type { Schemas } from './schemas.js';
@@ -32,6 +33,8 @@ export interface ServerContext {
   /** The /metrics text: this process's registry, or the merged one under WORKERS>1. */
   metricsText(): Promise<string>;
   workerId: number | undefined;
+  /** Canaries, quarantine, audits and drift (`GET /v1/integrity`). */
+  integrity: Integrity;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

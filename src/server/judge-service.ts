@@ -105,6 +105,8 @@ export interface JudgeServiceOptions {
   shared?: SharedJudgments | undefined;
   /** REDIS_URL: idempotency records shared with other workers and replicas. */
   sharedRecords?: IdempotencyStore | undefined;
+  /** Told about every judgment computed here (not cache hits): canaries, audits, drift (`integrity.ts`). */
+  onComputed?: ((item: JudgeItem, stored: StoredJudgment) => void) | undefined;
 }
 
 const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536, maxItems: 10_000 };
@@ -311,6 +313,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       async (judgment) => {
         metrics.observeJudgment(item.graph.label, judgment);
         const stored: StoredJudgment = { id: randomUUID(), judgment };
+        options.onComputed?.(item, stored);
         if (transcripts !== undefined)
           await transcripts.write(
             toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
