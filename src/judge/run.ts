@@ -42,6 +42,11 @@ export interface RunOptions {
   nonce?: string | undefined;
   /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
   progress?: number | undefined;
+  /**
+   * A high-priority judgment (the serving priority lane): its calls take a free backend slot before every
+   * other queued call. Calls in flight are never preempted. Default false.
+   */
+  urgent?: boolean | undefined;
 }
 
 /** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
@@ -70,7 +75,11 @@ const PROGRESS_WEIGHT = 2 ** 40;
  * A call's backend-slot priority: judgments that have received more replies first (a final-stage call
  * before a first-stage one), then older judgments. Under a deadline, started judgments finish.
  */
-const callPriority = (exec: Execution): number => exec.progress * PROGRESS_WEIGHT - exec.startedAt;
+/** Urgent calls rank above any progress (2^48 > 255 × 2^40 + age; below 2^53, still exact). */
+const URGENT_WEIGHT = 2 ** 48;
+
+const callPriority = (exec: Execution): number =>
+  (exec.options.urgent === true ? URGENT_WEIGHT : 0) + exec.progress * PROGRESS_WEIGHT - exec.startedAt;
 
 /**
  * Runs one judgment through a graph. Never rejects because a judge failed: failures come back as

@@ -23,7 +23,9 @@ import {
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import type { Criterion } from '../../roles/types.js';
 import type { ComparedPair, TournamentGroup } from '../comparing.js';
+import type { RequestScope } from '../comparing.js';
 import { requestScope, type ServerContext } from '../context.js';
+import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { usageOf, type UsageJson } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
@@ -70,7 +72,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
   const rankGroups = async (
     route: string,
     groups: readonly RankGroup[],
-    scope: { deadline: number; signal: AbortSignal; requestId?: string | undefined },
+    scope: RequestScope,
   ): Promise<Ranked[]> => {
     checkBudget(groups);
     const played = await comparisons.tournaments(groups, scope);
@@ -171,6 +173,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     const [ranked] = await rankGroups('/v1/rank', [group], {
       ...requestScope(ctx, reply),
       requestId: body.request_id,
+      priority: body.priority,
     });
     if (ranked === undefined) throw new Error('rank produced no group');
     return {
@@ -186,7 +189,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       groundTruth: body.ground_truth ?? null,
       criterion: body.criterion,
     };
-    const scope = { ...requestScope(ctx, reply), requestId: body.request_id };
+    const scope = { ...requestScope(ctx, reply), requestId: body.request_id, priority: body.priority };
     if (body.candidates.length === 1) {
       // Nothing to compare: the only candidate is the best one, unless it is not an idea at all.
       const only = body.candidates[0] ?? '';
@@ -335,7 +338,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     reply: FastifyReply,
   ) => {
     const { groups, where } = toGroups(items, query);
-    const ranked = await rankGroups(route, groups, requestScope(ctx, reply));
+    const ranked = await rankGroups(route, groups, {
+      ...requestScope(ctx, reply),
+      priority: laneOf(undefined, reply.request.headers[PRIORITY_HEADER]),
+    });
     const out = perItem(ranked, where);
     if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
     return { ranked, out, fallback: config.failureReward ?? 0 };
