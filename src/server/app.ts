@@ -17,9 +17,10 @@ import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { BACKEND_DEFAULTS } from '../settings/defaults.js';
-import { createLocalState } from '../state/local.js';
+import { createLocalBudget, createLocalState } from '../state/local.js';
 import type { SharedState } from '../state/types.js';
 import { Admission, type Refusal } from './admission.js';
+import { createTokenBudget } from './budget.js';
 import { createComparisonService } from './comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
@@ -167,6 +168,29 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   const now = deps.now ?? Date.now;
+  // JUDGE_TOKEN_BUDGET (budget.ts): every backend call's tokens count; new work is refused once spent.
+  const budget =
+    config.tokenBudget === undefined
+      ? undefined
+      : createTokenBudget({
+          ...config.tokenBudget,
+          store: state.budget ?? createLocalBudget(now),
+          shared: state.kind === 'redis',
+          now,
+          warn: (fields, message) => app.log.warn(fields, message),
+          onRemaining: (left) =>
+            metrics.budgetRemainingTokens.labels(String(config.tokenBudget?.windowS)).set(left),
+        });
+  const metered: Metrics =
+    budget === undefined
+      ? metrics
+      : {
+          ...metrics,
+          observeCall: (event) => {
+            metrics.observeCall(event);
+            budget.record(event);
+          },
+        };
   const admission = new Admission({
     maxConcurrent: config.maxConcurrentJudgments,
     maxQueued: config.maxQueuedJudgments,
@@ -184,6 +208,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       metrics.predictedWait.set(state.predictedWaitS);
       metrics.drainRate.set(state.drainCallsPerS);
     },
+    highShare: config.highPriorityShare,
+    gate: budget === undefined ? undefined : () => budget.gate(),
   });
   const failures = createFailureMonitor({
     rate: config.failureWarnRate,
@@ -217,7 +243,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     router,
     // The service counts every computed judgment here; the failure monitor sees the same ones.
     metrics: {
-      ...metrics,
+      ...metered,
       observeJudgment: (graph, judgment) => {
         metrics.observeJudgment(graph, judgment);
         failures.record(judgment);
@@ -245,7 +271,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   const comparisons = createComparisonService({
     router,
-    metrics,
+    metrics: metered,
     admission,
     cacheSize: config.cacheSize,
     candidateLimits: config.candidateLimits,
@@ -268,6 +294,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     state,
     metricsText: deps.metricsText ?? (() => metrics.registry.metrics()),
     workerId: deps.workerId,
+    budget,
   };
 
   const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);
@@ -315,6 +342,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Runs once the server has stopped (every connection ended): anything still in flight has no client left.
   app.addHook('onClose', (_instance, done) => {
     clearTimeout(graceTimer);
+    budget?.close();
     service.abortAll();
     comparisons.abortAll();
     done();

@@ -17,11 +17,12 @@ import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 
 import { RewardError, toError } from '../errors.js';
-import { createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
+import { createLocalBudget, createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
 import type {
   BucketReservation,
   BucketSpec,
   BucketStore,
+  BudgetStore,
   IdempotencyStore,
   JudgmentStore,
   Lease,
@@ -169,6 +170,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     leases: createLocalLeases(now),
     buckets: createLocalBuckets(now),
     idempotency: createLocalIdempotency(100_000, now),
+    budget: createLocalBudget(now),
   };
 
   let degraded = true;
@@ -577,6 +579,29 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     },
   };
 
+  // ---- token budget: one counter per window (`t:<window>`), INCRBY + PEXPIRE in one round trip. While
+  // degraded, this process's local counter answers (it sees only its own spend during the outage).
+  const budget: BudgetStore = {
+    add: (window, tokens, ttlMs) =>
+      guarded(
+        'budget',
+        async () => {
+          const key = `${prefix}t:${window}`;
+          const reply = await client.multi().incrby(key, Math.ceil(tokens)).pexpire(key, ttlMs).exec();
+          const total: unknown = reply?.[0]?.[1];
+          if (typeof total !== 'number') throw new Error('unexpected budget reply');
+          return total;
+        },
+        () => local.budget.add(window, tokens, ttlMs),
+      ),
+    get: (window) =>
+      guarded(
+        'budget',
+        async () => Number((await client.get(`${prefix}t:${window}`)) ?? 0),
+        () => local.budget.get(window),
+      ),
+  };
+
   const url = redactRedisUrl(options.url);
   return {
     kind: 'redis',
@@ -584,6 +609,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     leases,
     buckets,
     idempotency,
+    budget,
     status: () => ({ kind: 'redis', degraded, since, url }),
     peers: () => peerCount,
     async connected(waitMs) {
