@@ -191,8 +191,7 @@ export function createLocalBudget(now: Clock = Date.now): BudgetStore {
   };
   return {
     add(window, tokens, ttlMs) {
-      if (!counters.has(window))
-        for (const [k, c] of counters) if (c.expiresAt <= now()) counters.delete(k);
+      if (!counters.has(window)) for (const [k, c] of counters) if (c.expiresAt <= now()) counters.delete(k);
       const total = live(window) + tokens;
       counters.set(window, { total, expiresAt: now() + ttlMs });
       return Promise.resolve(total);
