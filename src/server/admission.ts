@@ -169,6 +169,11 @@ export class Admission {
     return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
   }
 
+  /** Smoothed unloaded call latency, ms; undefined before any call finished unloaded (plan.ts). */
+  callLatencyMs(): number | undefined {
+    return this.#callLatencyMs;
+  }
+
   /** Estimated drain rate in backend calls per second (> 0). */
   drainCallsPerS(): number {
     const now = this.#now();

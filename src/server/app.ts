@@ -21,6 +21,8 @@ import { createLocalBudget, createLocalState } from '../state/local.js';
 import type { SharedState } from '../state/types.js';
 import { Admission, type Refusal } from './admission.js';
 import { createTokenBudget } from './budget.js';
+import { createPlanner } from './plan.js';
+import { registerPlanRoutes } from './routes/plan.js';
 import { createComparisonService } from './comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
@@ -181,16 +183,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
           onRemaining: (left) =>
             metrics.budgetRemainingTokens.labels(String(config.tokenBudget?.windowS)).set(left),
         });
-  const metered: Metrics =
-    budget === undefined
-      ? metrics
-      : {
-          ...metrics,
-          observeCall: (event) => {
-            metrics.observeCall(event);
-            budget.record(event);
-          },
-        };
+  // Every backend call also feeds the budget and the capacity plan's tokens per call (set below).
+  const callHooks: Array<(event: Parameters<Metrics['observeCall']>[0]) => void> = [];
+  if (budget !== undefined) callHooks.push((event) => budget.record(event));
+  const metered: Metrics = {
+    ...metrics,
+    observeCall: (event) => {
+      metrics.observeCall(event);
+      for (const hook of callHooks) hook(event);
+    },
+  };
   const admission = new Admission({
     maxConcurrent: config.maxConcurrentJudgments,
     maxQueued: config.maxQueuedJudgments,
@@ -211,6 +213,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     highShare: config.highPriorityShare,
     gate: budget === undefined ? undefined : () => budget.gate(),
   });
+  const planner = createPlanner(admission, {
+    requestDeadlineMs: config.requestDeadlineMs,
+    maxCandidates: config.maxCandidates,
+    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
+  });
+  callHooks.push((event) => planner.observeCall(event));
   const failures = createFailureMonitor({
     rate: config.failureWarnRate,
     intervalMs: config.failureWarnIntervalMs,
@@ -247,6 +255,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       observeJudgment: (graph, judgment) => {
         metrics.observeJudgment(graph, judgment);
         failures.record(judgment);
+        planner.observeJudgment(judgment);
       },
     },
     admission,
@@ -353,5 +362,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerRankRoutes(app, ctx);
   registerGraphRoutes(app, ctx);
   registerOpsRoutes(app, ctx);
+  registerPlanRoutes(app, ctx, planner);
   return app;
 }
