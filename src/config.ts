@@ -234,7 +234,7 @@ const CapacityEnv = z
     HIGH_PRIORITY_SHARE: z.coerce.number().min(0).max(1).default(0.1),
     JUDGE_TOKEN_BUDGET: int(1).optional(),
     JUDGE_BUDGET_WINDOW_S: int(1).default(86_400),
-    JUDGE_BUDGET_CACHED_WEIGHT: z.coerce.number().min(0).max(1).default(1),
+    CACHED_TOKEN_WEIGHT: z.coerce.number().min(0).max(1).default(1),
   })
   .superRefine((env, ctx) => {
     if (env.MAX_QUEUE !== undefined) {
@@ -270,7 +270,7 @@ const CapacityEnv = z
         : {
             tokens: e.JUDGE_TOKEN_BUDGET,
             windowS: e.JUDGE_BUDGET_WINDOW_S,
-            cachedWeight: e.JUDGE_BUDGET_CACHED_WEIGHT,
+            cachedWeight: e.CACHED_TOKEN_WEIGHT,
           },
   }));
 

@@ -1,6 +1,6 @@
 /**
  * The token budget (JUDGE_TOKEN_BUDGET per JUDGE_BUDGET_WINDOW_S): the judge tokens the backends report
- * (prompt + completion per call; the prompt's cached part weighted by JUDGE_BUDGET_CACHED_WEIGHT, default
+ * (prompt + completion per call; the prompt's cached part weighted by CACHED_TOKEN_WEIGHT, default
  * 1 = counted in full) are added to the counter of the current window. Windows are fixed and aligned to the
  * epoch (a 86 400 s window runs from 00:00 UTC), so every process agrees on them without coordination.
  *
