@@ -241,7 +241,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       },
       refusal.reason === 'memory'
         ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
-        : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
+        : refusal.reason === 'priority'
+          ? 'admission: refusing high-priority work beyond HIGH_PRIORITY_SHARE of the drain rate'
+          : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
             `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
             `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
             `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,

@@ -210,7 +210,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const admissionRefusals = new Counter({
     name: 'reward_admission_refusals_total',
-    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late) or memory (queue full).',
+    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late), memory (queue full) or priority (HIGH_PRIORITY_SHARE).',
     labelNames: ['reason'] as const,
     registers,
   });
