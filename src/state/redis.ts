@@ -143,6 +143,7 @@ interface Pending {
 
 export interface RedisState extends SharedState {
   readonly kind: 'redis';
+  readonly budget: BudgetStore;
   /** Resolves true once connected, false when `timeoutMs` passes first (then the state starts degraded). */
   connected(timeoutMs: number): Promise<boolean>;
   /** Processes (workers × replicas) with a heartbeat in the last 15 s, this one included; ≥ 1. */

@@ -126,6 +126,28 @@ describe('token budget against the fake backend', () => {
     expect(after.statusCode).toBe(429);
   });
 
+  it('starts a fresh budget when the window ends', async () => {
+    let offsetMs = 0;
+    const h = await start({
+      env: { JUDGE_TOKEN_BUDGET: '1', JUDGE_BUDGET_WINDOW_S: '60' },
+      now: () => Date.now() + offsetMs,
+    });
+    expect(
+      (await h.app.inject({ method: 'POST', url: '/v1/judge', payload: judgeBody(70) })).statusCode,
+    ).toBe(200);
+    const refused = await h.app.inject({ method: 'POST', url: '/v1/judge', payload: judgeBody(71) });
+    expect(refused.statusCode).toBe(429);
+    const retryAfterS = Number(refused.headers['retry-after']);
+    expect(retryAfterS).toBeGreaterThan(0);
+    expect(retryAfterS).toBeLessThanOrEqual(60);
+    offsetMs = retryAfterS * 1000;
+    const next = await h.app.inject({ method: 'POST', url: '/v1/judge', payload: judgeBody(71) });
+    expect(next.statusCode).toBe(200);
+    const b = (await h.app.inject({ method: 'GET', url: '/readyz' })).json<{ budget: ReadyBudget }>().budget;
+    expect(b.exhausted).toBe(true); // the new window's first judgment spent it again
+    expect(Date.parse(b.window_ends_at) - (Date.now() + offsetMs)).toBeGreaterThan(0);
+  });
+
   it('answers the trainer adapters with the same 429 and Retry-After', async () => {
     const h = await start({ env: { JUDGE_TOKEN_BUDGET: '1' } });
     expect(
@@ -220,5 +242,26 @@ describeRedis('token budget shared through Redis', () => {
     expect(
       (await other.inject({ method: 'POST', url: '/v1/judge', payload: judgeBody(62) })).statusCode,
     ).toBe(200);
+  });
+
+  it('counts locally while Redis is down, without failing a request', async () => {
+    const state = createRedisState({
+      url: redis.url,
+      prefix: `down-${Date.now()}:`,
+      leaseMs: 2000,
+      timeoutMs: 200,
+    });
+    expect(await state.connected(3000)).toBe(true);
+    try {
+      expect(await state.budget.add('w', 5, 60_000)).toBe(5);
+      expect(await state.budget.add('w', 5, 60_000)).toBe(10);
+      await redis.kill();
+      // The local counter answers (this process's own spend during the outage).
+      expect(await state.budget.add('w', 3, 60_000)).toBe(3);
+      expect(state.status().degraded).toBe(true);
+    } finally {
+      await redis.restart();
+      await state.close();
+    }
   });
 });

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
+import { loadConfig } from '../../src/config.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { Admission } from '../../src/server/admission.js';
 import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
@@ -85,6 +86,14 @@ describe('Admission: the high lane', () => {
         'high',
       ).ok,
     ).toBe(true);
+  });
+});
+
+describe('HIGH_PRIORITY_SHARE', () => {
+  it('is a fraction in [0, 1], default 0.1', () => {
+    expect(loadConfig({}).highPriorityShare).toBe(0.1);
+    expect(loadConfig({ HIGH_PRIORITY_SHARE: '0.25' }).highPriorityShare).toBe(0.25);
+    expect(() => loadConfig({ HIGH_PRIORITY_SHARE: '2' })).toThrow(/HIGH_PRIORITY_SHARE/);
   });
 });
 
