@@ -8,7 +8,14 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
-import { addKnown, deadlineScope, observeFailedCall, observeReply, toFailure } from './calls.js';
+import {
+  addKnown,
+  deadlineScope,
+  observeFailedCall,
+  observeReply,
+  toFailure,
+  URGENT_PRIORITY,
+} from './calls.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -75,11 +82,8 @@ const PROGRESS_WEIGHT = 2 ** 40;
  * A call's backend-slot priority: judgments that have received more replies first (a final-stage call
  * before a first-stage one), then older judgments. Under a deadline, started judgments finish.
  */
-/** Urgent calls rank above any progress (2^48 > 255 × 2^40 + age; below 2^53, still exact). */
-const URGENT_WEIGHT = 2 ** 48;
-
 const callPriority = (exec: Execution): number =>
-  (exec.options.urgent === true ? URGENT_WEIGHT : 0) + exec.progress * PROGRESS_WEIGHT - exec.startedAt;
+  (exec.options.urgent === true ? URGENT_PRIORITY : 0) + exec.progress * PROGRESS_WEIGHT - exec.startedAt;
 
 /**
  * Runs one judgment through a graph. Never rejects because a judge failed: failures come back as

@@ -244,7 +244,8 @@ export class Admission {
     });
     if (queuedAfter > this.maxQueued) return refusal('memory');
     // High work goes ahead of the queued backlog: its own budget decides, not the backlog's completion.
-    if (lane === 'high') {
+    // HIGH_PRIORITY_SHARE=0 turns the lane off (high requests are normal ones).
+    if (lane === 'high' && this.high.share > 0) {
       if (this.high.fits(calls, drain, horizonS)) return { ok: true };
       const denied = refusal('priority');
       if (!denied.ok) denied.refusal.waitS = this.high.waitS(calls, drain, horizonS);
@@ -263,10 +264,11 @@ export class Admission {
   admit(graph: WorkShape, lane: Lane = 'normal'): Ticket {
     const cost = this.costOf(graph);
     this.#backlogCalls += cost;
-    if (lane === 'high') this.high.take(cost, this.drainCallsPerS());
+    const laneOf: Lane = lane === 'high' && this.high.share > 0 ? 'high' : 'normal';
+    if (laneOf === 'high') this.high.take(cost, this.drainCallsPerS());
     let finished = false;
     return {
-      lane,
+      lane: laneOf,
       done: (calls) => {
         if (finished) return;
         finished = true;

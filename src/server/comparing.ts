@@ -191,6 +191,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
           observer,
           judges,
           limits: options.candidateLimits,
+          urgent: lane === 'high',
         }),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
@@ -333,6 +334,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
                     signal,
                     observer,
                     limits: options.candidateLimits,
+                    urgent: scopeIn.priority === 'high',
                   }),
                 (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
               ),

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { Admission } from '../../src/server/admission.js';
+import { rankJudge } from '../fakes/comparative.js';
 import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 
 const analysts2 = getPreset('default')!; // 3 calls, critical path 2
@@ -74,6 +75,13 @@ describe('Admission: the high lane', () => {
         'high',
       ).ok,
     ).toBe(true);
+  });
+
+  it('treats high as normal with HIGH_PRIORITY_SHARE=0 (the lane is off)', () => {
+    const { admission } = setup({ highShare: 0 });
+    const ticket = admission.admit(analysts2, 'high');
+    expect(ticket.lane).toBe('normal');
+    expect(admission.decide([analysts2], 110_000, 'high').ok).toBe(true);
   });
 
   it('always admits a high request when nothing high is in its bucket (one request is never refused forever)', () => {
@@ -151,6 +159,34 @@ describe('priority lane against the fake backend', () => {
     expect(high.ms).toBeLessThan(3 * unloadedMs + 50);
     // A normal judgment sent at the same moment waits behind the step (the lane is what made the difference).
     expect(normal.ms).toBeGreaterThan(5 * high.ms);
+  });
+
+  it('takes priority on the comparative routes and x-reward-priority on the group adapters', async () => {
+    const h = await start({ fake: { fallback: rankJudge } });
+    const ideas = [0, 1, 2].map(
+      (r) => `Idea with RANK${r}: train paired encoders with a contrastive objective.`,
+    );
+    const ranked = await h.app.inject({
+      method: 'POST',
+      url: '/v1/rank',
+      payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: ideas, priority: 'high' },
+    });
+    expect(ranked.statusCode).toBe(200);
+    expect(ranked.json<{ comparisons: { ok: number } }>().comparisons.ok).toBe(3);
+    const group = await h.app.inject({
+      method: 'POST',
+      url: '/slime/rank',
+      headers: { 'x-reward-priority': 'high' },
+      payload: { samples: ideas.map((response) => ({ prompt: QUESTION, response, label: GROUND_TRUTH })) },
+    });
+    expect(group.statusCode).toBe(200);
+    const bad = await h.app.inject({
+      method: 'POST',
+      url: '/slime/rank',
+      headers: { 'x-reward-priority': 'soon' },
+      payload: { samples: ideas.map((response) => ({ prompt: QUESTION, response, label: GROUND_TRUTH })) },
+    });
+    expect(bad.statusCode).toBe(400);
   });
 
   it('takes x-reward-priority on the adapters and refuses an invalid value with 400', async () => {
