@@ -231,10 +231,10 @@ const CapacityEnv = z
     // back refusals of work that fits the deadline).
     MAX_QUEUE: z.string().optional(),
     // Operator controls (issue 21): the priority lane and the token budget.
-    HIGH_PRIORITY_SHARE: z.coerce.number().min(0).max(1).default(0.1),
+    HIGH_PRIORITY_SHARE: decimal().pipe(z.number().min(0).max(1)).default(0.1),
     JUDGE_TOKEN_BUDGET: int(1).optional(),
     JUDGE_BUDGET_WINDOW_S: int(1).default(86_400),
-    CACHED_TOKEN_WEIGHT: z.coerce.number().min(0).max(1).default(1),
+    CACHED_TOKEN_WEIGHT: decimal().pipe(z.number().min(0).max(1)).default(1),
   })
   .superRefine((env, ctx) => {
     if (env.MAX_QUEUE !== undefined) {

@@ -102,6 +102,13 @@ describe('HIGH_PRIORITY_SHARE', () => {
     expect(loadConfig({}).highPriorityShare).toBe(0.1);
     expect(loadConfig({ HIGH_PRIORITY_SHARE: '0.25' }).highPriorityShare).toBe(0.25);
     expect(() => loadConfig({ HIGH_PRIORITY_SHARE: '2' })).toThrow(/HIGH_PRIORITY_SHARE/);
+    expect(() => loadConfig({ HIGH_PRIORITY_SHARE: ' ' })).toThrow(/HIGH_PRIORITY_SHARE/);
+    expect(() => loadConfig({ CACHED_TOKEN_WEIGHT: '1e-1' })).toThrow(/CACHED_TOKEN_WEIGHT/);
+    expect(loadConfig({ JUDGE_TOKEN_BUDGET: '5000', CACHED_TOKEN_WEIGHT: '0.1' }).tokenBudget).toEqual({
+      tokens: 5000,
+      windowS: 86_400,
+      cachedWeight: 0.1,
+    });
   });
 });
 
