@@ -126,6 +126,29 @@ describe('token budget against the fake backend', () => {
     expect(after.statusCode).toBe(429);
   });
 
+  it('counts the backend-reported cached prompt tokens at CACHED_TOKEN_WEIGHT', async () => {
+    const h = await start({
+      fake: { blockCache: true },
+      env: { JUDGE_TOKEN_BUDGET: '1000000000', CACHED_TOKEN_WEIGHT: '0.25' },
+    });
+    const r = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(80), candidate(81)] },
+    });
+    expect(r.statusCode).toBe(200);
+    const usage = r.json<{
+      usage: { prompt_tokens: number; completion_tokens: number; cached_prompt_tokens: number };
+    }>().usage;
+    expect(usage.cached_prompt_tokens).toBeGreaterThan(0); // the shared prefix of the group
+    const spent = (await h.app.inject({ method: 'GET', url: '/readyz' })).json<{ budget: ReadyBudget }>()
+      .budget.spent_tokens;
+    const expected = usage.prompt_tokens - 0.75 * usage.cached_prompt_tokens + usage.completion_tokens;
+    // Whole tokens per call (rounded up): within one token per call of the exact sum.
+    expect(spent).toBeGreaterThanOrEqual(Math.floor(expected));
+    expect(spent).toBeLessThanOrEqual(Math.ceil(expected) + 6);
+  });
+
   it('starts a fresh budget when the window ends', async () => {
     let offsetMs = 0;
     const h = await start({
