@@ -168,6 +168,57 @@ describe('priority lane against the fake backend', () => {
     expect(normal.ms).toBeGreaterThan(5 * high.ms);
   });
 
+  it('refuses a flood of high requests beyond HIGH_PRIORITY_SHARE while a normal step is admitted and served', async () => {
+    // 2 s deadline: the high lane's room is 0.1 × drain × 1.8 s (40–100 calls at 16 slots / 30–70 ms); each
+    // high request is 30 calls. Measured: 1 of 12 admitted (the first: an empty bucket), 11 refused.
+    const h = await start({
+      fake: { latencyMs: 20 },
+      env: { JUDGE_MAX_INFLIGHT: '16', REQUEST_DEADLINE_MS: '2000', HIGH_PRIORITY_SHARE: '0.1' },
+    });
+    const other = 'A different paper: we fine-tune a transformer with a masked-token objective on text.';
+    // Warm-up: the unloaded call latency sets the drain rate.
+    for (let i = 0; i < 2; i++)
+      await h.app.inject({
+        method: 'POST',
+        url: '/v1/judge',
+        payload: { ground_truth: other, candidate: candidate(20_000 + i) },
+      });
+    const flood = Array.from({ length: 12 }, (_, k) =>
+      h.app.inject({
+        method: 'POST',
+        url: '/v1/reward',
+        payload: {
+          ground_truth: other,
+          candidates: Array.from({ length: 10 }, (_, i) => candidate(30_000 + 10 * k + i)),
+          priority: 'high',
+        },
+      }),
+    );
+    const step = h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: {
+        question: QUESTION,
+        ground_truth: GROUND_TRUTH,
+        candidates: Array.from({ length: 60 }, (_, i) => candidate(i)),
+      },
+    });
+    const floods = await Promise.all(flood);
+    const refused = floods.filter((r) => r.statusCode === 503);
+    expect(floods.length - refused.length).toBeGreaterThanOrEqual(1);
+    expect(refused.length).toBeGreaterThanOrEqual(6);
+    for (const r of refused) {
+      expect(r.json<{ code: string; details: { reason: string } }>()).toMatchObject({
+        code: 'RW_OVERLOADED',
+        details: { reason: 'priority' },
+      });
+      expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    }
+    const stepAnswer = await step;
+    expect(stepAnswer.statusCode).toBe(200);
+    expect(stepAnswer.json<{ rewards: Array<number | null> }>().rewards.every((r) => r !== null)).toBe(true);
+  });
+
   it('takes priority on the comparative routes and x-reward-priority on the group adapters', async () => {
     const h = await start({ fake: { fallback: rankJudge } });
     const ideas = [0, 1, 2].map(
