@@ -9,6 +9,7 @@ import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { buildApp } from '../../src/server/app.js';
 import { callTokens } from '../../src/server/budget.js';
+import { workerShare } from '../../src/server/cluster.js';
 import { createMetrics } from '../../src/server/metrics.js';
 import { createRedisState, type RedisState } from '../../src/state/redis.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
@@ -37,6 +38,14 @@ describe('callTokens', () => {
     expect(callTokens(call, 0)).toBe(600);
     expect(callTokens(call, 0.5)).toBe(900);
     expect(callTokens({ ...call, cachedPromptTokens: null }, 0)).toBe(1200);
+  });
+});
+
+describe('JUDGE_TOKEN_BUDGET under WORKERS>1', () => {
+  it('gives each worker its share without Redis, the whole (shared) budget with it', () => {
+    expect(workerShare(loadConfig({ JUDGE_TOKEN_BUDGET: '1000' }), 4).tokenBudget?.tokens).toBe(250);
+    const shared = loadConfig({ JUDGE_TOKEN_BUDGET: '1000', REDIS_URL: 'redis://127.0.0.1:6379' });
+    expect(workerShare(shared, 4).tokenBudget?.tokens).toBe(1000);
   });
 });
 
