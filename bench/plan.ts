@@ -5,7 +5,7 @@
  * then is asked for the plan of a step of `rollouts` judgments in requests of `groupSize`, then receives
  * that step at once: every request concurrently, distinct candidates (no cache hits).
  *
- *   npx tsx bench/plan.ts [--latency-ms 50,200] [--rollouts 512] [--group-size 16] [--inflight 16]
+ *   npx tsx bench/plan.ts [--latency-ms 50,200] [--rollouts 512] [--group-size 16] [--inflight 16] [--rpm N]
  *
  * Prints one JSON line per latency and a markdown table (bench/results/2026-12-01-plan.md).
  */
@@ -28,6 +28,8 @@ export interface PlanBurstOptions {
   inflight: number;
   /** Unloaded judgments before the plan is asked. Default 4. */
   warmup?: number;
+  /** JUDGE_RPM (requests per minute to the backend); default none. */
+  rpm?: number | undefined;
 }
 
 export interface PlanBurstResult {
@@ -75,6 +77,7 @@ export async function planBurst(options: PlanBurstOptions): Promise<PlanBurstRes
     JUDGE_MAX_RETRIES: '0',
     JUDGE_MAX_INFLIGHT: String(options.inflight),
     REQUEST_DEADLINE_MS: '600000',
+    ...(options.rpm === undefined ? {} : { JUDGE_RPM: String(options.rpm) }),
   });
   const router = createRouter({ ...config.judge, offline: createOfflineBackend });
   const app = buildApp({ config, router });
@@ -139,6 +142,7 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
       rollouts: { type: 'string', default: '512' },
       'group-size': { type: 'string', default: '16' },
       inflight: { type: 'string', default: '16' },
+      rpm: { type: 'string' },
     },
     strict: true,
   });
@@ -152,6 +156,7 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
       rollouts: Number(values.rollouts),
       groupSize: Number(values['group-size']),
       inflight: Number(values.inflight),
+      rpm: values.rpm === undefined ? undefined : Number(values.rpm),
     });
     process.stdout.write(`${JSON.stringify(r)}\n`);
     rows.push(
