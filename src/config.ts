@@ -233,6 +233,11 @@ const CapacityEnv = z
     // Removed: refused with a message rather than silently reinterpreted (an old small value would bring
     // back refusals of work that fits the deadline).
     MAX_QUEUE: z.string().optional(),
+    // Operator controls (issue 21): the priority lane and the token budget.
+    HIGH_PRIORITY_SHARE: decimal().pipe(z.number().min(0).max(1)).default(0.1),
+    JUDGE_TOKEN_BUDGET: int(1).optional(),
+    JUDGE_BUDGET_WINDOW_S: int(1).default(86_400),
+    CACHED_TOKEN_WEIGHT: decimal().pipe(z.number().min(0).max(1)).default(1),
   })
   .superRefine((env, ctx) => {
     if (env.MAX_QUEUE !== undefined) {
@@ -256,6 +261,20 @@ const CapacityEnv = z
     idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS,
     /** A request with an id whose client left keeps its judgments running this long for a retry, ms. */
     idempotencyLingerMs: e.IDEMPOTENCY_LINGER_MS,
+    /** Share of the drain rate the high-priority lane may use (its own admission budget). */
+    highPriorityShare: e.HIGH_PRIORITY_SHARE,
+    /**
+     * Judge tokens (prompt + completion as the backends report them, cached prompt tokens × `cachedWeight`)
+     * per fixed window of `windowS` seconds (epoch-aligned); undefined = no budget.
+     */
+    tokenBudget:
+      e.JUDGE_TOKEN_BUDGET === undefined
+        ? undefined
+        : {
+            tokens: e.JUDGE_TOKEN_BUDGET,
+            windowS: e.JUDGE_BUDGET_WINDOW_S,
+            cachedWeight: e.CACHED_TOKEN_WEIGHT,
+          },
   }));
 
 /** What the server records about its judgments. */

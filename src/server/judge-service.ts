@@ -36,6 +36,7 @@ import {
   type Recalled,
 } from './idempotency.js';
 import type { Metrics } from './metrics.js';
+import type { Lane } from './priority.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../state/types.js';
@@ -72,6 +73,8 @@ export interface JudgeRequest {
    * same items joins or replays this request's judgments.
    */
   idempotencyKey?: string | undefined;
+  /** The priority lane of the request's new judgments (priority.ts); default normal. */
+  priority?: Lane | undefined;
 }
 
 export interface JudgeService {
@@ -309,6 +312,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           signal,
           observer,
           limits: options.candidateLimits,
+          urgent: ticket.lane === 'high',
         }),
       async (judgment) => {
         metrics.observeJudgment(item.graph.label, judgment);
@@ -397,10 +401,16 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
     }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
-    admitWhole(admission, graphs, deadline - now(), 'judgments', 'split it into smaller requests', {
-      metrics,
-      onRefusal: options.onRefusal,
-    });
+    const lane = request.priority ?? 'normal';
+    admitWhole(
+      admission,
+      graphs,
+      deadline - now(),
+      'judgments',
+      'split it into smaller requests',
+      { metrics, onRefusal: options.onRefusal },
+      lane,
+    );
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;
@@ -430,7 +440,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         flightDeadlines.set(key, flightDeadline);
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
-        const ticket = elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph);
+        const ticket =
+          elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph, lane);
         flight = cache.run(
           key,
           (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),

@@ -93,6 +93,8 @@ export interface Metrics {
   /** 1 while REDIS_URL is set but Redis is unreachable (judging continues on local state). */
   sharedStateDegraded: Gauge;
   sharedStateErrors: Counter<'op'>;
+  /** JUDGE_TOKEN_BUDGET: tokens left in the current window (absent without a budget). */
+  budgetRemainingTokens: Gauge<'window_s'>;
   /** Feeds the reward_shared_state_* metrics; pass to `createRedisState`. */
   stateObserver: StateObserver;
   /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
@@ -302,7 +304,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const admissionRefusals = new Counter({
     name: 'reward_admission_refusals_total',
-    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late) or memory (queue full).',
+    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late), memory (queue full) or priority (HIGH_PRIORITY_SHARE).',
     labelNames: ['reason'] as const,
     registers,
   });
@@ -447,6 +449,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const budgetRemainingTokens = new Gauge({
+    name: 'reward_budget_remaining_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens left in the current window, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1: the worker with the least left (without REDIS_URL each worker has its share).
+    aggregator: 'min',
+    registers,
+  });
+
   const comparisons = new Counter({
     name: 'reward_comparisons_total',
     help: 'Pairwise comparisons computed (both orders; cache hits excluded), by criterion and status.',
@@ -522,6 +533,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     sharedStateDegraded,
     sharedStateErrors,
+    budgetRemainingTokens,
     stateObserver: {
       onDegraded: (degraded) => sharedStateDegraded.set(degraded ? 1 : 0),
       onError: (op) => sharedStateErrors.labels(op).inc(),

@@ -32,8 +32,6 @@ const RULES = join(ROOT, 'deploy', 'prometheus', 'rules.yaml');
  * (remove it from here then). The coordinator empties this list after merging those branches.
  */
 const PENDING_METRICS = new Map<string, string[]>([
-  // h21b
-  ['reward_budget_remaining_tokens', []],
   // h19
   ['reward_rejected_inputs_total', ['reason']],
 ]);
