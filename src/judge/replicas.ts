@@ -166,6 +166,8 @@ export interface ReplicaLoad {
   readonly breaker: Breaker;
   /** Calls routed here but not yet queued for a slot (e.g. staggered). Default 0. */
   readonly pending?: number;
+  /** Quarantined by the canaries: passed over for real work unless no other replica is available. */
+  readonly quarantined?: boolean;
 }
 
 /**
@@ -257,7 +259,12 @@ export function createReplicaPicker(
   };
 
   const choose = (key: string, avoid: number | undefined): number | undefined => {
-    let healthy = replicas.flatMap((r, i) => (i !== avoid && r.breaker.available() ? [i] : []));
+    let healthy = replicas.flatMap((r, i) =>
+      i !== avoid && r.breaker.available() && r.quarantined !== true ? [i] : [],
+    );
+    // Quarantine never takes the last available replica: without another one it serves (the fleet alert).
+    if (healthy.length === 0)
+      healthy = replicas.flatMap((r, i) => (i !== avoid && r.breaker.available() ? [i] : []));
     if (healthy.length === 0 && avoid !== undefined && replicas[avoid]?.breaker.available() === true) {
       healthy = [avoid];
     }

@@ -7,7 +7,14 @@ import { performance } from 'node:perf_hooks';
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
-import { addKnown, deadlineScope, observeFailedCall, observeReply, toFailure } from './calls.js';
+import {
+  addKnown,
+  deadlineScope,
+  observeFailedCall,
+  observeReply,
+  toFailure,
+  URGENT_PRIORITY,
+} from './calls.js';
 import { decide } from './decision.js';
 import { prepareInput, type ReasoningFormat } from './candidate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -43,6 +50,13 @@ export interface RunOptions {
   nonce?: string | undefined;
   /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
   progress?: number | undefined;
+  /** Canaries and audits: every call of a backend named here goes to that replica (`CallOptions.pin`). */
+  pin?: ReadonlyMap<string, string> | undefined;
+  /**
+   * A high-priority judgment (the serving priority lane): its calls take a free backend slot before every
+   * other queued call. Calls in flight are never preempted. Default false.
+   */
+  urgent?: boolean | undefined;
 }
 
 /** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
@@ -71,7 +85,8 @@ const PROGRESS_WEIGHT = 2 ** 40;
  * A call's backend-slot priority: judgments that have received more replies first (a final-stage call
  * before a first-stage one), then older judgments. Under a deadline, started judgments finish.
  */
-const callPriority = (exec: Execution): number => exec.progress * PROGRESS_WEIGHT - exec.startedAt;
+const callPriority = (exec: Execution): number =>
+  (exec.options.urgent === true ? URGENT_PRIORITY : 0) + exec.progress * PROGRESS_WEIGHT - exec.startedAt;
 
 /**
  * Runs one judgment through a graph. Never rejects because a judge failed: failures come back as
@@ -391,6 +406,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     attempts: m.attempts,
     reasks: m.reasks,
     error: m.error,
+    replica: m.replica,
   });
 
   if (role.kind === 'local') {
@@ -473,6 +489,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           deadline: callDeadline,
           priority: callPriority(exec),
           observer: exec.options.observer,
+          pin: exec.options.pin,
         },
       );
     } catch (err) {
@@ -524,6 +541,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           latencyMs: performance.now() - started,
           attempts,
           reasks,
+          replica: reply.replica,
         }),
       );
       return;

@@ -47,6 +47,8 @@ export interface TranscriptMessage {
   attempts: number;
   reasks: number;
   error?: { code: ErrorCode; message: string } | undefined;
+  /** host[:port] of the replica that answered (replicated OpenAI-compatible backends only). */
+  replica?: string | undefined;
 }
 
 export interface Judgment {
@@ -111,6 +113,8 @@ export interface LlmReply {
   attempts: number;
   /** `finish_reason` of the reply; `length` means it was cut at `max_tokens` (or the context's end). */
   finishReason: string;
+  /** The replica that answered (its metrics label), when the backend has replicas. */
+  replica?: string | undefined;
 }
 
 export interface CallOptions {
@@ -125,6 +129,11 @@ export interface CallOptions {
   priority?: number | undefined;
   /** Told about each retry the backend wants to make (allowed or denied by its retry budget). */
   observer?: JudgeObserver | undefined;
+  /**
+   * Canaries and audits: backend name → replica label. Every attempt of a backend named here goes to that
+   * replica (retries included, quarantine ignored; an open circuit fails the call).
+   */
+  pin?: ReadonlyMap<string, string> | undefined;
 }
 
 /** How one HTTP attempt on a replica ended (a bounded label set). */
@@ -161,6 +170,8 @@ export interface ReplicaSnapshot {
   responseFormat?: 'json_schema' | 'json_object' | undefined;
   /** Cumulative response-format switches, by the format switched to. */
   responseFormatSwitches?: ReadonlyMap<'json_schema' | 'json_object', number> | undefined;
+  /** Taken out of real work by the canaries' sequential test (it still receives canaries). */
+  quarantined?: boolean | undefined;
 }
 
 /**
@@ -177,6 +188,8 @@ export interface Backend {
   isSaturated?(): boolean;
   /** Per-replica state for metrics (OpenAI-compatible backends). */
   replicas?(): ReplicaSnapshot[];
+  /** Takes a replica (by label) out of routing for real work, or puts it back (canary quarantine). */
+  setQuarantined?(replica: string, quarantined: boolean): void;
   /** Calls held back so a sibling's prefix prefill could finish first (cumulative). */
   staggeredCalls?(): number;
   /**

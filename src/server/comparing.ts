@@ -36,6 +36,7 @@ import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
 import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
+import type { Lane } from './priority.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
@@ -70,6 +71,8 @@ export interface RequestScope {
   /** Aborts when the client goes away: the request lets go of its flights. */
   signal?: AbortSignal | undefined;
   requestId?: string | undefined;
+  /** The priority lane of its new comparisons (priority.ts); default normal. */
+  priority?: Lane | undefined;
 }
 
 export interface ComparisonService {
@@ -162,7 +165,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number): void =>
+  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void =>
     admitWhole(
       admission,
       shapes,
@@ -170,6 +173,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       'comparisons',
       'use a cheaper schedule or fewer candidates',
       { metrics, onRefusal: options.onRefusal },
+      lane,
     );
 
   const computePair = (
@@ -178,9 +182,10 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     signal: AbortSignal,
     deadline: number,
     requestId: string | undefined,
+    lane: Lane = 'normal',
   ): Promise<Stored> =>
     admission.run(
-      admission.admit(pairShape(judges)),
+      admission.admit(pairShape(judges), lane),
       signal,
       () =>
         comparePair(input, {
@@ -191,6 +196,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
           judges,
           limits: options.candidateLimits,
           reasoningFormat: options.reasoningFormat,
+          urgent: lane === 'high',
         }),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
@@ -273,7 +279,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         }
       }
     });
-    admit(shapes, request.deadline);
+    admit(shapes, request.deadline, request.priority);
     const scope = createRequestScope({ deadline: request.deadline, signal: request.signal, fanOut });
     const startedAt = Date.now();
     const play = async (
@@ -302,7 +308,8 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       const flight = own
         ? cache.run(
             key,
-            (signal) => computePair(input, group.judges, signal, request.deadline, request.requestId),
+            (signal) =>
+              computePair(input, group.judges, signal, request.deadline, request.requestId, request.priority),
             scope.signal,
           )
         : cache.join(key, scope.signal);
@@ -346,7 +353,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       return { pickId: hit.id, judgment: hit.judgment, cached: true };
     }
     const own = !cache.has(key);
-    if (own) admit([PICK_SHAPE], scopeIn.deadline);
+    if (own) admit([PICK_SHAPE], scopeIn.deadline, scopeIn.priority);
     const scope = createRequestScope({ deadline: scopeIn.deadline, signal: scopeIn.signal, fanOut: 1 });
     const started = Date.now();
     try {
@@ -355,7 +362,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
             key,
             (signal) =>
               admission.run(
-                admission.admit(PICK_SHAPE),
+                admission.admit(PICK_SHAPE, scopeIn.priority),
                 signal,
                 () =>
                   pickBest(input, {
@@ -365,6 +372,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
                     observer,
                     limits: options.candidateLimits,
                     reasoningFormat: options.reasoningFormat,
+                    urgent: scopeIn.priority === 'high',
                   }),
                 (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
               ),

@@ -8,7 +8,9 @@ import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
+import type { TokenBudget } from './budget.js';
 import type { ComparisonService } from './comparing.js';
+import type { Integrity } from './integrity.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
 import type { Schemas } from './schemas.js';
@@ -32,6 +34,10 @@ export interface ServerContext {
   /** The /metrics text: this process's registry, or the merged one under WORKERS>1. */
   metricsText(): Promise<string>;
   workerId: number | undefined;
+  /** Canaries, quarantine, audits and drift (`GET /v1/integrity`). */
+  integrity: Integrity;
+  /** JUDGE_TOKEN_BUDGET; undefined without a budget. */
+  budget?: TokenBudget | undefined;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

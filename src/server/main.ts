@@ -13,6 +13,7 @@ import { createOpenAICompatibleBackend } from '../judge/backends/openai.js';
 import { createRouter } from '../judge/routing.js';
 import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
+import { createRedisCanaryLog } from '../state/canary-log.js';
 import type { SharedState } from '../state/types.js';
 import { buildApp } from './app.js';
 import { joinCluster, runPrimary, workerShare } from './cluster.js';
@@ -140,12 +141,23 @@ async function main(): Promise<void> {
       },
     });
   }
+  // The canary record shared by every replica (REDIS_URL): one Redis stream of canary outcomes.
+  const canaryLog =
+    config.redis === undefined
+      ? undefined
+      : createRedisCanaryLog({
+          url: config.redis.url,
+          prefix: config.redis.prefix,
+          timeoutMs: config.redis.timeoutMs,
+          onError: () => metrics.sharedStateErrors.labels('canaries').inc(),
+        });
   const server = buildApp({
     config,
     router,
     metrics,
     transcripts,
     state,
+    canaryLog,
     logger: { level: config.logLevel },
     metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
     workerId: cluster.worker?.id,

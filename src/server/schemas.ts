@@ -73,6 +73,9 @@ const Message = z.looseObject({
 });
 export type Message = z.infer<typeof Message>;
 
+/** Operator controls (issue 21): the priority lane (priority.ts); adapters send `x-reward-priority`. */
+export const Priority = z.enum(['high', 'normal']);
+
 /** `?graph=NAME` on the trainer adapters (their bodies are fixed by the trainers). */
 export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).optional() });
 
@@ -87,17 +90,19 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     graph: GraphField.optional(),
     include_transcripts: z.boolean().optional(),
     request_id: z.string().max(200).optional(),
+    priority: Priority.optional(),
   });
 
   const Batch = z
     .strictObject({
       groups: z
-        .array(Group.omit({ include_transcripts: true }))
+        .array(Group.omit({ include_transcripts: true, priority: true }))
         .min(1)
         .max(maxCandidates),
       graph: GraphField.optional(),
       include_transcripts: z.boolean().optional(),
       request_id: z.string().max(200).optional(),
+      priority: Priority.optional(),
     })
     .superRefine((body, ctx) => {
       let total = 0;
@@ -117,6 +122,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     candidate: Text,
     graph: GraphField.optional(),
     request_id: z.string().max(200).optional(),
+    priority: Priority.optional(),
   });
 
   const OpenRlhf = z
@@ -197,6 +203,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     criterion: CriterionName.optional(),
     judges: z.number().int().min(1).max(MAX_JUDGES).default(1),
     request_id: z.string().max(200).optional(),
+    priority: Priority.optional(),
   };
   const Rank = z
     .strictObject({

@@ -31,21 +31,7 @@ const RULES = join(ROOT, 'deploy', 'prometheus', 'rules.yaml');
  * check (their labels are checked against this list instead); the test fails once one of them is exported
  * (remove it from here then). The coordinator empties this list after merging those branches.
  */
-const PENDING_METRICS = new Map<string, string[]>([
-  // h20a: canaries, quarantine, audits, drift
-  ['reward_canary_judgments_total', ['backend', 'replica', 'outcome']],
-  ['reward_canary_member_stances_total', ['node', 'role', 'label', 'outcome']],
-  ['reward_backend_replica_quarantined', ['backend', 'replica']],
-  ['reward_suspect_judgments_total', ['backend', 'replica']],
-  ['reward_canary_fleet_alert', []],
-  ['reward_audit_judgments_total', ['outcome', 'first_verdict']],
-  ['reward_drift_accept_rate', ['graph']],
-  ['reward_drift_candidate_chars', ['graph']],
-  ['reward_drift_length_reward_correlation', ['graph']],
-  ['reward_drift_rejected_input_rate', ['graph']],
-  // h21b
-  ['reward_budget_remaining_tokens', []],
-]);
+const PENDING_METRICS = new Map<string, string[]>([]);
 
 /** Grafana's own variables, as Grafana would expand them for a 1 s scrape interval. */
 const GRAFANA_VARIABLES: Record<string, string> = { $__rate_interval: '1m', $__interval: '15s' };

@@ -483,7 +483,7 @@ export function createOpenAICompatibleBackend(
 
   const complete = async (
     request: LlmRequest,
-    { signal, deadline, priority, observer }: CallOptions,
+    { signal, deadline, priority, observer, pin }: CallOptions,
   ): Promise<LlmReply> => {
     const started = performance.now();
     // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -498,15 +498,26 @@ export function createOpenAICompatibleBackend(
     let avoid: number | undefined;
     /** Whether this call has already waited for an open circuit (it does so at most once). */
     const circuit = { waited: false };
+    // A canary or audit pinned to one replica: every attempt goes there (see CallOptions.pin).
+    const pinnedLabel = pin?.get(name);
+    const pinned = pinnedLabel === undefined ? -1 : replicas.findIndex((r) => r.label === pinnedLabel);
+    let servedBy: string | undefined;
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
       budget.recordCall();
       const previous: { signature: string | undefined } = { signature: undefined };
       const { value, attempts } = await withRetry(
         async () => {
-          const index = await pickReplica(key, avoid, signal, deadline, circuit);
+          const index = pinned < 0 ? await pickReplica(key, avoid, signal, deadline, circuit) : pinned;
           const replica = replicas[index];
           if (replica === undefined) throw new Error(`backend ${name}: no replica ${index}`);
+          if (pinned >= 0 && !replica.breaker.admit()) {
+            throw new AttemptError(
+              'connection',
+              `pinned replica ${pinnedLabel ?? ''} of ${name} has an open circuit`,
+            );
+          }
+          servedBy = replica.label;
           let release;
           try {
             if (turn === undefined) {
@@ -574,6 +585,7 @@ export function createOpenAICompatibleBackend(
         latencyMs: performance.now() - started,
         attempts,
         finishReason: value.finishReason,
+        replica: replicas.length > 1 ? servedBy : undefined,
       };
       return reply;
     } catch (error) {
@@ -615,7 +627,10 @@ export function createOpenAICompatibleBackend(
     },
     /** Every replica with a closed (or probing) circuit is at its limit with calls queued. */
     isSaturated: () => {
-      const usable = replicas.filter((r) => r.breaker.available());
+      // Quarantined replicas take no real work, unless no other one is available (as in the picker).
+      const available = replicas.filter((r) => r.breaker.available());
+      const serving = available.filter((r) => !r.quarantined);
+      const usable = serving.length > 0 ? serving : available;
       return (
         usable.length === 0 ||
         usable.every((r) => r.limiter.inflight >= r.limiter.limit && r.limiter.waiting > 0)
@@ -634,7 +649,11 @@ export function createOpenAICompatibleBackend(
         circuitOpens: r.breaker.opens,
         responseFormat: r.format.mode,
         responseFormatSwitches: new Map(r.format.switches),
+        quarantined: r.quarantined,
       })),
+    setQuarantined(label, quarantined) {
+      for (const r of replicas) if (r.label === label) r.quarantined = quarantined;
+    },
     staggeredCalls: () => staggered,
     contextTokens: () => contextTokens,
     async close() {
@@ -656,6 +675,8 @@ interface Replica {
   breaker: Breaker;
   /** Calls routed here and waiting for a sibling's prefill (part of the picker's load). */
   pending: number;
+  /** Out of real work (canary quarantine); still receives pinned calls. */
+  quarantined: boolean;
   attempts: Map<ReplicaOutcome, number>;
   /** The response format this replica is sent (json_schema, or json_object after a refusal). */
   format: ReplicaFormat;
@@ -697,6 +718,7 @@ function createReplica(
     limiter,
     breaker,
     pending: 0,
+    quarantined: false,
     attempts,
     format: createFormat(label),
     settle(outcome, sentAt) {

@@ -13,6 +13,7 @@ import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
 import { REJECTION_REASONS } from '../../judge/degenerate.js';
 import { traceOpenedBy, type ReasoningFormat } from '../../text/reasoning.js';
+import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
@@ -181,6 +182,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       items,
       ...requestScope(ctx, reply),
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
     if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
     const fallback = failureReward ?? 0;
@@ -216,7 +218,11 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
           groundTruth,
         },
       },
-      { ...requestScope(ctx, reply), idempotencyKey: idempotencyKey('slime', request, body.rollout_id) },
+      {
+        ...requestScope(ctx, reply),
+        idempotencyKey: idempotencyKey('slime', request, body.rollout_id),
+        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+      },
     );
     if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
     const j = judged.judgment;
@@ -253,7 +259,11 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
       },
-      { ...requestScope(ctx, reply), idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)) },
+      {
+        ...requestScope(ctx, reply),
+        idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
+        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+      },
     );
     const j = judged.judgment;
     const judge = judgeSummary(judged, choice, ctx.router.name);

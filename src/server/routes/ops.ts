@@ -67,6 +67,9 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
       backends,
       // Degraded shared state keeps the server ready: it judges on local state (docs/scale-out.md).
       shared_state: state.status(),
+      // JUDGE_TOKEN_BUDGET: an exhausted budget keeps the server ready (every replica shares it); it
+      // refuses new work with 429 RW_BUDGET_EXHAUSTED.
+      budget: ctx.budget?.status() ?? null,
       process: { pid: process.pid, worker: ctx.workerId ?? null },
     };
   });

@@ -10,6 +10,7 @@
 import type { FastifyInstance } from 'fastify';
 
 import { requestScope, type ServerContext } from '../context.js';
+import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { bestOfNJson, rankJson, rankMeta, round6 } from '../rank-results.js';
 import { createRankService, criterionOf, type RankGroup } from '../rank-service.js';
 import { usageOf } from '../results.js';
@@ -39,6 +40,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     const ranked = await ranking.rankOne('/v1/rank', group, {
       ...requestScope(ctx, reply),
       requestId: body.request_id,
+      priority: body.priority,
     });
     return {
       ...rankJson(ranked, body.include_transcripts ?? false),
@@ -61,7 +63,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         schedule: body.schedule,
         judges: body.judges,
       },
-      { ...requestScope(ctx, reply), requestId: body.request_id },
+      { ...requestScope(ctx, reply), requestId: body.request_id, priority: body.priority },
     );
     return bestOfNJson(best, { ...body, criterion: criterionOf(body) }, router.name);
   });
@@ -80,12 +82,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: withPromptTrace(candidateFromQuery(q, prompt, i), prompt, ctx.config.reasoningFormat),
       };
     });
-    const { out, fallback } = await ranking.rankRollouts(
-      '/get_reward/rank',
-      items,
-      query,
-      requestScope(ctx, reply),
-    );
+    const { out, fallback } = await ranking.rankRollouts('/get_reward/rank', items, query, {
+      ...requestScope(ctx, reply),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+    });
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       scores: out.map((o) => round6(o.score) ?? fallback),
@@ -115,12 +115,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         ),
       };
     });
-    const { ranked, out, fallback } = await ranking.rankRollouts(
-      '/slime/rank',
-      items,
-      query,
-      requestScope(ctx, reply),
-    );
+    const { ranked, out, fallback } = await ranking.rankRollouts('/slime/rank', items, query, {
+      ...requestScope(ctx, reply),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+    });
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       results: out.map((o) => ({

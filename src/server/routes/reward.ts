@@ -23,6 +23,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       ...scope,
       requestId: body.request_id,
       idempotencyKey: idempotencyKey('reward', request, body.request_id),
+      priority: body.priority,
     });
     return groupResponse(
       judged,
@@ -52,6 +53,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       ...scope,
       requestId: body.request_id,
       idempotencyKey: idempotencyKey('batch', request, body.request_id),
+      priority: body.priority,
     });
     let offset = 0;
     const out = groups.map(({ group, choice }) => {
@@ -88,6 +90,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
         ...scope,
         requestId: body.request_id,
         idempotencyKey: idempotencyKey('judge', request, body.request_id),
+        priority: body.priority,
       },
     );
     return {
