@@ -39,6 +39,13 @@ def test_reward_scores_a_group_in_order(client):
     assert all(type(r) is float for r in rewards)
 
 
+def test_reward_details_judge_the_answer_after_a_reasoning_trace(client):
+    trace = "<think>Maybe the reference uses contrastive pairs.</think>"
+    d = client.reward_details(QUESTION, GROUND_TRUTH, [f"{trace}\n{MATCHING}", f"<think>{MATCHING}"])
+    assert d.results[0].status == "ok" and d.results[0].reasoning_chars == len(trace)
+    assert d.results[1].reason == "truncated_reasoning" and d.rewards[1] == 0.0
+
+
 def test_reward_details_carry_statuses_scores_and_dr_grpo_advantages(client):
     d = client.reward_details(QUESTION, GROUND_TRUTH, [MATCHING, UNRELATED, DEGENERATE])
     assert [r.status for r in d.results] == ["ok", "ok", "rejected_input"]

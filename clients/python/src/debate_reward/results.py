@@ -37,6 +37,8 @@ class ItemResult:
     """The `RW_*` code of the failure, e.g. `RW_JUDGE_UNAVAILABLE`."""
     reason: Optional[str] = None
     """Why a candidate was rejected without an LLM call (`rejected_input`), e.g. `too_short`."""
+    reasoning_chars: Optional[int] = None
+    """Length of the candidate's reasoning trace (never judged; only the answer after it is), 0 without one."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -111,6 +113,10 @@ def _number(value: Any, what: str, attempts: int) -> Optional[float]:
     return float(value)
 
 
+def _opt_int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _opt_str(value: Any) -> Optional[str]:
     return value if isinstance(value, str) else None
 
@@ -150,6 +156,7 @@ def _item(reward: Optional[float], raw: Mapping[str, Any], where: str, attempts:
         error_code=_opt_str(raw.get("error_code"))
         or (_opt_str(raw["error"].get("code")) if isinstance(raw.get("error"), Mapping) else None),
         reason=_opt_str(raw.get("reason")),
+        reasoning_chars=_opt_int(raw.get("reasoning_chars")),
         raw=raw,
     )
 
