@@ -55,11 +55,17 @@ export function prepareCandidate(raw: string, options: CandidateOptions = {}): P
   if (n.invisible > 0 && n.invisible >= MAX_INVISIBLE_SHARE * (n.invisible + n.visible)) {
     return { candidate: raw, reasoningChars: 0, rejection: raw.trim() === '' ? 'empty' : 'control_only' };
   }
-  const extracted = extractAnswer(n.text, options.reasoningFormat ?? 'auto');
+  const format = options.reasoningFormat ?? 'auto';
+  const extracted = extractAnswer(n.text, format);
   if (extracted.kind === 'truncated') {
     return { candidate: raw, reasoningChars: extracted.reasoningChars, rejection: 'truncated_reasoning' };
   }
   const answer = stripChatTokens(extracted.answer);
+  // Removing a control token can put an opening tag at the start of a line (`<|im_end|><think>…`): the
+  // answer is read again, so preparing it once more decides the same.
+  if (answer !== extracted.answer && extractAnswer(answer, format).kind === 'truncated') {
+    return { candidate: raw, reasoningChars: extracted.reasoningChars, rejection: 'truncated_reasoning' };
+  }
   const check = checkCandidate(answer, limits, options.question ?? '');
   if (!check.ok) return { candidate: raw, reasoningChars: extracted.reasoningChars, rejection: check.reason };
   return { candidate: answer, reasoningChars: extracted.reasoningChars };

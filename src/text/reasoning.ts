@@ -4,7 +4,8 @@
  * - `think`: `<think>…</think>`, `<thinking>…</thinking>`, `<reasoning>…</reasoning>` blocks (any case,
  *   spaces inside the brackets allowed). The answer is the text after the last closing tag; a closing tag
  *   without its opening one is the usual Qwen3 / DeepSeek-R1 case (the chat template put `<think>` in the
- *   prompt). An opening tag with no closing tag after it is a cut-off trace: `truncated`.
+ *   prompt). An opening tag at the start of a line with no closing tag after it is a cut-off trace:
+ *   `truncated`; one inside a sentence ("the policy emits <think> tags") is a mention and stays text.
  * - `harmony`: gpt-oss channels, `<|channel|>analysis<|message|>…<|end|>…<|channel|>final<|message|>…`.
  *   The answer is the body of the last `final` message (its `<|return|>` may be missing: stop tokens are
  *   usually not decoded). A message after it that never ended, or no `final` message and a last message
@@ -25,7 +26,8 @@ export type Extraction =
   /** A trace that never closed; `reasoningChars` counts the whole text. */
   | { kind: 'truncated'; reasoningChars: number };
 
-const OPEN_TAG = /<\s*(?:think|thinking|reasoning)\s*>/i;
+/** An opening tag that starts a line: a model opens its trace there; one inside a sentence is a mention. */
+const OPEN_TAG = /(?:^|\n)[ \t]*<\s*(?:think|thinking|reasoning)\s*>/i;
 const CLOSE_TAG = /<\s*\/\s*(?:think|thinking|reasoning)\s*>/gi;
 const CHANNEL = '<|channel|>';
 const MESSAGE = '<|message|>';

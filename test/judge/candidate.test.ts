@@ -23,7 +23,7 @@ describe('prepareCandidate: reasoning traces', () => {
   it('rejects a trace that never closed as truncated_reasoning, whatever follows inside it', () => {
     for (const text of [
       `<think>${IDEA}`,
-      `<think>a</think>${IDEA}<think>more`,
+      `<think>a</think>${IDEA}\n<think>more`,
       `<|channel|>analysis<|message|>${IDEA}`,
     ]) {
       expect(prepareCandidate(text).rejection).toBe('truncated_reasoning');
@@ -89,6 +89,8 @@ describe('prepareCandidate: invisible and format characters', () => {
       `<|im_start|>assistant\n${IDEA}<|im_end|>`,
       `<think>${IDEA}`,
       `${IDEA}${toTags('x'.repeat(200))}`,
+      `<think>plan</think>${IDEA}<|im_end|><think> more`,
+      `<think>plan</think><|im_end|> <think> ${IDEA}`,
     ]) {
       const once = prepareCandidate(text, { question: QUESTION });
       expect(prepareCandidate(once.candidate, { question: QUESTION }).candidate).toBe(once.candidate);

@@ -38,11 +38,17 @@ describe('extractAnswer: think blocks', () => {
 
   it('calls an opening tag never closed a truncated trace, also after a closed block', () => {
     expect(extractAnswer(`<think>${TRACE}`, 'think').kind).toBe('truncated');
-    expect(extractAnswer(`<think>a</think>${ANSWER}<thinking>more`, 'auto').kind).toBe('truncated');
-    expect(extractAnswer(`${ANSWER} <reasoning>`, 'auto')).toEqual({
+    expect(extractAnswer(`<think>a</think>${ANSWER}\n<thinking>more`, 'auto').kind).toBe('truncated');
+    expect(extractAnswer(`<think>a</think>  <think>more`, 'auto').kind).toBe('truncated');
+    expect(extractAnswer(`${ANSWER}\n <reasoning>`, 'auto')).toEqual({
       kind: 'truncated',
-      reasoningChars: ANSWER.length + 12,
+      reasoningChars: ANSWER.length + 13,
     });
+  });
+
+  it('keeps a tag mentioned inside a sentence as text (an idea about reasoning models)', () => {
+    const idea = `Train the policy to emit <think> tags only when a verifier is uncertain. ${ANSWER}`;
+    expect(extractAnswer(idea, 'auto')).toEqual({ kind: 'answer', answer: idea, reasoningChars: 0 });
   });
 
   it('answers an empty answer after a closed block (the degenerate checks make it `empty`)', () => {
