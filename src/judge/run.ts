@@ -371,6 +371,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     attempts: m.attempts,
     reasks: m.reasks,
     error: m.error,
+    servedModel: m.servedModel,
   });
 
   if (role.kind === 'local') {
@@ -504,6 +505,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           latencyMs: performance.now() - started,
           attempts,
           reasks,
+          servedModel: reply.model,
         }),
       );
       return;

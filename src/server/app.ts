@@ -27,7 +27,9 @@ import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createSharedJudgments } from './shared-judgments.js';
+import { createCancelRegistry } from './cancel.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
+import { registerCancelRoutes, type CancelRelay } from './routes/cancel.js';
 import { registerGraphRoutes } from './routes/graphs.js';
 import { registerOpsRoutes } from './routes/ops.js';
 import { registerRankRoutes } from './routes/rank.js';
@@ -51,6 +53,8 @@ export interface AppDeps {
   metricsText?: (() => Promise<string>) | undefined;
   /** WORKERS>1: this worker's cluster id, shown in /readyz. */
   workerId?: number | undefined;
+  /** WORKERS>1: relays a cancel to every worker through the primary (`cluster.ts`). */
+  relayCancel?: CancelRelay | undefined;
 }
 
 /** Idempotency records kept (each holds references to its completed judgments). */
@@ -213,7 +217,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
     );
   }, now);
+  // POST /v1/cancel: live requests by id and tag; counts the judgments a cancel aborts (cancel.ts).
+  const cancels = createCancelRegistry({
+    tombstoneMs: config.requestDeadlineMs,
+    onCancelledJudgment: (route) => metrics.cancelledJudgments.labels(route).inc(),
+  });
   const service = createJudgeService({
+    onAbandoned: () => cancels.abandoned(),
     router,
     // The service counts every computed judgment here; the failure monitor sees the same ones.
     metrics: {
@@ -244,6 +254,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }),
   });
   const comparisons = createComparisonService({
+    onAbandoned: () => cancels.abandoned(),
     router,
     metrics,
     admission,
@@ -268,6 +279,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     state,
     metricsText: deps.metricsText ?? (() => metrics.registry.metrics()),
     workerId: deps.workerId,
+    cancels,
   };
 
   const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);
@@ -325,5 +337,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerRankRoutes(app, ctx);
   registerGraphRoutes(app, ctx);
   registerOpsRoutes(app, ctx);
+  registerCancelRoutes(app, ctx, deps.relayCancel);
   return app;
 }

@@ -32,6 +32,7 @@ import {
 } from '../judge/tournament.js';
 import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
+import { cancelledJudgment, isCancelled } from './cancel.js';
 import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
@@ -68,6 +69,8 @@ export interface RequestScope {
   /** Aborts when the client goes away: the request lets go of its flights. */
   signal?: AbortSignal | undefined;
   requestId?: string | undefined;
+  /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
+  cancel?: AbortSignal | undefined;
 }
 
 export interface ComparisonService {
@@ -94,6 +97,8 @@ export interface ComparisonServiceOptions {
   onInternalError?: ((err: unknown) => void) | undefined;
   /** Called on every refusal (the app rate-limits the log line, shared with judgments). */
   onRefusal?: ((refusal: Refusal) => void) | undefined;
+  /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
+  onAbandoned?: (() => void) | undefined;
 }
 
 /**
@@ -112,6 +117,24 @@ const isCacheable = (s: Stored): boolean =>
 
 /** A comparison that never ran for this request: the deadline came first, the client left, shutdown, or a bug. */
 function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgment; internal: boolean } {
+  if (isCancelled(signal)) {
+    const cancelled = cancelledJudgment({ name: 'comparison', hash: '' }, 0);
+    return {
+      internal: false,
+      judgment: {
+        status: 'judge_error',
+        preference: null,
+        orders: { ab: null, ba: null },
+        positionBias: false,
+        votes: [],
+        reason: cancelled.reason,
+        error: cancelled.error,
+        usage: cancelled.usage,
+        latencyMs: 0,
+        promptVersion: COMPARATIVE_PROMPT_VERSION,
+      },
+    };
+  }
   const deadline = signal.reason instanceof DeadlineReached;
   const aborted = !deadline && signal.aborted;
   // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
@@ -149,7 +172,11 @@ function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgmen
 
 export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
   const { router, metrics, admission, transcripts } = options;
-  const cache = new JudgmentCache<Stored>({ maxEntries: options.cacheSize, isCacheable });
+  const cache = new JudgmentCache<Stored>({
+    maxEntries: options.cacheSize,
+    isCacheable,
+    onAbandon: options.onAbandoned,
+  });
   const observer = callObserver(metrics, admission);
   const lookups = {
     hit: metrics.comparisonCacheLookups.labels('hit'),
@@ -239,7 +266,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       }
     });
     admit(shapes, request.deadline);
-    const scope = createRequestScope({ deadline: request.deadline, signal: request.signal, fanOut });
+    const scope = createRequestScope({
+      deadline: request.deadline,
+      signal: request.signal,
+      fanOut,
+      cancel: request.cancel,
+    });
     const startedAt = Date.now();
     const play = async (
       group: TournamentGroup,
@@ -310,7 +342,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
     const own = !cache.has(key);
     if (own) admit([PICK_SHAPE], scopeIn.deadline);
-    const scope = createRequestScope({ deadline: scopeIn.deadline, signal: scopeIn.signal, fanOut: 1 });
+    const scope = createRequestScope({
+      deadline: scopeIn.deadline,
+      signal: scopeIn.signal,
+      fanOut: 1,
+      cancel: scopeIn.cancel,
+    });
     const started = Date.now();
     try {
       const flight = own

@@ -8,6 +8,7 @@ import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
+import type { CancelRegistry } from './cancel.js';
 import type { ComparisonService } from './comparing.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
@@ -32,6 +33,8 @@ export interface ServerContext {
   /** The /metrics text: this process's registry, or the merged one under WORKERS>1. */
   metricsText(): Promise<string>;
   workerId: number | undefined;
+  /** Live requests by request_id and tag, for POST /v1/cancel (`cancel.ts`). */
+  cancels: CancelRegistry;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

@@ -36,6 +36,7 @@ import {
   type Recalled,
 } from './idempotency.js';
 import type { Metrics } from './metrics.js';
+import { cancelledJudgment, isCancelled } from './cancel.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../state/types.js';
@@ -72,6 +73,8 @@ export interface JudgeRequest {
    * same items joins or replays this request's judgments.
    */
   idempotencyKey?: string | undefined;
+  /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
+  cancel?: AbortSignal | undefined;
 }
 
 export interface JudgeService {
@@ -105,6 +108,8 @@ export interface JudgeServiceOptions {
   shared?: SharedJudgments | undefined;
   /** REDIS_URL: idempotency records shared with other workers and replicas. */
   sharedRecords?: IdempotencyStore | undefined;
+  /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
+  onAbandoned?: (() => void) | undefined;
 }
 
 const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536, maxItems: 10_000 };
@@ -189,7 +194,11 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
 
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
-  const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
+  const cache = new JudgmentCache<StoredJudgment>({
+    maxEntries: options.cacheSize,
+    isCacheable,
+    onAbandon: options.onAbandoned,
+  });
   const observer = callObserver(metrics, admission);
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
@@ -393,6 +402,18 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const item = items[i];
       if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
     }
+    // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
+    // starts, the unanswered items are `cancelled`.
+    if (isCancelled(request.cancel)) {
+      for (const [i, item] of items.entries()) {
+        results[i] ??= {
+          judgmentId: null,
+          judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+          cached: false,
+        };
+      }
+      return complete(items, results);
+    }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
     admitWhole(admission, graphs, deadline - now(), 'judgments', 'split it into smaller requests', {
       metrics,
@@ -413,6 +434,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       deadline,
       signal: request.signal,
       fanOut: items.length,
+      cancel: request.cancel,
       holdMs: () => (id === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now())),
     });
 
@@ -458,6 +480,14 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
               cached: !own || fromElsewhere.has(stored),
             }),
           (err: unknown) => {
+            if (isCancelled(scope.signal)) {
+              settle({
+                judgmentId: null,
+                judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+                cached: false,
+              });
+              return;
+            }
             const failure = classify(err, scope.signal);
             if (failure.internal) options.onInternalError?.(err);
             settle({

@@ -101,6 +101,8 @@ export interface Metrics {
   observeJudgment(graph: string, judgment: Judgment): void;
   /** Reads the backends' per-replica state at every scrape (reward_backend_replica_*). */
   watchBackends(source: () => readonly Backend[]): void;
+  /** Judgments (and comparisons) POST /v1/cancel aborted, by route of the cancelled request. */
+  cancelledJudgments: Counter<'route'>;
 }
 
 const CIRCUIT_STATE = { closed: 0, half_open: 1, open: 2 } as const satisfies Record<
@@ -368,6 +370,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
 
+  const cancelledJudgments = new Counter({
+    name: 'reward_cancelled_judgments_total',
+    help: 'Judgments (and comparisons) aborted by POST /v1/cancel because only cancelled requests waited for them, by route of the cancelled request.',
+    labelNames: ['route'] as const,
+    registers,
+  });
+
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
   const backendLabel = boundedLabel(MAX_LABEL_VALUES);
@@ -375,6 +384,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   return {
     registry,
+    cancelledJudgments,
     requests,
     requestErrors,
     requestDuration,

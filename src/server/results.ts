@@ -1,7 +1,9 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Usage } from '../judge/types.js';
+import { itemStatus } from './cancel.js';
 import type { JudgedItem } from './judge-service.js';
+import { votesOf, type Vote } from './stamps.js';
 
 export interface ItemResult {
   reward: 0 | 1 | null;
@@ -26,6 +28,8 @@ export interface ItemResult {
   transcript?: unknown;
   /** Per-round similarity, objection shares and why it stopped (a `converged` early stop only). */
   debate?: unknown;
+  /** Every stance-bearing message (deciding members and voters), also when replayed from a cache. */
+  votes: Vote[];
 }
 
 export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResult {
@@ -33,7 +37,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
   const result: ItemResult = {
     reward: j.reward,
     verdict: j.verdict,
-    status: j.status,
+    status: itemStatus(j),
     score: j.score,
     incoherent: j.incoherent,
     cached: item.cached,
@@ -43,6 +47,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
     latency_ms: Math.round(j.latencyMs),
     judgment_id: item.judgmentId,
     stop_reason: j.stopReason,
+    votes: votesOf(j),
   };
   if (j.reason !== undefined) result.reason = j.reason;
   if (j.error !== undefined) {

@@ -9,6 +9,7 @@ import { RewardError } from '../errors.js';
 import { MAX_JUDGES } from '../judge/compare.js';
 import { SCHEDULES } from '../judge/tournament.js';
 import { CriterionName, needsGroundTruth } from '../roles/criteria.js';
+import { CONTROL_FIELDS } from './control-fields.js';
 
 const NUL = '\u0000';
 
@@ -87,17 +88,21 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     graph: GraphField.optional(),
     include_transcripts: z.boolean().optional(),
     request_id: z.string().max(200).optional(),
+    // Operator controls (issue 21): deadline_ms, tag.
+    ...CONTROL_FIELDS,
   });
 
   const Batch = z
     .strictObject({
       groups: z
-        .array(Group.omit({ include_transcripts: true }))
+        .array(Group.omit({ include_transcripts: true, deadline_ms: true, tag: true }))
         .min(1)
         .max(maxCandidates),
       graph: GraphField.optional(),
       include_transcripts: z.boolean().optional(),
       request_id: z.string().max(200).optional(),
+      // Operator controls (issue 21): deadline_ms, tag.
+      ...CONTROL_FIELDS,
     })
     .superRefine((body, ctx) => {
       let total = 0;
@@ -117,6 +122,8 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     candidate: Text,
     graph: GraphField.optional(),
     request_id: z.string().max(200).optional(),
+    // Operator controls (issue 21): deadline_ms, tag.
+    ...CONTROL_FIELDS,
   });
 
   const OpenRlhf = z
@@ -197,6 +204,8 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     criterion: CriterionName.optional(),
     judges: z.number().int().min(1).max(MAX_JUDGES).default(1),
     request_id: z.string().max(200).optional(),
+    // Operator controls (issue 21): deadline_ms, tag.
+    ...CONTROL_FIELDS,
   };
   const Rank = z
     .strictObject({

@@ -8,10 +8,13 @@
 import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../errors.js';
-import { idempotencyKey, presetChoice, requestScope, type ServerContext } from '../context.js';
+import { itemStatus } from '../cancel.js';
+import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
+import { requestControls } from '../controls.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
+import { stampsOf, votesOf } from '../stamps.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
  * NFKC differences in the decode), without control tokens. Without a prompt the whole query is the
@@ -93,14 +96,16 @@ function nemoGymId(row: Record<string, unknown>): string | number | undefined {
     : undefined;
 }
 
-const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null;
+/** A cancelled item is no failure to retry (its trainer gave it up): it answers reward null, never a 503. */
+const isCancelledItem = (item: JudgedItem): boolean => itemStatus(item.judgment) === 'cancelled';
+const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null && !isCancelledItem(item);
 
 /** What `/slime` and `/verify` report about the judgment behind their reward. */
 function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) {
   const j = judged.judgment;
   return {
     score: j.score,
-    status: j.status,
+    status: itemStatus(j),
     verdict: j.verdict,
     cached: judged.cached,
     judgment_id: judged.judgmentId,
@@ -151,13 +156,21 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     });
     const judged = await service.judge({
       items,
-      ...requestScope(ctx, reply),
+      ...requestControls(ctx, request, reply, '/get_reward', {}),
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
     });
     if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
     const fallback = failureReward ?? 0;
+    const votes = judged.map((j) => votesOf(j.judgment));
     return {
-      rewards: judged.map((j) => j.judgment.reward ?? fallback),
+      rewards: judged.map((j) => (isCancelledItem(j) ? null : (j.judgment.reward ?? fallback))),
+      // Operator stamps (issue 21) beside extra_logs, whose values must stay numbers.
+      votes,
+      ...stampsOf(
+        judged.map((j) => j.judgment),
+        choice.graph,
+        ctx.router,
+      ),
       scores: judged.map((j) => j.judgment.score ?? fallback),
       // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
       extra_logs: {
@@ -168,6 +181,11 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         cached: judged.map((j) => (j.cached ? 1 : 0)),
         score: judged.map((j) => j.judgment.score ?? 0),
         latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
+        cancelled: judged.map((j) => (isCancelledItem(j) ? 1 : 0)),
+        votes: votes.map((v) => v.length),
+        votes_match_share: votes.map((v) =>
+          v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
+        ),
       },
     };
   });
@@ -185,13 +203,18 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
           groundTruth,
         },
       },
-      { ...requestScope(ctx, reply), idempotencyKey: idempotencyKey('slime', request, body.rollout_id) },
+      {
+        ...requestControls(ctx, request, reply, '/slime', {}),
+        idempotencyKey: idempotencyKey('slime', request, body.rollout_id),
+      },
     );
     if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
     const j = judged.judgment;
     return {
-      reward: j.reward ?? failureReward ?? 0,
+      reward: isCancelledItem(judged) ? null : (j.reward ?? failureReward ?? 0),
       ...judgeSummary(judged, choice, ctx.router.name),
+      votes: votesOf(j),
+      ...stampsOf([j], choice.graph, ctx.router),
       ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
     };
   });
@@ -219,11 +242,15 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
       },
-      { ...requestScope(ctx, reply), idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)) },
+      {
+        ...requestControls(ctx, request, reply, '/verify', {}),
+        idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
+      },
     );
     const j = judged.judgment;
     const judge = judgeSummary(judged, choice, ctx.router.name);
-    if (j.reward !== null) return { ...body, reward: j.reward, judge };
+    const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
+    if (j.reward !== null) return { ...body, reward: j.reward, judge, ...stamps };
     // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
     // failures file via _ng_failure_class) instead of training on a made-up 0.
     return {
@@ -231,8 +258,10 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       reward: failureReward ?? 0,
       instance_config: { ...body.instance_config, mask_sample: true },
       failure_reason: j.error?.message ?? j.status,
-      _ng_failure_class: 'judge_failed',
+      _ng_failure_class: isCancelledItem(judged) ? 'cancelled' : 'judge_failed',
       judge,
+      ...stamps,
+      ...(isCancelledItem(judged) ? { reward: null } : {}),
     };
   });
 }

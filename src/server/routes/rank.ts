@@ -6,7 +6,7 @@
  * - POST /get_reward/rank  OpenRLHF group adapter (its /get_reward body; rollouts grouped by prompt and label);
  * - POST /slime/rank       slime `--group-rm` adapter (`{samples: [{prompt, response, label}]}`).
  */
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../errors.js';
 import { checkCandidate } from '../../judge/degenerate.js';
@@ -23,7 +23,9 @@ import {
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import type { Criterion } from '../../roles/types.js';
 import type { ComparedPair, TournamentGroup } from '../comparing.js';
-import { requestScope, type ServerContext } from '../context.js';
+import type { ServerContext } from '../context.js';
+import { requestControls, type Controls } from '../controls.js';
+import { comparisonModelOf } from '../stamps.js';
 import { usageOf, type UsageJson } from '../results.js';
 import { parseOr400 } from '../schemas.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
@@ -70,7 +72,12 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
   const rankGroups = async (
     route: string,
     groups: readonly RankGroup[],
-    scope: { deadline: number; signal: AbortSignal; requestId?: string | undefined },
+    scope: {
+      deadline: number;
+      signal: AbortSignal;
+      cancel?: AbortSignal | undefined;
+      requestId?: string | undefined;
+    },
   ): Promise<Ranked[]> => {
     checkBudget(groups);
     const played = await comparisons.tournaments(groups, scope);
@@ -143,9 +150,14 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     };
   };
 
-  const meta = (usage: UsageJson, requestId: string | undefined) => ({
+  const meta = (
+    usage: UsageJson,
+    requestId: string | undefined,
+    votes: ReadonlyArray<{ model?: string }> = [],
+  ) => ({
     backend: router.name,
     prompt_version: COMPARATIVE_PROMPT_VERSION,
+    judge_model: comparisonModelOf(votes, router),
     usage,
     ...(requestId === undefined ? {} : { request_id: requestId }),
   });
@@ -169,13 +181,17 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       topK: body.top_k ?? 1,
     };
     const [ranked] = await rankGroups('/v1/rank', [group], {
-      ...requestScope(ctx, reply),
+      ...requestControls(ctx, request, reply, '/v1/rank', body),
       requestId: body.request_id,
     });
     if (ranked === undefined) throw new Error('rank produced no group');
     return {
       ...rankJson(ranked, body.include_transcripts ?? false),
-      ...meta(usageOf(ranked.played.map((p) => p.result)), body.request_id),
+      ...meta(
+        usageOf(ranked.played.map((p) => p.result)),
+        body.request_id,
+        ranked.played.flatMap((p) => p.result.judgment.votes),
+      ),
     };
   });
 
@@ -186,7 +202,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       groundTruth: body.ground_truth ?? null,
       criterion: body.criterion,
     };
-    const scope = { ...requestScope(ctx, reply), requestId: body.request_id };
+    const scope = {
+      ...requestControls(ctx, request, reply, '/v1/best-of-n', body),
+      requestId: body.request_id,
+    };
     if (body.candidates.length === 1) {
       // Nothing to compare: the only candidate is the best one, unless it is not an idea at all.
       const only = body.candidates[0] ?? '';
@@ -332,10 +351,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     route: string,
     items: Parameters<typeof toGroups>[0],
     query: Parameters<typeof toGroups>[1],
-    reply: FastifyReply,
+    controls: Controls,
   ) => {
     const { groups, where } = toGroups(items, query);
-    const ranked = await rankGroups(route, groups, requestScope(ctx, reply));
+    const ranked = await rankGroups(route, groups, controls);
     const out = perItem(ranked, where);
     if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
     return { ranked, out, fallback: config.failureReward ?? 0 };
@@ -354,7 +373,12 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: candidateFromQuery(q, prompt),
       };
     });
-    const { out, fallback } = await rankRollouts('/get_reward/rank', items, query, reply);
+    const { ranked, out, fallback } = await rankRollouts(
+      '/get_reward/rank',
+      items,
+      query,
+      requestControls(ctx, request, reply, '/get_reward/rank', {}),
+    );
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       scores: out.map((o) => round6(o.score) ?? fallback),
@@ -366,6 +390,11 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         position_bias_rate: out.map((o) => o.positionBiasRate),
         group_size: out.map((o) => o.groupSize),
       },
+      prompt_version: COMPARATIVE_PROMPT_VERSION,
+      judge_model: comparisonModelOf(
+        ranked.flatMap((r) => r.played.flatMap((p) => p.result.judgment.votes)),
+        router,
+      ),
     };
   });
 
@@ -380,7 +409,12 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: stripChatTokens(sample.response),
       };
     });
-    const { ranked, out, fallback } = await rankRollouts('/slime/rank', items, query, reply);
+    const { ranked, out, fallback } = await rankRollouts(
+      '/slime/rank',
+      items,
+      query,
+      requestControls(ctx, request, reply, '/slime/rank', {}),
+    );
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       results: out.map((o) => ({
@@ -395,6 +429,11 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       })),
       position_bias: ranked.map((r) => r.standings.positionBias),
       backend: router.name,
+      prompt_version: COMPARATIVE_PROMPT_VERSION,
+      judge_model: comparisonModelOf(
+        ranked.flatMap((r) => r.played.flatMap((p) => p.result.judgment.votes)),
+        router,
+      ),
     };
   });
 }
