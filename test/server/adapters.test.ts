@@ -57,7 +57,17 @@ describe('POST /get_reward (OpenRLHF)', () => {
     expect(body.rewards).toEqual([1, 0, 0]);
     expect(body.scores).toHaveLength(3);
     const keys = Object.keys(body.extra_logs).sort();
-    expect(keys).toEqual(['cached', 'incoherent', 'judge_failed', 'latency_s', 'rejected_input', 'score']);
+    expect(keys).toEqual([
+      'cached',
+      'cancelled',
+      'incoherent',
+      'judge_failed',
+      'latency_s',
+      'rejected_input',
+      'score',
+      'votes',
+      'votes_match_share',
+    ]);
     for (const key of keys) {
       expect(body.extra_logs[key]).toHaveLength(3);
       for (const v of body.extra_logs[key]) expect(typeof v).toBe('number');
