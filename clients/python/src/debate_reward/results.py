@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from .errors import RewardProtocolError
 
 #: Judgment statuses that carry no reward.
-FAILED_STATUSES = frozenset({"judge_error", "timeout", "overloaded"})
+FAILED_STATUSES = frozenset({"judge_error", "timeout", "overloaded", "cancelled"})
 #: Judgment statuses that carry a reward (`rejected_input` is a real 0: degenerate or too-long idea).
 OK_STATUSES = frozenset({"ok", "rejected_input"})
 
@@ -38,6 +38,8 @@ class ItemResult:
     reason: Optional[str] = None
     """Why a candidate was rejected without an LLM call (`rejected_input`), e.g. `too_short`."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    votes: List[Mapping[str, Any]] = field(default_factory=list)
+    """Each member's position: `{node, role, round, stance, confidence}` (also for cached results)."""
 
     @property
     def failed(self) -> bool:
@@ -61,6 +63,10 @@ class GroupResult:
     backend: Optional[str]
     usage: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
+    judge_model: Any = None
+    """The model id(s) the judge backend reported (a list when a committee mixes models)."""
+    prompt_version: Optional[str] = None
+    graph_hash: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,7 @@ def _item(reward: Optional[float], raw: Mapping[str, Any], where: str, attempts:
         or (_opt_str(raw["error"].get("code")) if isinstance(raw.get("error"), Mapping) else None),
         reason=_opt_str(raw.get("reason")),
         raw=raw,
+        votes=[v for v in raw.get("votes", []) if isinstance(v, Mapping)] if isinstance(raw.get("votes"), list) else [],
     )
 
 
@@ -210,6 +217,9 @@ def parse_group(data: Any, n_candidates: int, attempts: int = 1, where: str = "r
         backend=_opt_str(data.get("backend")),
         usage=usage if isinstance(usage, Mapping) else {},
         raw=data,
+        judge_model=data.get("judge_model"),
+        prompt_version=_opt_str(data.get("prompt_version")),
+        graph_hash=_opt_str(data.get("graph_hash")),
     )
 
 
