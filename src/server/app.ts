@@ -29,7 +29,8 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { createSharedJudgments } from './shared-judgments.js';
 import { createCancelRegistry } from './cancel.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
-import { registerCancelRoutes, type CancelRelay } from './routes/cancel.js';
+import { registerCancelRoutes } from './routes/cancel.js';
+import type { CancelRelay } from './cancel-relay.js';
 import { registerGraphRoutes } from './routes/graphs.js';
 import { registerOpsRoutes } from './routes/ops.js';
 import { registerRankRoutes } from './routes/rank.js';
@@ -222,6 +223,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     tombstoneMs: config.requestDeadlineMs,
     onCancelledJudgment: (route) => metrics.cancelledJudgments.labels(route).inc(),
   });
+  deps.relayCancel?.serve(cancels);
   const service = createJudgeService({
     onAbandoned: () => cancels.abandoned(),
     router,

@@ -15,6 +15,7 @@ import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
 import type { SharedState } from '../state/types.js';
 import { buildApp } from './app.js';
+import { createWorkerCancelRelay } from './cancel-relay.js';
 import { joinCluster, runPrimary, workerShare } from './cluster.js';
 import { createClusterMetrics, createMetrics } from './metrics.js';
 import { startupFields } from './startup.js';
@@ -146,6 +147,7 @@ async function main(): Promise<void> {
     logger: { level: config.logLevel },
     metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
     workerId: cluster.worker?.id,
+    relayCancel: cluster.isWorker ? createWorkerCancelRelay() : undefined,
   });
   logSink.error = (err) => server.log.error({ err }, 'transcript write failed');
   logSink.warn = (fields, message) => server.log.warn(fields, message);

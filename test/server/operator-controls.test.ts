@@ -7,7 +7,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
-import { startBuiltServer, type BuiltServer } from '../support/built-server.js';
+import { requestOnce, startBuiltServer, type BuiltServer } from '../support/built-server.js';
 import { ensureDist } from '../support/dist.js';
 import { candidate, GROUND_TRUTH, markerJudge, QUESTION, waitFor } from './helpers.js';
 
@@ -305,5 +305,34 @@ describe('POST /v1/cancel', () => {
     expect(fake.callCount).toBe(1);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/reward_cancelled_judgments_total\{route="\/slime"\} 1/);
+  }, 30_000);
+
+  it('reaches every worker under WORKERS=2 (relayed by the cluster primary)', async () => {
+    fake = await startFakeOpenAI({ fallback: { kind: 'hang' } });
+    server = await startBuiltServer(
+      {
+        JUDGE_BASE_URL: fake.baseURL,
+        JUDGE_MODEL: 'fake-model',
+        JUDGE_API_KEY: 'test',
+        JUDGE_MAX_RETRIES: '0',
+        WORKERS: '2',
+        REQUEST_DEADLINE_MS: '20000',
+        JUDGE_TIMEOUT_MS: '20000',
+      },
+      2,
+    );
+    const url = server.url;
+    // One connection each: the primary hands connections to the workers in turn.
+    const answers = [0, 1, 2, 3].map((i) =>
+      requestOnce(`${url}/v1/reward`, 'POST', group([candidate(i)], { tag: 'multi' })),
+    );
+    await fake.waitForCalls(8);
+    const started = performance.now();
+    const cancel = await requestOnce(`${url}/v1/cancel`, 'POST', { tag: 'multi' });
+    expect(cancel.json()).toEqual({ cancelled_judgments: 4, cancelled_requests: 4, workers: 2 });
+    const bodies = (await Promise.all(answers)).map((a) => a.json() as Json);
+    expect(performance.now() - started).toBeLessThan(2000);
+    for (const b of bodies) expect(b.results[0].status).toBe('cancelled');
+    await waitFor(() => fake!.calls.every((c) => c.outcome === 'client_closed'), 'every call aborted');
   }, 30_000);
 });

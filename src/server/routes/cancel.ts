@@ -6,13 +6,11 @@
  */
 import type { FastifyInstance } from 'fastify';
 
-import type { CancelOutcome, CancelSelector } from '../cancel.js';
+import type { CancelRelay } from '../cancel-relay.js';
+import type { CancelSelector } from '../cancel.js';
 import type { ServerContext } from '../context.js';
 import { CancelBody } from '../control-fields.js';
 import { parseOr400 } from '../schemas.js';
-
-/** Cancels on every other worker (the primary relays); resolves with their summed outcome. */
-export type CancelRelay = (selector: CancelSelector) => Promise<CancelOutcome & { workers: number }>;
 
 export function registerCancelRoutes(
   app: FastifyInstance,
@@ -27,7 +25,7 @@ export function registerCancelRoutes(
     let requests = here.requests;
     let workers = 1;
     if (relay !== undefined) {
-      const elsewhere = await relay(selector);
+      const elsewhere = await relay.relay(selector);
       judgments += elsewhere.judgments;
       requests += elsewhere.requests;
       workers += elsewhere.workers;
