@@ -161,3 +161,16 @@ def test_requests_arriving_with_a_cancelled_tag_are_cancelled_at_once(slow_serve
     result = client.reward_details(QUESTION, GROUND_TRUTH, candidates(2))
     assert time.monotonic() - started < 2
     assert [r.status for r in result.results] == ["cancelled", "cancelled"]
+
+
+def test_results_carry_votes_and_stamps_also_when_cached(offline_server):
+    client = RewardClient(offline_server.url)
+    first = client.reward_details(QUESTION, GROUND_TRUTH, [MATCHING + " Stamped."])
+    again = client.reward_details(QUESTION, GROUND_TRUTH, [MATCHING + " Stamped."])
+    assert again.results[0].cached
+    assert first.results[0].votes and again.results[0].votes == first.results[0].votes
+    for vote in first.results[0].votes:
+        assert set(vote) == {"node", "role", "round", "stance", "confidence"}
+    assert first.judge_model is not None and first.prompt_version and first.graph_hash == first.graph["hash"]
+    judged = client.judge(QUESTION, GROUND_TRUTH, MATCHING)
+    assert judged.votes and judged.judge_model == first.judge_model and judged.graph_hash == first.graph_hash

@@ -23,6 +23,7 @@ import {
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import type { Criterion } from '../../roles/types.js';
 import type { ComparedPair, TournamentGroup } from '../comparing.js';
+import { itemStatus } from '../cancel.js';
 import type { ServerContext } from '../context.js';
 import { requestControls, type Controls } from '../controls.js';
 import { comparisonModelOf } from '../stamps.js';
@@ -100,7 +101,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       j: p.j,
       round: p.round,
       winner: winner(j.preference),
-      status: j.status,
+      status: itemStatus(j),
       position_bias: j.positionBias,
       // Each order's answer: i shown first, j shown first.
       orders: { i_first: winner(j.orders.ab), j_first: winner(j.orders.ba) },

@@ -190,8 +190,11 @@ class RewardClient:
     Args:
         base_url: e.g. `http://127.0.0.1:8080` (a path prefix is kept, e.g. behind a proxy).
         api_key: sent as `Authorization: Bearer <key>` when the server sets `REWARD_API_KEY`.
-        timeout_s: socket timeout for connecting and for each read. Keep it above the server's
-            `REQUEST_DEADLINE_MS` (110 s by default), after which unfinished items come back `timeout`.
+        timeout_s: socket timeout for connecting and for each read, also sent with every POST as the
+            request's deadline (`x-reward-deadline-ms`): the server answers before it (capped by its
+            `REQUEST_DEADLINE_MS`), unfinished items `timeout`.
+        tag: sent as `x-reward-tag` with every POST (a call's own `tag=` wins): what `cancel(tag=...)`
+            selects, e.g. the trainer's step.
         max_retries: retries after the first attempt on 408/429/502/503/504 and connection failures
             (0 disables retrying). Backoff: full jitter, or the server's Retry-After (capped at
             `max_retry_after_s`) plus up to `backoff_base_s` of jitter.

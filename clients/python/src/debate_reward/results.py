@@ -89,6 +89,10 @@ class JudgeResult:
     stop_reason: Optional[str]
     usage: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
+    votes: List[Mapping[str, Any]] = field(default_factory=list)
+    judge_model: Any = None
+    prompt_version: Optional[str] = None
+    graph_hash: Optional[str] = None
 
     @property
     def failed(self) -> bool:
@@ -260,5 +264,9 @@ def parse_judgment(data: Any, attempts: int = 1) -> JudgeResult:
         rounds=rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None,
         stop_reason=_opt_str(inner.get("stop_reason")),
         usage=usage if isinstance(usage, Mapping) else {},
+        votes=item.votes,
+        judge_model=data.get("judge_model"),
+        prompt_version=_opt_str(data.get("prompt_version")),
+        graph_hash=_opt_str(data.get("graph_hash")),
         raw=data,
     )
