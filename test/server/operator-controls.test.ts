@@ -307,6 +307,30 @@ describe('POST /v1/cancel', () => {
     expect(metrics).toMatch(/reward_cancelled_judgments_total\{route="\/slime"\} 1/);
   }, 30_000);
 
+  it('cancels the comparisons of a ranking request', async () => {
+    const { fake, server } = await start(
+      { REQUEST_DEADLINE_MS: '20000', JUDGE_TIMEOUT_MS: '20000' },
+      { fallback: { kind: 'hang' } },
+    );
+    const rank = post(`${server.url}/v1/rank`, {
+      question: QUESTION,
+      ground_truth: GROUND_TRUTH,
+      candidates: [candidate(0), candidate(1), candidate(2)],
+      tag: 'rank-1',
+    });
+    // 3 pairs × both orders.
+    await fake.waitForCalls(6);
+    const cancel = await post(`${server.url}/v1/cancel`, { tag: 'rank-1' });
+    expect(cancel.json).toEqual({ cancelled_judgments: 3, cancelled_requests: 1 });
+    const ranked = (await rank).json;
+    expect(ranked.pairs.map((p: Json) => p.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect(ranked.scores).toEqual([null, null, null]);
+    expect(typeof ranked.judge_model).toBe('string');
+    await waitFor(() => fake.calls.every((c) => c.outcome === 'client_closed'), 'every call aborted');
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toContain('reward_cancelled_judgments_total{route="/v1/rank"} 3');
+  }, 30_000);
+
   it('reaches every worker under WORKERS=2 (relayed by the cluster primary)', async () => {
     fake = await startFakeOpenAI({ fallback: { kind: 'hang' } });
     server = await startBuiltServer(
