@@ -307,6 +307,23 @@ describe('POST /v1/cancel', () => {
     expect(metrics).toMatch(/reward_cancelled_judgments_total\{route="\/slime"\} 1/);
   }, 30_000);
 
+  it("cancels an adapter's rollout by its rollout_id", async () => {
+    const { fake, server } = await start(
+      { REQUEST_DEADLINE_MS: '20000', JUDGE_TIMEOUT_MS: '20000' },
+      { fallback: { kind: 'hang' } },
+    );
+    const slime = post(`${server.url}/slime`, {
+      prompt: QUESTION,
+      response: candidate(3),
+      label: GROUND_TRUTH,
+      rollout_id: 'ro-9',
+    });
+    await fake.waitForCalls(2);
+    const cancel = await post(`${server.url}/v1/cancel`, { request_ids: ['ro-9'] });
+    expect(cancel.json).toEqual({ cancelled_judgments: 1, cancelled_requests: 1 });
+    expect((await slime).json).toMatchObject({ reward: null, status: 'cancelled' });
+  }, 30_000);
+
   it('cancels the comparisons of a ranking request', async () => {
     const { fake, server } = await start(
       { REQUEST_DEADLINE_MS: '20000', JUDGE_TIMEOUT_MS: '20000' },

@@ -98,6 +98,12 @@ function nemoGymId(row: Record<string, unknown>): string | number | undefined {
 
 /** A cancelled item is no failure to retry (its trainer gave it up): it answers reward null, never a 503. */
 const isCancelledItem = (item: JudgedItem): boolean => itemStatus(item.judgment) === 'cancelled';
+/** The id POST /v1/cancel {"request_ids"} names a NeMo-Gym row by: its rollout id or index pair. */
+function verifyId(row: Record<string, unknown>): string | undefined {
+  const id = nemoGymId(row);
+  return id === undefined ? undefined : String(id);
+}
+
 const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null && !isCancelledItem(item);
 
 /** What `/slime` and `/verify` report about the judgment behind their reward. */
@@ -204,7 +210,10 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         },
       },
       {
-        ...requestControls(ctx, request, reply, '/slime', {}),
+        // Cancellable by its rollout_id too (POST /v1/cancel {"request_ids"}).
+        ...requestControls(ctx, request, reply, '/slime', {
+          request_id: body.rollout_id === undefined ? undefined : String(body.rollout_id),
+        }),
         idempotencyKey: idempotencyKey('slime', request, body.rollout_id),
       },
     );
@@ -243,7 +252,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
       },
       {
-        ...requestControls(ctx, request, reply, '/verify', {}),
+        ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),
         idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
       },
     );
