@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Suites that start other processes: the built server (`dist/`, built once if stale; also with WORKERS=2),
- * redis-server, the ablate, probe and evaluate CLIs, and the bench harness smoke run; with them the
+ * redis-server, promtool and prometheus, the ablate, probe and evaluate CLIs, and the bench harness smoke run; with them the
  * docs/ablations check, which ablates and probes 600 items afresh (~8 s of CPU). `vitest run` runs them
  * with the rest (`npm test`); `npm run test:unit` (`--project unit`) leaves them out for a fast loop, and
  * the `slow` project too: `test/slow/` replays whole trainer steps (bursts of 6 144 requests, ~2–3 min).
@@ -18,6 +18,9 @@ const PROCESS_SUITES = [
   'test/ablations/docs.test.ts',
   'test/ablations/cli-evaluate.test.ts',
   'test/bench/harness.test.ts',
+  // promtool (check / test rules), and a real prometheus scraping the app
+  'test/deploy/prometheus-rules.test.ts',
+  'test/deploy/dashboard.test.ts',
 ];
 
 export default defineConfig({

@@ -116,7 +116,7 @@ const JudgeEnv = z
     JUDGE_PREFIX_STAGGER_MS: int(0, 10_000).default(BACKEND_DEFAULTS.prefixStaggerMs),
     JUDGE_ROUTING_KEY_HEADER: z.string().min(1).default(BACKEND_DEFAULTS.routingKeyHeader),
     JUDGE_CONTEXT_TOKENS: int(256).optional(),
-    JUDGE_RETRY_BUDGET: z.coerce.number().min(0).max(1).default(BACKEND_DEFAULTS.retryBudget),
+    JUDGE_RETRY_BUDGET: decimal().pipe(z.number().min(0).max(1)).default(BACKEND_DEFAULTS.retryBudget),
     REWARD_CONFIG: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
@@ -260,7 +260,7 @@ const RecordsEnv = z
   .object({
     TRANSCRIPTS_PATH: z.string().min(1).optional(),
     RECENT_WINDOW: int(1).default(512),
-    FAILURE_WARN_RATE: z.coerce.number().min(0).max(1).default(0.05),
+    FAILURE_WARN_RATE: decimal().pipe(z.number().min(0).max(1)).default(0.05),
     FAILURE_WARN_INTERVAL_MS: int(1000).default(60_000),
   })
   .transform((e) => ({

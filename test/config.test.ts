@@ -183,9 +183,11 @@ describe('loadConfig', () => {
         'JUDGE_TIMEOUT_MS',
         'MAX_QUEUED_JUDGMENTS',
         'REQUEST_TIMEOUT_MS',
+        'JUDGE_RETRY_BUDGET',
+        'FAILURE_WARN_RATE',
       ]),
     );
-    expect(numeric.length).toBeGreaterThanOrEqual(23);
+    expect(numeric.length).toBeGreaterThanOrEqual(25);
     const odd = [
       ' ',
       '\t',
@@ -212,6 +214,11 @@ describe('loadConfig', () => {
     expect(loadConfig({ FAILURE_REWARD: '-0.5' }).failureReward).toBe(-0.5);
     expect(loadConfig({ FAILURE_REWARD: '.5' }).failureReward).toBe(0.5);
     expect(loadConfig({ FAILURE_REWARD: '' }).failureReward).toBeUndefined();
+    const judge = { JUDGE_BASE_URL: 'http://127.0.0.1:1/v1', JUDGE_MODEL: 'm' };
+    expect(loadConfig({ ...judge, JUDGE_RETRY_BUDGET: '' }).judge.default).toMatchObject({
+      retry_budget: 0.2,
+    });
+    expect(loadConfig({ FAILURE_WARN_RATE: '0.25' }).failureWarnRate).toBe(0.25);
     expect(loadConfig({ PORT: '' }).port).toBe(8080);
     expect(loadConfig({ PORT: '0' }).port).toBe(0);
   });

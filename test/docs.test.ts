@@ -117,3 +117,9 @@ describe('links and paths in README.md and docs/', () => {
     expect(missing).toEqual([]);
   });
 });
+
+describe('README.md', () => {
+  it('stays a guide: at most 300 lines, the reference lives in docs/', () => {
+    expect(readDoc('README.md').split('\n').length).toBeLessThanOrEqual(300);
+  });
+});

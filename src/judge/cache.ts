@@ -7,6 +7,7 @@
  * Values rejected by `isCacheable` (failures) are never stored, so the next caller computes afresh.
  */
 import { toError } from '../errors.js';
+import { evictOldest } from '../state/bounded.js';
 
 function start<V>(compute: (signal: AbortSignal) => Promise<V>, signal: AbortSignal): Promise<V> {
   try {
@@ -143,11 +144,7 @@ export class JudgmentCache<V> {
   #store(key: string, value: V): void {
     this.#lru.delete(key);
     this.#lru.set(key, value);
-    while (this.#lru.size > this.#maxEntries) {
-      const oldest = this.#lru.keys().next();
-      if (oldest.done === true) break;
-      this.#lru.delete(oldest.value);
-    }
+    evictOldest(this.#lru, this.#maxEntries);
   }
 
   #attach(key: string, flight: Flight<V>, signal: AbortSignal | undefined): Promise<V> {

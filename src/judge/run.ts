@@ -210,7 +210,7 @@ async function runCascade(
   options: RunOptions,
   started: number,
 ): Promise<Judgment> {
-  const staged = { ...options, nonce: options.nonce ?? nextNonce() };
+  const staged = restage(options, { nonce: options.nonce ?? nextNonce() });
   const first = await runJudgment(cascade.first, input, staged);
   const confidence = first.score === null ? 0 : first.verdict === 'match' ? first.score : 1 - first.score;
   const stops = first.status === 'ok' && first.verdict === cascade.stopOn && confidence >= cascade.threshold;
@@ -219,8 +219,22 @@ async function runCascade(
     return relabel(graph, first, stops ? 'cascade_stop' : first.stopReason, first, started);
   }
   // The escalation is a later stage of the same judgment: its calls keep the first stage's progress.
-  const second = await runJudgment(cascade.then, input, { ...staged, progress: first.usage.calls });
+  const second = await runJudgment(cascade.then, input, restage(staged, { progress: first.usage.calls }));
   return relabel(graph, second, second.status === 'ok' ? 'escalated' : second.stopReason, first, started);
+}
+
+/**
+ * `options` with `fields` replaced; `deadline` is still read through `options`, so a getter behind it (serving
+ * moves a flight's deadline later when a request joins it) keeps working. A spread would freeze it.
+ */
+function restage(options: RunOptions, fields: Pick<RunOptions, 'nonce' | 'progress'>): RunOptions {
+  return {
+    ...options,
+    ...fields,
+    get deadline() {
+      return options.deadline;
+    },
+  };
 }
 
 /** The deciding stage's outcome under the cascade's name and hash, with both stages' work. */

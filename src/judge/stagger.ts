@@ -7,6 +7,8 @@
  * wire for `staggerMs`, or until the leader's attempt is over, whichever comes first. A follower never
  * waits more than 2 × `staggerMs`, nor past its deadline, nor after its abort.
  */
+import { evictOldest } from '../state/bounded.js';
+
 const MAX_KEYS = 10_000;
 
 /** The caller's part in a key's stagger. The leader reports when it was sent and when it finished. */
@@ -60,11 +62,7 @@ export function createPrefixStagger(staggerMs: number, now: () => number = Date.
       if (entry === undefined) {
         const created: Entry = { sentAt: undefined, done: false, wake: new Set() };
         entries.set(key, created);
-        // Insertion order: the first key is the oldest.
-        if (entries.size > MAX_KEYS) {
-          const oldest = entries.keys().next();
-          if (oldest.done !== true) entries.delete(oldest.value);
-        }
+        evictOldest(entries, MAX_KEYS);
         return leaderTurn(created);
       }
       if (entry.done) return follower(0);

@@ -18,6 +18,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 import type { Judgment } from '../judge/types.js';
+import { evictOldest } from '../state/bounded.js';
 import type { IdempotencyStore } from '../state/types.js';
 
 /** A completed judgment as the judgment service keeps it. */
@@ -143,11 +144,7 @@ export function createIdempotencyRecords(options: IdempotencyRecordsOptions): Id
       for (const d of done) if (d !== undefined) count += 1;
       records.set(id, { items, done, held: count, expiresAt: now() + windowMs });
       held += count;
-      while (records.size > maxEntries || held > maxItems) {
-        const oldest = records.keys().next();
-        if (oldest.done === true) break;
-        drop(oldest.value);
-      }
+      evictOldest(records, maxEntries, { drop, over: () => held > maxItems });
       if (shared === undefined || windowMs <= 0) return;
       const record: SharedRecord = { v: 1, items };
       // Not awaited: no answer waits for Redis. The store falls back to local state and never rejects.

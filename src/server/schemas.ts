@@ -228,7 +228,6 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     .strictObject({
       ...Comparative,
       candidates: z.array(Text).min(1).max(maxCandidates),
-      criterion: CriterionName,
       method: z.enum(['tournament', 'pick']).default('tournament'),
       schedule: z.enum(SCHEDULES).default('all_pairs'),
     })

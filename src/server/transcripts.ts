@@ -175,6 +175,7 @@ export function toComparisonTranscriptRecord(
       calls: j.usage.calls,
       prompt_tokens: j.usage.promptTokens,
       completion_tokens: j.usage.completionTokens,
+      cached_prompt_tokens: j.usage.cachedPromptTokens,
     },
     votes: j.votes,
   };

@@ -3,6 +3,7 @@
  * and what the Redis implementations fall back to while Redis is unreachable.
  */
 import { RewardError, toError } from '../errors.js';
+import { evictOldest } from './bounded.js';
 import type {
   BucketReservation,
   BucketSpec,
@@ -160,11 +161,7 @@ export function createLocalIdempotency(maxEntries = 100_000, now: Clock = Date.n
   const put = (id: string, value: string, ttlMs: number): void => {
     records.delete(id);
     records.set(id, { value, expiresAt: now() + ttlMs });
-    while (records.size > maxEntries) {
-      const oldest = records.keys().next();
-      if (oldest.done === true) break;
-      records.delete(oldest.value);
-    }
+    evictOldest(records, maxEntries);
   };
   return {
     claim(id, value, ttlMs) {

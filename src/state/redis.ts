@@ -17,6 +17,7 @@ import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 
 import { RewardError, toError } from '../errors.js';
+import { evictOldest } from './bounded.js';
 import { createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
 import type {
   BucketReservation,
@@ -240,11 +241,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
   const remember = (key: string, value: string, ttlMs: number, nx: boolean): void => {
     pending.delete(key);
     pending.set(key, { value, expiresAt: now() + ttlMs, nx });
-    while (pending.size > maxPending) {
-      const oldest = pending.keys().next();
-      if (oldest.done === true) break;
-      pending.delete(oldest.value);
-    }
+    evictOldest(pending, maxPending);
   };
 
   /** Writes made during the outage, now that Redis is back (expired ones are dropped). */

@@ -42,6 +42,31 @@ describe('a flight runs until its latest joiner’s deadline', () => {
     // One judgment served both: no second computation.
     expect(fake.callCount).toBe(CALLS);
   });
+
+  it('extends a cascade judgment too: its escalation runs under the joiner’s later deadline', async () => {
+    // single-judge (0.6 s) escalates a `match` to the committee (2 × 0.6 s): 1.8 s, past the first 1.2 s.
+    let offsetMs = 0;
+    const h = await harness({
+      env: { REQUEST_DEADLINE_MS: '1200' },
+      fake: { latencyMs: 600 },
+      now: () => Date.now() + offsetMs,
+    });
+    const { app, fake } = h;
+    const body = group([candidate(0)], { graph: 'cascade' });
+    const first = app.inject({ method: 'POST', url: '/v1/reward', payload: body });
+    await waitFor(() => fake.inflight() === 1, 'the first stage to call the backend');
+    offsetMs = 900;
+    const retry = app.inject({ method: 'POST', url: '/v1/reward', payload: body });
+
+    expect((await first).json<Json>().results[0]).toMatchObject({ status: 'timeout', reward: null });
+    expect((await retry).json<Json>().results[0]).toMatchObject({
+      status: 'ok',
+      reward: 1,
+      cached: true,
+      stop_reason: 'escalated',
+    });
+    expect(fake.callCount).toBe(getPreset('cascade')!.llmCallsPerJudgment);
+  });
 });
 
 describe('idempotency ids', () => {

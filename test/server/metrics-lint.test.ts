@@ -1,11 +1,13 @@
 /**
  * `/metrics` passes `promtool check metrics`: the real exposition, after real traffic, checked with
- * promlint's rules (test/server/promlint.ts). With `PROMTOOL=/path/to/promtool` (Debian: package
- * `prometheus`) the real binary checks the same texts too; without it those checks are skipped.
+ * promlint's rules (test/server/promlint.ts), and by the real binary (`promtool` on the PATH, or
+ * `PROMTOOL=/path/to/promtool`; Debian package `prometheus`): without it those checks are skipped with a
+ * loud warning, except under CI=true, where they fail (`.ci/run` installs it).
  */
 import { execFile } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 
+import { describeWithTools, PROMTOOL, PROMTOOL_TOOL } from '../deploy/tools.js';
 import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 import { parseExposition, promlint, type Problem } from './promlint.js';
 
@@ -211,8 +213,6 @@ describe('promlint rules', () => {
   });
 });
 
-const PROMTOOL = process.env['PROMTOOL'];
-
 /** Runs `promtool check metrics` on `text`: its exit code and problems (stdout and stderr lines). */
 function promtool(text: string): Promise<{ code: number; problems: Problem[]; output: string }> {
   return new Promise((resolve, reject) => {
@@ -234,7 +234,7 @@ function promtool(text: string): Promise<{ code: number; problems: Problem[]; ou
   });
 }
 
-describe.skipIf(PROMTOOL === undefined)('the real promtool (PROMTOOL set)', () => {
+describeWithTools('the real promtool check metrics', [PROMTOOL_TOOL], () => {
   it('accepts the real /metrics text', async () => {
     const result = await promtool(await scrapeAfterTraffic());
     expect(result.output).toBe('');

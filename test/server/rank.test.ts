@@ -374,6 +374,25 @@ describe('POST /v1/rank', () => {
     expect(text).toMatch(/reward_comparison_duration_seconds_count\{criterion="match"\} 3/);
   });
 
+  it('records the backend-reported cached prompt tokens in each comparison transcript line', async () => {
+    const dir = await tempDir();
+    const path = join(dir, 'transcripts.jsonl');
+    const sink = await createFileTranscriptSink(path);
+    const h = await harness({ fake: { fallback: rankJudge, blockCache: true }, transcripts: sink });
+    const { body } = await rank(h, { candidates: IDEAS.slice(0, 4) });
+    await sink.close();
+    const lines = (await readFile(path, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(6);
+    const cached = lines.map((l) => l.usage.cached_prompt_tokens);
+    expect(cached.every((c) => typeof c === 'number')).toBe(true);
+    // The comparisons share the system prompt and question: later ones are served partly from cache.
+    expect(body.usage.cached_prompt_tokens).toBeGreaterThan(0);
+    expect(cached.reduce((a, c) => a + c, 0)).toBe(body.usage.cached_prompt_tokens);
+  });
+
   it('runs on the offline backend and says so', async () => {
     const { app } = offlineApp();
     const res = await app.inject({
@@ -446,8 +465,21 @@ describe('POST /v1/best-of-n', () => {
       status: 'judge_error',
       error_code: 'RW_JUDGE_UNAVAILABLE',
     });
-    const noCriterion = await rank(h, {}, '/v1/best-of-n');
-    expect(noCriterion.status).toBe(400);
+    const neither = await rank(h, { ground_truth: undefined }, '/v1/best-of-n');
+    expect(neither.status).toBe(400);
+    expect(neither.body.details.map((d: Json) => d.path)).toEqual(['criterion']);
+  });
+
+  it('takes the body /v1/rank takes: with a ground truth and no criterion it judges on match', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const ranked = await rank(h, { candidates: IDEAS.slice(0, 3) });
+    const best = await rank(h, { candidates: IDEAS.slice(0, 3) }, '/v1/best-of-n');
+    expect(best.status).toBe(200);
+    expect(best.body).toMatchObject({ best_index: ranked.body.ranking[0], criterion: 'match' });
+    // The same pairs on the same criterion: best-of-n is answered from /v1/rank's comparisons.
+    expect(best.body.comparisons).toMatchObject({ scheduled: 3, cached: 3 });
+    const picked = await rank(h, { candidates: [IDEAS[0]] }, '/v1/best-of-n');
+    expect(picked.body).toMatchObject({ best_index: 0, criterion: 'match' });
   });
 });
 
@@ -513,6 +545,52 @@ describe('group adapters', () => {
     expect(fallback.statusCode).toBe(200);
     expect(fallback.json().rewards[2]).toBe(0);
     expect(fallback.json().extra_logs.judge_failed).toEqual([0, 0, 1, 0, 0, 0]);
+  });
+
+  it('OpenRLHF /get_reward/rank asks about the last user turn, as /slime/rank does (the same comparisons)', async () => {
+    const system = 'SYSTEMTEXT: you are a helpful assistant.';
+    const chat = `<|im_start|>system\n${system}<|im_end|>\n<|im_start|>user\nQ one?<|im_end|>\n<|im_start|>assistant\n`;
+    const group = rows.filter((_, k) => k % 2 === 0);
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const openrlhf = await h.app.inject({
+      method: 'POST',
+      url: '/get_reward/rank',
+      payload: {
+        query: group.map((r) => chat + r.response),
+        prompts: group.map(() => chat),
+        labels: group.map(() => GROUND_TRUTH),
+      },
+    });
+    expect(openrlhf.statusCode).toBe(200);
+    expect(h.fake.callCount).toBe(6);
+    expect(h.fake.calls.some((c) => JSON.stringify(c.body.messages).includes('SYSTEMTEXT'))).toBe(false);
+    const slime = await h.app.inject({
+      method: 'POST',
+      url: '/slime/rank',
+      payload: {
+        samples: group.map((r) => ({ prompt: chat, response: r.response, label: GROUND_TRUTH })),
+      },
+    });
+    expect(slime.json().rewards).toEqual(openrlhf.json().rewards);
+    // Same question, same pairs: every comparison came from the cache.
+    expect(h.fake.callCount).toBe(6);
+  });
+
+  it('OpenRLHF /get_reward/rank names the query that does not start with its prompt', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/get_reward/rank',
+      payload: {
+        query: [rows[0]!.prompt + rows[0]!.response, rows[2]!.response],
+        prompts: [rows[0]!.prompt, rows[2]!.prompt],
+        labels: [GROUND_TRUTH, GROUND_TRUTH],
+      },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'RW_PROMPT_MISMATCH', details: { index: 1 } });
+    expect(res.json().message).toContain('query[1]');
+    expect(h.fake.callCount).toBe(0);
   });
 
   it('slime /slime/rank: a --group-rm group of samples gets one reward per sample', async () => {

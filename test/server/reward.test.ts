@@ -200,6 +200,21 @@ describe('POST /v1/reward/batch', () => {
     expect(body.backend).toBe('openai-compatible');
   });
 
+  it('states FAILURE_REWARD as failure_reward when the server sets it, leaving failed rewards null', async () => {
+    const payload = {
+      groups: [{ question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(0)] }],
+    };
+    const failing = { fallback: { kind: 'status', status: 500 } } as const;
+    const set = await harness({ env: { FAILURE_REWARD: '0.25', JUDGE_MAX_RETRIES: '0' }, fake: failing });
+    const withReward = (await set.app.inject({ method: 'POST', url: '/v1/reward/batch', payload })).json();
+    expect(withReward.failure_reward).toBe(0.25);
+    expect(withReward.groups[0].rewards).toEqual([null]);
+    const unset = await harness({ env: { JUDGE_MAX_RETRIES: '0' }, fake: failing });
+    const without = (await unset.app.inject({ method: 'POST', url: '/v1/reward/batch', payload })).json();
+    expect(without.groups[0].rewards).toEqual([null]);
+    expect('failure_reward' in without).toBe(false);
+  });
+
   it('refuses more candidates in all than MAX_CANDIDATES', async () => {
     const h = await harness({ env: { MAX_CANDIDATES: '3' } });
     const group = {

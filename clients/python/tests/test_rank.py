@@ -49,6 +49,11 @@ def test_best_of_n_by_tournament_and_by_one_pick(client):
     assert t["best_index"] == 1 and t["method"] == "tournament" and len(t["scores"]) == 3
     p = client.best_of_n(QUESTION, ideas, "match", ground_truth=GROUND_TRUTH, method="pick")
     assert p["best_index"] == 1 and p["method"] == "pick" and p["scores"] is None
+    # The body /v1/rank takes: with a ground truth and no criterion, best-of-n judges on match.
+    m = client.best_of_n(QUESTION, ideas, ground_truth=GROUND_TRUTH)
+    assert m["best_index"] == 1 and m["criterion"] == "match"
+    with pytest.raises(ValueError):
+        client.best_of_n(QUESTION, ideas)
 
 
 def test_slime_group_rm_returns_one_float_per_sample_in_order(offline_server):

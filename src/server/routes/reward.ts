@@ -84,6 +84,8 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       backend: router.name,
       usage: usageOf(judged),
       ...(body.request_id === undefined ? {} : { request_id: body.request_id }),
+      // What the trainer adapters answer for a failed judgment, for clients that adapt a batch themselves.
+      ...(ctx.config.failureReward === undefined ? {} : { failure_reward: ctx.config.failureReward }),
     };
   });
 

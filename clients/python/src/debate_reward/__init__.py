@@ -5,7 +5,7 @@
     client.reward(question, ground_truth, candidates)   # -> [1.0, 0.0, None, ...]; None = judge failed
 
 Standard library only. Trainer adapters: `debate_reward.trl.trl_reward_func`,
-`debate_reward.verl.verl_compute_score`.
+`debate_reward.verl.verl_compute_score`, `debate_reward.slime.slime_binary_rm`.
 """
 
 from __future__ import annotations

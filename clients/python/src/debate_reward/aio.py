@@ -175,7 +175,7 @@ class AsyncRewardClient:
         return (await self._request("POST", "/v1/rank", rank_body(question, candidates, **options)))[0]
 
     async def best_of_n(
-        self, question: str, candidates: Sequence[str], criterion: str, **options: Any
+        self, question: str, candidates: Sequence[str], criterion: Optional[str] = None, **options: Any
     ) -> Dict[str, Any]:
         """`POST /v1/best-of-n` (see `RewardClient.best_of_n`)."""
         body = best_of_n_body(question, candidates, criterion, **options)

@@ -162,23 +162,27 @@ def rank_body(
 def best_of_n_body(
     question: str,
     candidates: Any,
-    criterion: str,
+    criterion: Optional[str] = None,
     *,
     ground_truth: Optional[str] = None,
     method: str = "tournament",
     schedule: str = "all_pairs",
     judges: int = 1,
 ) -> Dict[str, Any]:
-    if criterion not in CRITERIA:
+    """As `rank_body`: without a criterion the server judges on `match`, which needs the ground truth."""
+    if criterion is not None and criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}")
+    if ground_truth is None and criterion is None:
+        raise ValueError("give a ground_truth or a criterion")
     body: Dict[str, Any] = {
         "question": _check_text("question", question),
         "candidates": _check_candidates(candidates),
-        "criterion": criterion,
         "method": method,
         "schedule": schedule,
         "judges": judges,
     }
+    if criterion is not None:
+        body["criterion"] = criterion
     if ground_truth is not None:
         body["ground_truth"] = _check_text("ground_truth", ground_truth)
     return body
@@ -373,7 +377,7 @@ class RewardClient:
         return data
 
     def best_of_n(
-        self, question: str, candidates: Sequence[str], criterion: str, **options: Any
+        self, question: str, candidates: Sequence[str], criterion: Optional[str] = None, **options: Any
     ) -> Dict[str, Any]:
         """`POST /v1/best-of-n`: `best_index` (None when nothing could be picked), the scores behind it and
         the method (`tournament`, or `pick`: one "pick the best" call)."""

@@ -1,7 +1,22 @@
-"""slime reward functions.
+"""slime reward functions for `--custom-rm-path`.
 
-`slime_group_rm`: slime `--group-rm`, one `/slime/rank` request per rollout group, graded rewards from a
-pairwise tournament (Bradley-Terry scores in [0, 1]) instead of one binary judgment per rollout.
+`slime_binary_rm`: the paper's binary rewards (one judgment per rollout), with or without `--group-rm`.
+slime's own `remote_rm` posts one rollout per request through at most 64 connections; this sends the
+rollouts slime hands over (one, a group, or a batch; calls that arrive together are pooled) as
+`/v1/reward/batch` requests of up to MAX_CANDIDATES, so the server, not the client, sets the pace.
+
+    # my_rm.py
+    from debate_reward.slime import slime_binary_rm
+    custom_rm = slime_binary_rm("http://HOST:8080")
+
+    --custom-rm-path my_rm.custom_rm --label-key label            # optionally with --group-rm
+
+`slime_group_rm`: one `/slime/rank` request per rollout group, graded rewards from a pairwise tournament
+(Bradley-Terry scores in [0, 1]) instead of one binary judgment per rollout.
+
+    group_rm = slime_group_rm("http://HOST:8080", schedule="circular")
+
+    --group-rm --custom-rm-path my_rm.group_rm --label-key label
 
 `SlimeReward`: per-sample (`/slime`) and group rewards whose requests carry a per-rollout tag, so that
 slime's abort (over-sampling, partial rollouts) cancels the judgments still running instead of waiting for
@@ -13,38 +28,48 @@ them (slime's `abort` drains its pending generate-and-reward tasks):
     install_abort_hook(reward)          # wraps slime.rollout.sglang_rollout.abort
     rm = reward.rm                      # --custom-rm-path my_rm.rm
 
-    # my_rm.py
-    from debate_reward.slime import slime_group_rm
-    group_rm = slime_group_rm("http://HOST:8080", schedule="circular")
-
-    --group-rm --custom-rm-path my_rm.group_rm --label-key label
-
 Each sample's `prompt` (text or chat messages), `response` and `label` (the abstract, or
-`{"ground_truth", "question"}`) are sent as they are. A rollout left without any successful comparison has
-no reward: the server answers 503 (retried by the client), unless it sets FAILURE_REWARD.
+`{"ground_truth", "question"}`) are read as `/slime` reads them. A rollout without a reward (a failed
+judgment, or no successful comparison) fails the call after the client's retries, unless the server
+sets FAILURE_REWARD.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
+import math
+import random
 import uuid
+import weakref
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urlencode
 
+from ._chat import label_parts, question_from_prompt, strip_chat_tokens
 from .aio import AsyncRewardClient
-from .client import SCHEDULES
-from .errors import RewardProtocolError
+from .client import SCHEDULES, Graph, batch_body
+from .errors import JudgeFailedError, RewardProtocolError, RewardRequestError
+from .results import parse_batch
+
+log = logging.getLogger("debate_reward.slime")
+
+
+def _fields(sample: Any, i: int) -> Tuple[Any, Any, Any]:
+    get = sample.get if isinstance(sample, dict) else (lambda k: getattr(sample, k, None))
+    prompt, response, label = get("prompt"), get("response"), get("label")
+    if response is None or label is None or prompt is None:
+        raise TypeError(f"samples[{i}] needs prompt, response and label")
+    return prompt, response, label
 
 
 def group_body(samples: Sequence[Any]) -> Dict[str, Any]:
     """The `/slime/rank` body for slime `Sample` objects (or mappings with prompt / response / label)."""
     out: List[Dict[str, Any]] = []
     for i, s in enumerate(samples):
-        get = s.get if isinstance(s, dict) else (lambda k, _s=s: getattr(_s, k, None))
-        prompt, response, label = get("prompt"), get("response"), get("label")
-        if response is None or label is None or prompt is None:
-            raise TypeError(f"samples[{i}] needs prompt, response and label")
+        prompt, response, label = _fields(s, i)
         out.append({"prompt": prompt, "response": response, "label": label})
     return {"samples": out}
 
@@ -120,14 +145,14 @@ class SlimeReward:
         self._rollout += 1
         return self.tag
 
-    async def rm(self, args: Any, sample: Any) -> Optional[float]:
+    async def rm(self, args: Any, sample: Any, **kwargs: Any) -> Optional[float]:
         data, _ = await self.client._request("POST", f"/slime{self._query}", _sample_body(sample), tag=self.tag)
         if not isinstance(data, dict) or "reward" not in data:
             raise RewardProtocolError("/slime answered no reward")
         reward = data["reward"]
         return None if reward is None else float(reward)
 
-    async def group_rm(self, args: Any, samples: Sequence[Any]) -> List[Optional[float]]:
+    async def group_rm(self, args: Any, samples: Sequence[Any], **kwargs: Any) -> List[Optional[float]]:
         path = f"/slime/rank{self._rank_query}"
         data, _ = await self.client._request("POST", path, group_body(samples), tag=self.tag)
         rewards = data.get("rewards") if isinstance(data, dict) else None
@@ -165,3 +190,225 @@ def install_abort_hook(reward: SlimeReward, module: Optional[ModuleType] = None)
 
     setattr(module, "abort", abort)
     return original
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One rollout as `/slime` would judge it."""
+
+    question: str
+    ground_truth: str
+    candidate: str
+
+    @property
+    def size(self) -> int:
+        """Upper bound of its share of a request body, in bytes (JSON may escape a character to 6)."""
+        return 6 * (len(self.question) + len(self.ground_truth) + len(self.candidate)) + 64
+
+
+def _item(sample: Any, i: int) -> _Item:
+    prompt, response, label = _fields(sample, i)
+    ground_truth, question = label_parts(label)
+    if question is None:
+        question = question_from_prompt(prompt)
+    if not isinstance(ground_truth, str) or not isinstance(question, str) or not isinstance(response, str):
+        raise TypeError(f"samples[{i}]: the label's ground truth and question, and the response, must be strings")
+    return _Item(question, ground_truth, strip_chat_tokens(response))
+
+
+_Entry = Tuple[_Item, "asyncio.Future[float]"]
+
+
+class _Pool:
+    """The rollouts waiting to be sent, per event loop."""
+
+    def __init__(self) -> None:
+        self.entries: List[_Entry] = []
+        self.size = 0
+        self.timer: Optional[asyncio.TimerHandle] = None
+
+
+class _BinaryRM:
+    def __init__(
+        self,
+        client: AsyncRewardClient,
+        graph: Optional[Graph],
+        max_candidates: int,
+        max_body_bytes: int,
+        linger_s: float,
+        max_rounds: int,
+    ) -> None:
+        self.client = client
+        self.graph = graph
+        self.max_candidates = max_candidates
+        self.max_body_bytes = max_body_bytes
+        self.linger_s = linger_s
+        self.max_rounds = max_rounds
+        self._rng = random.Random()
+        self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
+        self._tasks: "set[asyncio.Task[None]]" = set()
+
+    async def __call__(self, args: Any, samples: Any) -> Union[float, List[float]]:
+        one = not isinstance(samples, (list, tuple))
+        batch = [samples] if one else list(samples)
+        items = [_item(s, i) for i, s in enumerate(batch)]  # refuses a bad sample before sending any
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            pool = self._pools[loop] = _Pool()
+        futures = [self._submit(loop, pool, item) for item in items]
+        rewards = list(await asyncio.gather(*futures))
+        return rewards[0] if one else rewards
+
+    def _submit(self, loop: asyncio.AbstractEventLoop, pool: _Pool, item: _Item) -> "asyncio.Future[float]":
+        future: "asyncio.Future[float]" = loop.create_future()
+        if pool.entries and (
+            len(pool.entries) >= self.max_candidates or pool.size + item.size > self.max_body_bytes
+        ):
+            self._flush(loop, pool)
+        pool.entries.append((item, future))
+        pool.size += item.size
+        if pool.timer is None:
+            # Calls that arrive together (slime gathers a batch's or a step's groups) share requests.
+            pool.timer = loop.call_later(self.linger_s, self._flush, loop, pool)
+        return future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop, pool: _Pool) -> None:
+        if pool.timer is not None:
+            pool.timer.cancel()
+            pool.timer = None
+        entries, pool.entries, pool.size = pool.entries, [], 0
+        if entries:
+            task = loop.create_task(self._send(entries))
+            self._tasks.add(task)  # a reference, so the task is not collected while it runs
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, entries: List[_Entry]) -> None:
+        """One request for `entries`; the failed ones again (as slime would retry `/slime`'s 503), then
+        JudgeFailedError, unless the server answers a `failure_reward`."""
+        for round_ in range(1, self.max_rounds + 2):
+            entries = [(item, f) for item, f in entries if not f.done()]
+            if not entries:
+                return
+            try:
+                failed = await self._request(entries)
+            except RewardRequestError as exc:
+                if len(_by_group(entries)) > 1:
+                    # One bad rollout must not fail the others it was pooled with: one request per group.
+                    await self._send_groups(entries)
+                else:
+                    _fail(entries, exc)
+                return
+            except asyncio.CancelledError:
+                for _, future in entries:
+                    future.cancel()
+                raise
+            except Exception as exc:  # every waiting caller hears of it
+                _fail(entries, exc)
+                return
+            if not failed:
+                return
+            if round_ > self.max_rounds:
+                _fail(
+                    [(item, f) for item, f, _ in failed],
+                    JudgeFailedError(
+                        f"{len(failed)} of {len(entries)} judgments failed after {round_} tries (no reward to "
+                        "give; set FAILURE_REWARD on the server to answer a fixed reward instead)",
+                        code="RW_JUDGE_FAILED",
+                        details={"failed": [why for _, _, why in failed][:50]},
+                        attempts=round_,
+                    ),
+                )
+                return
+            # As /slime's answer to a failed judgment says: Retry-After 1 s (plus jitter).
+            delay = self.client.sync.retry.delay_s(round_, 1.0, self._rng)
+            log.info("%d judgments failed; sending them again in %.1f s", len(failed), delay)
+            await asyncio.sleep(delay)
+            entries = [(item, f) for item, f, _ in failed]
+
+    async def _send_groups(self, entries: List[_Entry]) -> None:
+        await asyncio.gather(*(self._send(group) for group in _by_group(entries).values()))
+
+    async def _request(self, entries: List[_Entry]) -> List[Tuple[_Item, "asyncio.Future[float]", Dict[str, Any]]]:
+        """Sends `entries` grouped by (question, ground truth), resolves the judged ones and returns the
+        failed ones with why."""
+        groups = _by_group(entries)
+        body = batch_body(
+            [
+                {"question": q, "ground_truth": gt, "candidates": [item.candidate for item, _ in group]}
+                for (q, gt), group in groups.items()
+            ],
+            self.graph,
+        )
+        data, attempts = await self.client._request("POST", "/v1/reward/batch", body)
+        results = parse_batch(data, [len(g) for g in groups.values()], attempts)
+        fallback = data.get("failure_reward")
+        if fallback is not None and (
+            isinstance(fallback, bool) or not isinstance(fallback, (int, float)) or not math.isfinite(fallback)
+        ):
+            raise RewardProtocolError(f"failure_reward is {fallback!r}, not a number", attempts=attempts)
+        failed = []
+        for group, result in zip(groups.values(), results):
+            for (item, future), reward, detail in zip(group, result.rewards, result.results):
+                if future.done():
+                    continue
+                if reward is not None:
+                    future.set_result(float(reward))
+                elif fallback is not None:
+                    future.set_result(float(fallback))
+                else:
+                    failed.append((item, future, {"status": detail.status, "error_code": detail.error_code}))
+        return failed
+
+
+def _by_group(entries: Sequence[_Entry]) -> Dict[Tuple[str, str], List[_Entry]]:
+    """Entries by (question, ground truth), in order of first appearance."""
+    groups: Dict[Tuple[str, str], List[_Entry]] = {}
+    for entry in entries:
+        groups.setdefault((entry[0].question, entry[0].ground_truth), []).append(entry)
+    return groups
+
+
+def _fail(entries: Sequence[Tuple[Any, "asyncio.Future[float]"]], exc: BaseException) -> None:
+    for _, future in entries:
+        if not future.done():
+            future.set_exception(exc)
+
+
+def slime_binary_rm(
+    client: Any,
+    graph: Optional[Graph] = None,
+    *,
+    max_candidates: int = 1024,
+    max_body_bytes: int = 4_000_000,
+    linger_s: float = 0.02,
+    max_rounds: Optional[int] = None,
+) -> Callable[..., Awaitable[Union[float, List[float]]]]:
+    """An async `custom_rm(args, samples)` for slime's `--custom-rm-path`, binary rewards (1.0 / 0.0).
+
+    slime calls it with one `Sample` (-> a float) or, under `--group-rm` or a fanned-out rollout, a list
+    (-> a list of floats, in order). Rollouts from calls that arrive within `linger_s` of each other are
+    sent together, grouped by (question, ground truth), in `/v1/reward/batch` requests of at most
+    `max_candidates` rollouts (the server's MAX_CANDIDATES, default 1024) and about `max_body_bytes`.
+
+    `client` is an `AsyncRewardClient` or a base URL; `graph` a preset name or inline spec (None: the
+    server's DEFAULT_GRAPH). A failed judgment is sent again up to `max_rounds` times (default: the
+    client's `max_retries`), 1 s apart plus jitter, then the call raises `JudgeFailedError` (as `/slime`
+    answers 503 and slime's `remote_rm` retries, then raises) — unless the server sets FAILURE_REWARD,
+    whose value it then returns. Unreachable or overloaded servers raise after the client's retries.
+    """
+    if max_candidates < 1:
+        raise ValueError("max_candidates must be >= 1")
+    if linger_s < 0 or max_body_bytes < 1:
+        raise ValueError("linger_s must be >= 0 and max_body_bytes >= 1")
+    aclient = client if isinstance(client, AsyncRewardClient) else AsyncRewardClient(str(client))
+    rounds = aclient.sync.retry.max_retries if max_rounds is None else max_rounds
+    if rounds < 0:
+        raise ValueError("max_rounds must be >= 0")
+    rm = _BinaryRM(aclient, graph, max_candidates, max_body_bytes, linger_s, rounds)
+
+    async def custom_rm(args: Any, samples: Any, **kwargs: Any) -> Union[float, List[float]]:
+        # slime forwards its own keyword arguments to a custom rm (`rm_function(args, sample, **kwargs)`).
+        return await rm(args, samples)
+
+    return custom_rm

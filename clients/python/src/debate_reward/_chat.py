@@ -1,0 +1,110 @@
+"""What the server's trainer adapters read from a rollout, for adapters that run in the client
+(`slime_binary_rm`): chat-template control tokens removed, a prompt's last user turn as the question, and
+a label's ground truth and optional question. A port of `src/text/chat-tokens.ts` and of
+`questionFromMessages` / `labelParts` in `src/server/routes/adapters.ts`: change them together (the
+tests check that the server keys the same judgment for `/slime` and for this)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Optional, Sequence, Tuple
+
+_PIPE_TOKEN = r"<[|\uFF5C][A-Za-z0-9_\u2581 .-]{1,48}[|\uFF5C]>"
+_ANGLE_TOKENS = (
+    r"</?s>|<(?:bos|eos|pad|unk|mask|start_of_turn|end_of_turn|start_of_image|end_of_image)>|<</?SYS>>"
+)
+_BRACKET_TOKENS = (
+    r"\[/?(?:INST|SYSTEM_PROMPT|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS|TOOL_CONTENT)\]"
+    r"|\[(?:PAD|CLS|SEP|UNK|MASK|BOS|EOS)\]"
+)
+_ROLE_WORD = r"(?:system|user|assistant|model|tool|developer|ipython)"
+_HEADER_RE = re.compile(
+    r"<\|start_header_id\|>[^<\n]{0,64}<\|end_header_id\|>|(?:<\|im_start\|>|<start_of_turn>)"
+    + _ROLE_WORD
+    + r"?[ \t]*\n?"
+)
+_TOKEN_RE = re.compile(f"{_PIPE_TOKEN}|{_ANGLE_TOKENS}|{_BRACKET_TOKENS}")
+_USER_TURNS = [
+    re.compile(p)
+    for p in (
+        r"<\|im_start\|>user[ \t]*\n?([\s\S]*?)(?=<\|im_end\|>|<\|im_start\|>|\Z)",
+        r"<\|start_header_id\|>user<\|end_header_id\|>\n*([\s\S]*?)(?=<\|eot_id\|>|<\|start_header_id\|>|\Z)",
+        r"<start_of_turn>user[ \t]*\n?([\s\S]*?)(?=<end_of_turn>|<start_of_turn>|\Z)",
+        r"<[|\uFF5C]User[|\uFF5C]>([\s\S]*?)"
+        r"(?=<[|\uFF5C](?:Assistant|end\u2581of\u2581sentence)[|\uFF5C]>|<[|\uFF5C]User[|\uFF5C]>|\Z)",
+        r"<\|user\|>\n?([\s\S]*?)(?=<\|end\|>|<\|assistant\|>|\Z)",
+        r"\[INST\]([\s\S]*?)(?=\[/INST\]|\Z)",
+    )
+]
+_SYS_BLOCK = re.compile(r"<<SYS>>[\s\S]*?<</SYS>>")
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def strip_chat_tokens(text: str) -> str:
+    """Every control token and role header replaced by a line break, then both ends trimmed."""
+    if "<" not in text and "[" not in text:
+        return text.strip()
+    text = _TOKEN_RE.sub("\n", _HEADER_RE.sub("\n", text))
+    return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def last_user_turn(prompt: str) -> Optional[str]:
+    """The last user turn of a chat-templated prompt, or None when it has no recognisable one."""
+    best: Optional[Tuple[int, str]] = None
+    for pattern in _USER_TURNS:
+        for m in pattern.finditer(prompt):
+            if best is None or m.start() > best[0]:
+                best = (m.start(), m.group(1) or "")
+    if best is None:
+        return None
+    return strip_chat_tokens(_SYS_BLOCK.sub("", best[1]))
+
+
+def _parts_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence):
+        return ""
+    texts = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        text, refusal = part.get("text"), part.get("refusal")
+        if isinstance(text, str) and text != "":
+            texts.append(text)
+        elif isinstance(refusal, str) and refusal != "":
+            texts.append(refusal)
+    return "\n".join(texts)
+
+
+def question_from_prompt(prompt: Any) -> str:
+    """A prompt as slime sends it: a chat-templated string's last user turn (else the string without
+    control tokens), or a chat's last user message, else every message's text."""
+    if isinstance(prompt, str):
+        turn = last_user_turn(prompt)
+        return turn if turn is not None else strip_chat_tokens(prompt)
+    messages = list(prompt)
+    for m in reversed(messages):
+        if isinstance(m, Mapping) and m.get("role") == "user":
+            return strip_chat_tokens(_parts_text(m.get("content")))
+    return strip_chat_tokens(
+        "\n".join(_parts_text(m.get("content")) for m in messages if isinstance(m, Mapping))
+    )
+
+
+def label_parts(label: Any) -> Tuple[str, Optional[str]]:
+    """(ground truth, question or None) from a label: the ground truth, `{ground_truth, question?}`, or
+    that object as a JSON string. The server validates both."""
+    if isinstance(label, Mapping):
+        return label.get("ground_truth"), label.get("question")  # type: ignore[return-value]
+    if isinstance(label, str):
+        trimmed = label.strip()
+        if trimmed.startswith("{") and trimmed.endswith("}"):
+            try:
+                parsed = json.loads(trimmed)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and "ground_truth" in parsed:
+                return parsed.get("ground_truth"), parsed.get("question")
+    return label, None

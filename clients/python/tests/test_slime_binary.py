@@ -1,0 +1,141 @@
+"""`slime_binary_rm` against the real built server, called the way slime calls `--custom-rm-path`: one
+Sample per call, a list (a batch, or one group under `--group-rm`), many calls at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import DEGENERATE, GROUND_TRUTH, MATCHING, QUESTION, UNRELATED, closed_port, post_json
+from debate_reward import AsyncRewardClient, BadRequestError, JudgeFailedError
+from debate_reward.slime import slime_binary_rm
+
+ARGS = SimpleNamespace(rm_url=None, group_rm=False)  # what slime passes; unused
+
+SYSTEM = "You are a research assistant. Propose one idea."
+PROMPTS = [
+    f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n",
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+    f"{SYSTEM}<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n{QUESTION}<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    [{"role": "system", "content": SYSTEM}, {"role": "user", "content": [{"type": "text", "text": QUESTION}]}],
+    QUESTION,
+]
+LABELS = [
+    GROUND_TRUTH,
+    {"ground_truth": GROUND_TRUTH},
+    json.dumps({"ground_truth": GROUND_TRUTH, "question": QUESTION}),
+]
+
+
+def batch_requests(server) -> float:
+    m = re.search(r'^reward_requests_total\{route="/v1/reward/batch",code="200"\} (\S+)$', server.metrics(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def rollouts(n: int, tag: str):
+    """n slime Samples over the prompt forms and label forms above; responses unique to this test (so
+    nothing is already cached) and with the control tokens slime's decode leaves on them."""
+    ideas = [MATCHING, UNRELATED, DEGENERATE]
+    out = []
+    for k in range(n):
+        idea = ideas[k % 3]
+        response = idea if idea == DEGENERATE else f"{idea} ({tag} {k})"
+        if k % 4 == 1:  # a reasoning model's rollout: whatever /slime judges of it, this must judge too
+            response = f"<think>The bias idea seems closest; check the ground truth.</think>{response}"
+        out.append(SimpleNamespace(prompt=PROMPTS[k % 4], response=response + "<|im_end|>",
+                                   label=LABELS[k % 3], metadata={}, reward=None))
+    return out
+
+
+def run(rm, calls):
+    async def main():
+        return await asyncio.gather(*(rm(ARGS, c) for c in calls), return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def aclient(offline_server):
+    c = AsyncRewardClient(offline_server.url, timeout_s=30, max_retries=0)
+    yield c
+    c.close()
+
+
+def test_a_batch_gets_the_judgments_slime_would_get_from_slash_slime_in_one_request(offline_server, aclient):
+    samples = rollouts(12, uuid.uuid4().hex[:8])
+    before = batch_requests(offline_server)
+    [rewards] = run(slime_binary_rm(aclient), [samples])
+    assert batch_requests(offline_server) - before == 1
+    assert len(rewards) == 12 and all(type(r) is float for r in rewards)
+    assert rewards[2] == 0.0 and rewards[0] == 1.0 and rewards[1] == 0.0
+    for s, reward in zip(samples, rewards):
+        status, body, _ = post_json(offline_server.url + "/slime",
+                                    {"prompt": s.prompt, "response": s.response, "label": s.label})
+        # The same reward, and the same judgment: /slime found it in the cache (same question,
+        # candidate and ground truth as the server reads them, whatever the prompt and label form).
+        assert status == 200 and body["reward"] == reward and body["cached"] is True, (s, body)
+
+
+def test_group_rm_calls_and_single_sample_calls_share_requests_split_at_max_candidates(offline_server, aclient):
+    samples = rollouts(12, uuid.uuid4().hex[:8])
+    groups = [samples[k:k + 3] for k in range(0, 12, 3)]
+    before = batch_requests(offline_server)
+    out = run(slime_binary_rm(aclient, max_candidates=5), groups)  # --group-rm: one call per group
+    assert batch_requests(offline_server) - before == 3  # 12 rollouts in requests of at most 5
+    assert [len(g) for g in out] == [3, 3, 3, 3]
+    singles = rollouts(6, uuid.uuid4().hex[:8])
+    before = batch_requests(offline_server)
+    rm = slime_binary_rm(aclient)
+    one_by_one = run(lambda args, s: rm(args, s, evaluation=False), singles)  # no --group-rm: one per call
+    assert batch_requests(offline_server) - before == 1
+    assert all(type(r) is float for r in one_by_one)
+    assert one_by_one[0] == 1.0 and one_by_one[2] == 0.0
+
+
+def test_a_bad_sample_fails_its_own_call_not_the_calls_pooled_with_it(offline_server, aclient):
+    good = rollouts(2, uuid.uuid4().hex[:8])
+    bad = SimpleNamespace(prompt=QUESTION, response=MATCHING, label="   ")
+    out = run(slime_binary_rm(aclient), [good[0], bad, good[1]])
+    assert out[0] == 1.0 and out[2] == 0.0
+    assert isinstance(out[1], BadRequestError) and out[1].code == "RW_BAD_REQUEST"
+    with pytest.raises(TypeError):
+        asyncio.run(slime_binary_rm(aclient)(ARGS, SimpleNamespace(prompt=QUESTION, response=MATCHING)))
+
+
+def test_failed_judgments_are_sent_again_then_raise_without_failure_reward(failing_server):
+    c = AsyncRewardClient(failing_server.url, timeout_s=30, max_retries=0, max_retry_after_s=0.05,
+                          backoff_base_s=0.01)
+    try:
+        samples = [SimpleNamespace(prompt=QUESTION, response=f"{MATCHING} {uuid.uuid4().hex}", label=GROUND_TRUTH)]
+        before = batch_requests(failing_server)
+        [err] = run(slime_binary_rm(c, max_rounds=2), [samples])
+        assert isinstance(err, JudgeFailedError) and err.code == "RW_JUDGE_FAILED"
+        assert err.details["failed"][0]["status"] == "judge_error"
+        assert batch_requests(failing_server) - before == 3  # the first try and 2 more
+    finally:
+        c.close()
+
+
+def test_failed_judgments_get_the_servers_failure_reward_when_it_sets_one(server_factory):
+    server = server_factory({
+        "JUDGE_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1", "JUDGE_API_KEY": "t",
+        "JUDGE_MODEL": "m", "JUDGE_MAX_RETRIES": "0", "FAILURE_REWARD": "-1",
+    })
+    c = AsyncRewardClient(server.url, timeout_s=30, max_retries=0)
+    try:
+        samples = [SimpleNamespace(prompt=QUESTION, response=r, label=GROUND_TRUTH) for r in (MATCHING, DEGENERATE)]
+        before = batch_requests(server)
+        [rewards] = run(slime_binary_rm(c), [samples])
+        assert rewards == [-1.0, 0.0]  # a failed judgment, a degenerate idea (judged without the LLM)
+        assert batch_requests(server) - before == 1
+        status, body, _ = post_json(server.url + "/slime", {"prompt": QUESTION, "response": MATCHING,
+                                                            "label": GROUND_TRUTH})
+        assert status == 200 and body["reward"] == -1  # as /slime answers
+    finally:
+        c.close()
