@@ -5,6 +5,7 @@ rollout module whose `abort` drains its pending reward tasks, as slime's does)."
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 import time
 import types
@@ -106,6 +107,19 @@ def test_cancel_needs_ids_or_a_tag(slow_server):
         client.cancel(request_ids=["a"], tag="b")
 
 
+class Sample:
+    """The fields of slime's `Sample` that the reward functions read, and its status enum."""
+
+    class Status(enum.Enum):
+        PENDING = "pending"
+        COMPLETED = "completed"
+        ABORTED = "aborted"
+
+    def __init__(self, prompt: str, response: str, label: str) -> None:
+        self.prompt, self.response, self.label = prompt, response, label
+        self.status = Sample.Status.COMPLETED
+
+
 def test_slime_abort_cancels_pending_rewards(slow_server):
     async def scenario() -> Dict[str, Any]:
         aclient = AsyncRewardClient(slow_server.url, timeout_s=30, max_retries=0)
@@ -127,10 +141,7 @@ def test_slime_abort_cancels_pending_rewards(slow_server):
             return done
 
         module.abort = abort  # type: ignore[attr-defined]
-        samples = [
-            {"prompt": QUESTION, "response": text, "label": GROUND_TRUTH}
-            for text in [*candidates(3), UNRELATED]
-        ]
+        samples = [Sample(QUESTION, text, GROUND_TRUTH) for text in [*candidates(3), UNRELATED]]
         module.pendings = {asyncio.ensure_future(reward.rm(None, s)) for s in samples}  # type: ignore[attr-defined]
         await asyncio.get_running_loop().run_in_executor(
             None, wait_metric, slow_server, "reward_inflight_judgments", 4
@@ -144,11 +155,13 @@ def test_slime_abort_cancels_pending_rewards(slow_server):
         rewards = await module.abort(None, 7)  # type: ignore[attr-defined]
         elapsed = time.monotonic() - started
         aclient.close()
-        return {"rewards": rewards, "elapsed": elapsed, "tag": reward.tag, "first": first_tag}
+        return {"rewards": rewards, "elapsed": elapsed, "tag": reward.tag, "first": first_tag, "samples": samples}
 
     before = cancelled_metric(slow_server, "/slime")
     out = asyncio.run(scenario())
     assert out["rewards"] == [None, None, None, None]
+    # Marked aborted, as slime's partial rollout expects of a sample it must finish later.
+    assert [s.status for s in out["samples"]] == [Sample.Status.ABORTED] * 4
     assert out["elapsed"] < 5
     assert out["tag"] != out["first"]  # the next rollout gets a fresh tag
     assert cancelled_metric(slow_server, "/slime") - before == 4

@@ -109,6 +109,18 @@ def _sample_body(s: Any) -> Dict[str, Any]:
     return group_body([s])["samples"][0]
 
 
+def _mark_aborted(sample: Any) -> None:
+    """A slime `Sample` whose reward was cancelled is marked `ABORTED` (when its class has that status), so
+    that a partial rollout puts it back and judges it later instead of keeping a completed sample with no
+    reward (slime asserts a completed sample has one)."""
+    aborted = getattr(getattr(type(sample), "Status", None), "ABORTED", None)
+    if aborted is not None and hasattr(sample, "status"):
+        try:
+            sample.status = aborted
+        except (AttributeError, TypeError):
+            pass
+
+
 class SlimeReward:
     """Rewards for slime whose requests carry the current rollout's tag (`x-reward-tag`).
 
@@ -150,6 +162,8 @@ class SlimeReward:
         if not isinstance(data, dict) or "reward" not in data:
             raise RewardProtocolError("/slime answered no reward")
         reward = data["reward"]
+        if reward is None and data.get("status") == "cancelled":
+            _mark_aborted(sample)
         return None if reward is None else float(reward)
 
     async def group_rm(self, args: Any, samples: Sequence[Any], **kwargs: Any) -> List[Optional[float]]:
