@@ -269,6 +269,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       void flight.abandon();
       throw err;
     }
+    // Aborted here (every waiter here left or was cancelled): a waiter elsewhere takes it over rather than
+    // receiving this process's abort as its outcome.
+    if (signal.aborted) {
+      void flight.abandon();
+      return stored;
+    }
     // Not awaited: the answer does not wait for Redis (the local LRU already has it).
     void flight.complete(stored, isCacheable(stored));
     return stored;
