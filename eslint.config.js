@@ -25,7 +25,7 @@ export default tseslint.config(
   },
   {
     // CLIs, tests and benchmarks print to the terminal and may read their own env.
-    files: ['test/**', 'bench/**', 'src/ablations/cli-*.ts', 'src/server/main.ts'],
+    files: ['test/**', 'bench/**', 'src/ablations/**/cli*.ts', 'src/server/main.ts'],
     rules: { 'no-console': 'off' },
   },
   {

@@ -1,7 +1,7 @@
 /**
  * Comparative judging benchmark (`npx tsx bench/rank.ts`), two parts, medians of `--runs` runs:
  *
- * 1. Scoring CPU: `standings()` (Bradley–Terry fit + 200-resample bootstrap CIs) over G ∈ {8, 16, 32, 64}
+ * 1. Scoring CPU: `standings()` (Bradley–Terry fit + posterior score intervals) over G ∈ {8, 16, 32, 64}
  *    candidates, all_pairs and circular, outcomes from a noisy known order (70 % right), as process CPU time
  *    (robust to a busy machine). Reported per planned LLM call and as a ratio to one point fit measured in the
  *    same run (the bootstrap's multiplier).
@@ -74,7 +74,7 @@ const busy0 = machineBusyMs();
 const wall0 = performance.now();
 print(`# bench/rank.ts — ${new Date().toISOString().slice(0, 10)}, ${RUNS} runs, medians`);
 print('');
-print('## 1. Scoring CPU (standings: Bradley–Terry fit + 200-resample bootstrap)');
+print('## 1. Scoring CPU (standings: Bradley–Terry fit + posterior score intervals)');
 print('');
 print(
   '| G | schedule | pairs | planned calls | standings CPU ms | CPU µs per planned call | one fit CPU ms | standings ÷ fit |',

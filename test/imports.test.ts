@@ -55,6 +55,48 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   ],
 ]);
 
+/**
+ * Inside src/ablations, one folder per command beside the shared code: `shared` is the files at its top
+ * (dataset, records, pool, progress, tallies, types, format, plots, cli-common), `stats` the statistics. The
+ * shared parts import no command; `probe`, `calibrate` and `docs` run graphs through `ablate`'s runner, and
+ * `docs` renders `ablate`'s and `probe`'s reports; `evaluate` stands alone.
+ */
+const ABLATION_PARTS: ReadonlyMap<string, readonly string[]> = new Map([
+  ['stats', []],
+  ['shared', ['stats']],
+  ['ablate', ['shared', 'stats']],
+  ['probe', ['shared', 'stats', 'ablate']],
+  ['calibrate', ['shared', 'stats', 'ablate']],
+  ['evaluate', ['shared', 'stats']],
+  ['docs', ['shared', 'stats', 'ablate', 'probe']],
+]);
+
+/** `ablations/probe/run.ts` → `probe`; `ablations/records.ts` → `shared`; null outside src/ablations. */
+function ablationPart(file: string): string | null {
+  if (!file.startsWith('ablations/')) return null;
+  const rest = file.slice('ablations/'.length);
+  return rest.includes('/') ? rest.slice(0, rest.indexOf('/')) : 'shared';
+}
+
+/** Each import inside src/ablations that breaks ABLATION_PARTS, as `from -> to`. */
+function ablationViolations(graph: Graph): string[] {
+  const out: string[] = [];
+  for (const [file, edges] of graph) {
+    const part = ablationPart(file);
+    if (part === null) continue;
+    const allowed = ABLATION_PARTS.get(part);
+    if (allowed === undefined) {
+      out.push(`${file}: folder '${part}' is not in ABLATION_PARTS`);
+      continue;
+    }
+    for (const to of edges.relative) {
+      const target = ablationPart(to);
+      if (target !== null && target !== part && !allowed.includes(target)) out.push(`${file} -> ${to}`);
+    }
+  }
+  return out;
+}
+
 type Graph = ReadonlyMap<string, { relative: string[]; packages: string[] }>;
 
 const IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)'([^']+)'/g;
@@ -217,6 +259,32 @@ describe('src/ layering', () => {
 
   it('has no import that crosses a layer the wrong way or pulls in a foreign package', () => {
     expect(layerViolations(graph)).toEqual([]);
+  });
+
+  it('keeps src/ablations grouped by command: no command imports another the wrong way', () => {
+    expect(ablationViolations(graph)).toEqual([]);
+    const top = readdirSync(join(SRC, 'ablations'), { withFileTypes: true });
+    expect(top.filter((e) => e.isFile()).length).toBeLessThanOrEqual(20);
+    expect(top.filter((e) => e.isDirectory()).map((e) => e.name)).toEqual(
+      expect.arrayContaining(['ablate', 'probe', 'calibrate', 'evaluate', 'stats']),
+    );
+  });
+
+  it('flags a shared file importing a command and a command importing another', () => {
+    const bad: Graph = new Map([
+      ['ablations/records.ts', { relative: ['ablations/ablate/runner.ts'], packages: [] }],
+      [
+        'ablations/evaluate/run.ts',
+        { relative: ['ablations/probe/run.ts', 'ablations/pool.ts'], packages: [] },
+      ],
+      ['ablations/ablate/runner.ts', { relative: [], packages: [] }],
+      ['ablations/probe/run.ts', { relative: ['ablations/ablate/runner.ts'], packages: [] }],
+      ['ablations/pool.ts', { relative: [], packages: [] }],
+    ]);
+    expect(ablationViolations(bad)).toEqual([
+      'ablations/records.ts -> ablations/ablate/runner.ts',
+      'ablations/evaluate/run.ts -> ablations/probe/run.ts',
+    ]);
   });
 
   it('has no import cycle anywhere', () => {

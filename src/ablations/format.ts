@@ -44,9 +44,16 @@ export function withCi(point: number | null, ci: AnyInterval): string {
   return `${num(point)} [${num(ci.lo, d)}, ${num(ci.hi, d)}]${flag}${note}`;
 }
 
-/** `rate (hits/trials) [lo, hi]` with an exact interval. */
+/**
+ * `rate (hits/trials) [lo, hi]` with an exact interval; with few events (or non-events) also the cluster-level
+ * bound, which holds at any intra-cluster correlation (the interval itself assumes unclustered events then).
+ */
 export function proportionCell(p: Proportion): string {
-  return `${pct(p.rate)} (${p.hits}/${p.trials}) [${pct(p.ci.lo)}, ${pct(p.ci.hi)}]`;
+  const cell = `${pct(p.rate)} (${p.hits}/${p.trials}) [${pct(p.ci.lo)}, ${pct(p.ci.hi)}]`;
+  const bound = p.ci.clusterLevel;
+  if (bound === null) return cell;
+  const side = p.hits <= p.trials - p.hits ? `≤ ${pct(bound.hi)}` : `≥ ${pct(bound.lo)}`;
+  return `${cell} (clustered: ${side})`;
 }
 
 /** A p-value to 3 decimals, `< 0.001` below that. */

@@ -1,6 +1,6 @@
 /**
  * The shapes of an ablation's results (`results.json`, `timing.json`) and of a graph taking part in it.
- * Types only: the computation is in `analysis.ts`, the rendering in `report.ts` and `plots.ts`.
+ * Types only: the computation is in `ablate/analysis.ts`, the rendering in `ablate/report.ts` and `plots.ts`.
  */
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Router } from '../judge/types.js';

@@ -9,7 +9,7 @@
  * - `swiss`: ⌈log₂G⌉ rounds, each pairing neighbours in the current standings who have not met →
  *   at most ⌈log₂G⌉·⌊G/2⌋ pairs, 2·⌈log₂G⌉·⌊G/2⌋ calls × judges (G = 6: ≤ 9 pairs, 18 calls).
  */
-import { bootstrapScores, scoreOutcomes, type Outcome, type ScoreMethod } from './bradley-terry.js';
+import { scoreIntervals, scoreOutcomes, type Outcome, type ScoreMethod } from './bradley-terry.js';
 import type { Preference } from './compare.js';
 
 export const SCHEDULES = ['all_pairs', 'circular', 'swiss'] as const;
@@ -160,7 +160,8 @@ export interface Standings {
 
 export interface StandingsOptions {
   method?: ScoreMethod | undefined;
-  resamples?: number | undefined;
+  /** Posterior draws of the score intervals (default DEFAULT_SCORE_DRAWS). */
+  draws?: number | undefined;
   seed?: number | undefined;
 }
 
@@ -203,9 +204,9 @@ export function standings<R extends PairResult>(
     outcomes.push({ i: p.i, j: p.j, winner: pref === 'a' ? 'i' : pref === 'b' ? 'j' : 'tie' });
   }
   const scores = scoreOutcomes(g, outcomes, options.method);
-  const cis = bootstrapScores(g, outcomes, {
+  const cis = scoreIntervals(g, outcomes, {
     method: options.method,
-    resamples: options.resamples,
+    draws: options.draws,
     seed: options.seed,
   });
   const ranking = rows

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { parallelGroups } from '../../src/ablations/agents.js';
-import { analyze } from '../../src/ablations/analysis.js';
+import { parallelGroups } from '../../src/ablations/ablate/agents.js';
+import { analyze } from '../../src/ablations/ablate/analysis.js';
 import { f1CostSvg, niceTicks, precisionRecallSvg } from '../../src/ablations/plots.js';
 import { formatProgress, createProgress } from '../../src/ablations/progress.js';
-import { renderReport } from '../../src/ablations/report.js';
+import { renderReport } from '../../src/ablations/ablate/report.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { entry, item, record, type Msg } from './helpers.js';
 

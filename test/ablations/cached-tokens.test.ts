@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { loadDataset } from '../../src/ablations/dataset.js';
-import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
+import { resolveGraphs, runAblation } from '../../src/ablations/ablate/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { calibrateMember, type VoteTable } from '../../src/ablations/calibration/members.js';
-import { planCommittee, type PlanCandidate } from '../../src/ablations/calibration/plan.js';
+import { calibrateMember, type VoteTable } from '../../src/ablations/calibrate/members.js';
+import { planCommittee, type PlanCandidate } from '../../src/ablations/calibrate/plan.js';
 import type { DatasetItem } from '../../src/ablations/dataset.js';
 
 // 10 positives and 2 negatives; every member is right on both negatives.

@@ -3,10 +3,10 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { CalibrationResults } from '../../src/ablations/calibration/analyze.js';
-import { runCalibration } from '../../src/ablations/calibration/run.js';
+import type { CalibrationResults } from '../../src/ablations/calibrate/analyze.js';
+import { runCalibration } from '../../src/ablations/calibrate/run.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
-import { resolveGraphs } from '../../src/ablations/runner.js';
+import { resolveGraphs } from '../../src/ablations/ablate/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { universalReply } from '../fakes/openai.js';
@@ -101,5 +101,11 @@ describe('calibrate with a failing backend', () => {
     const [committee] = r.committees;
     expect(committee?.observed.failures).toBe(1);
     expect(committee?.observed.n).toBe(5);
+    // Every member errs on every negative and on no positive: φ is undefined in both classes. Flagged, not 0:
+    // ρ does not matter on positives (no error there) but does on negatives, so no beta-binomial prediction.
+    expect(committee?.rho).toEqual({ positive: null, negative: null });
+    expect(committee?.rhoNote).toMatch(/undefined .* positives and negatives: no beta-binomial prediction/);
+    for (const p of committee?.predictions ?? []) expect(p.betaBinomial).toBeNull();
+    expect(committee?.check.beta_binomial.inside).toBeNull();
   }, 30_000);
 });

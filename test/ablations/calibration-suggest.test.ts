@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCalibration } from '../../src/ablations/calibration/run.js';
+import { runCalibration } from '../../src/ablations/calibrate/run.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
-import { resolveGraphs } from '../../src/ablations/runner.js';
+import { resolveGraphs } from '../../src/ablations/ablate/runner.js';
 import { compileSpec } from '../../src/judge/presets.js';
 import { getRole } from '../../src/roles/index.js';
 import { STRICTNESS_TEXT } from '../../src/roles/strictness.js';

@@ -3,9 +3,9 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { matchedVoteSize } from '../../src/ablations/baselines.js';
+import { matchedVoteSize } from '../../src/ablations/ablate/baselines.js';
 import { loadDataset } from '../../src/ablations/dataset.js';
-import { resolveGraphs, runAblation } from '../../src/ablations/runner.js';
+import { resolveGraphs, runAblation } from '../../src/ablations/ablate/runner.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { useTempDirs } from '../support/temp-dirs.js';

@@ -11,7 +11,7 @@ async function ablate(args: string[]): Promise<{ code: number | null; stdout: st
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG') env[k] = v;
   }
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/ablations/cli-ablate.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/ablations/ablate/cli.ts', ...args], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

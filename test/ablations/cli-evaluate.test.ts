@@ -18,7 +18,7 @@ describe('npm run evaluate (CLI, offline backend)', () => {
       [
         '--import',
         'tsx',
-        'src/ablations/cli-evaluate.ts',
+        'src/ablations/evaluate/cli.ts',
         '--input',
         'datasets/ideas-sample.jsonl',
         '--out',

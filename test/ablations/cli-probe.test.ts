@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PROBE_NAMES } from '../../src/ablations/probes/catalogue.js';
+import { PROBE_NAMES } from '../../src/ablations/probe/catalogue.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const tempDir = useTempDirs('probe-');
@@ -19,7 +19,7 @@ async function cli(gates: Record<string, number | null>): Promise<{ code: number
     [
       '--import',
       'tsx',
-      'src/ablations/cli-probe.ts',
+      'src/ablations/probe/cli.ts',
       '--dataset',
       'datasets/sample.jsonl',
       '--graph',

@@ -2,9 +2,14 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { runEvaluation, type EvaluateResults } from '../../src/ablations/evaluate.js';
-import { parseEvaluateInput } from '../../src/ablations/evaluate-input.js';
-import { kendallTauB, normalizePairwise } from '../../src/ablations/evaluate-stats.js';
+import { runEvaluation, type EvaluateResults } from '../../src/ablations/evaluate/run.js';
+import { parseEvaluateInput } from '../../src/ablations/evaluate/input.js';
+import {
+  evaluationStats,
+  kendallTauB,
+  normalizePairwise,
+  type IdeaOutcome,
+} from '../../src/ablations/evaluate/stats.js';
 import { comparisonReply, criterionOf, scoreOf, shownIdeas } from '../fakes/comparative.js';
 import { type FakeChatRequest, type FakeReply } from '../fakes/openai.js';
 import { useFakeRouter } from '../judge/helpers.js';
@@ -237,5 +242,40 @@ describe('evaluate input', () => {
     expect(input.systems).toEqual(['prompted', 'sft', 'rl-debate']);
     expect(input.humanCriteria).toEqual(['novelty', 'feasibility', 'effectiveness']);
     expect(input.ideas.filter((i) => Object.keys(i.human).length > 0)).toHaveLength(6);
+  });
+});
+
+describe('evaluationStats intervals', () => {
+  const idea = (q: number, system: string, score: number, k: number): IdeaOutcome => ({
+    id: `${system}-${q}-${k}`,
+    questionId: `q${q}`,
+    system,
+    absolute: { novelty: score },
+    pairwise: { novelty: { sum: score - 3, judgments: 2 } },
+    human: {},
+  });
+  const ideas: IdeaOutcome[] = [];
+  for (let q = 0; q < 6; q++) {
+    ideas.push(idea(q, 'alpha', 3 + (q % 3), 0), idea(q, 'beta', 1 + (q % 2), 1));
+  }
+  const stats = evaluationStats(ideas, [], {
+    systems: ['alpha', 'beta'],
+    criteria: ['novelty'],
+    protocols: ['absolute', 'pairwise'],
+    seed: 1,
+    resamples: 200,
+  });
+
+  it('gives no CI to a system-level τ over 2 systems (it is ±1 whatever the data)', () => {
+    expect(stats.systemTau.novelty?.tau).toBe(1);
+    expect([stats.systemTau.novelty?.ci.lo, stats.systemTau.novelty?.ci.hi]).toEqual([null, null]);
+    expect(stats.systemTau.novelty?.ci.note).toMatch(/cannot vary: τ over 2 systems/);
+  });
+
+  it('gives means the question jackknife-t interval', () => {
+    const cell = stats.table[0]!.cells.novelty!.absolute!;
+    expect(cell.ci.method).toBe('jackknife-t');
+    expect(cell.ci.lo!).toBeLessThan(cell.mean!);
+    expect(cell.ci.hi!).toBeGreaterThan(cell.mean!);
   });
 });

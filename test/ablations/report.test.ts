@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { analyze } from '../../src/ablations/analysis.js';
+import { analyze } from '../../src/ablations/ablate/analysis.js';
 import type { DatasetItem } from '../../src/ablations/dataset.js';
 import { endpointDecimals } from '../../src/ablations/format.js';
 import type { ItemRecord } from '../../src/ablations/records.js';
-import { renderReport } from '../../src/ablations/report.js';
+import { renderReport } from '../../src/ablations/ablate/report.js';
 import { entry, item, record } from './helpers.js';
 
 const verdictOf = (r: 0 | 1) => (r === 1 ? 'match' : 'no_match');
@@ -84,12 +84,12 @@ describe('report: paired comparison', () => {
     );
   });
 
-  it('prints bootstrap endpoints to their Monte-Carlo precision', () => {
+  it('prints the paired jackknife-t endpoints (deterministic: no Monte-Carlo error) to 3 decimals', () => {
     const ci = results.graphs[1]!.paired!.rates.f1.ci;
-    expect(ci.method).toBe('percentile');
-    expect(ci.mcError).toBeGreaterThan(0);
+    expect(ci.method).toBe('jackknife-t');
+    expect(ci.mcError).toBe(0);
     const digits = endpointDecimals(ci);
-    expect(2 * ci.mcError).toBeLessThan(10 ** -digits * 10);
+    expect(digits).toBe(3);
     const cell = md.match(/\| cautious \| 200 \| -0\.267 \[([^,\]]+), ([^\]]+)\]/)!;
     expect(cell[1]!.split('.')[1]).toHaveLength(digits);
     expect(cell[2]!.split('.')[1]).toHaveLength(digits);

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 
 import {
-  bootstrapScores,
   expectedWinRates,
   fitBradleyTerry,
   fitBradleyTerryMM,
   fitElo,
+  scoreIntervals,
   scoreOutcomes,
   type Outcome,
 } from '../../src/judge/bradley-terry.js';
@@ -105,11 +105,11 @@ describe('Elo (documented alternative)', () => {
   });
 });
 
-describe('bootstrap CIs', () => {
+describe('score intervals (Laplace posterior)', () => {
   it('is deterministic for a seed, brackets the point estimate, and is null for unrated candidates', () => {
     const outcomes = [win(0, 1), win(0, 2), win(1, 2), win(0, 1), tie(1, 2), win(0, 2)];
-    const a = bootstrapScores(4, outcomes, { seed: 7, resamples: 300 });
-    const b = bootstrapScores(4, outcomes, { seed: 7, resamples: 300 });
+    const a = scoreIntervals(4, outcomes, { seed: 7, draws: 300 });
+    const b = scoreIntervals(4, outcomes, { seed: 7, draws: 300 });
     expect(a).toEqual(b);
     const points = scoreOutcomes(4, outcomes);
     for (let k = 0; k < 3; k++) {
@@ -120,5 +120,28 @@ describe('bootstrap CIs', () => {
       expect(hi).toBeLessThanOrEqual(1);
     }
     expect(a[3]).toBeNull();
+  });
+
+  it('gives one comparison a wide interval, never a zero-width one (the bootstrap printed [0.82, 0.82])', () => {
+    const [ci0, ci1] = scoreIntervals(2, [win(0, 1)]);
+    expect(ci0![1] - ci0![0]).toBeGreaterThan(0.5);
+    expect(ci0![0]).toBeLessThan(0.5);
+    // Symmetric: the loser's interval mirrors the winner's.
+    expect(ci1![0]).toBeCloseTo(1 - ci0![1], 9);
+  });
+
+  it('narrows as the same result repeats', () => {
+    const width = (k: number) => {
+      const ci = scoreIntervals(
+        2,
+        Array.from({ length: k }, (_, i) => (i % 4 === 3 ? win(1, 0) : win(0, 1))),
+      )[0]!;
+      return ci[1] - ci[0];
+    };
+    expect(width(40)).toBeLessThan(width(4));
+  });
+
+  it('is null for every candidate under Elo (no sampling model)', () => {
+    expect(scoreIntervals(3, [win(0, 1), win(1, 2)], { method: 'elo' })).toEqual([null, null, null]);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { MASTER_KEY_NULLS, MASTER_KEY_VARIANTS } from '../../src/ablations/probes/catalogue.js';
+import { MASTER_KEY_NULLS, MASTER_KEY_VARIANTS } from '../../src/ablations/probe/catalogue.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from '../../src/judge/degenerate.js';
 
 const IDEA = 'Regularize the input Jacobian adversarially so it resembles natural images.';

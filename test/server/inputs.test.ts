@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { MASTER_KEY_NULLS } from '../../src/ablations/probes/catalogue.js';
+import { MASTER_KEY_NULLS } from '../../src/ablations/probe/catalogue.js';
 import { compileSpec } from '../../src/judge/presets.js';
 import { candidate, GOOD, GROUND_TRUTH, QUESTION, type Harness, useHarness } from './helpers.js';
 

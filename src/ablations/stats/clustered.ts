@@ -4,10 +4,11 @@
  * both methods below only ever re-sum rows.
  *
  * - `percentile`: cluster bootstrap (whole clusters drawn with replacement, seeded mulberry32), percentile
- *   interval; the two-sided p-value of a difference inverts that interval. Used from 50 clusters on.
+ *   interval; the two-sided p-value of a difference inverts that interval. On request only: the reports use
+ *   the jackknife-t at every cluster count (`methodFor`).
  * - `jackknife-t`: leave-one-cluster-out jackknife standard error on a variance-stabilising scale (logit for a
- *   rate, atanh for a difference) with a Student t quantile on k − 1 degrees of freedom. Below 50 clusters the
- *   percentile bootstrap undercovers (0.91–0.93 with 34 clusters); this one holds (see
+ *   rate, atanh for a difference) with a Student t quantile on k − 1 degrees of freedom. The percentile
+ *   bootstrap undercovers (0.91–0.93 with 34 clusters, 0.925–0.936 with 60–100); this one holds (see
  *   test/ablations/stats/coverage.test.ts). Deterministic: no Monte-Carlo error.
  *
  * An interval is never made up: a statistic undefined in more than (1 − level)/2 of the resamples, or in a
@@ -26,14 +27,18 @@ export type EstimateMethod = 'percentile' | 'jackknife-t';
 /** `rate`: values in [0, 1]; `difference`: values in [−1, 1] (the test is of 0). */
 export type Scale = 'rate' | 'difference';
 
-/** Below this many clusters the report warns and uses `jackknife-t`. */
+/** Below this many clusters the report warns that its intervals are wide (every method is then fragile). */
 export const FEW_CLUSTERS = 50;
 /** Bootstrap resamples (the ablation reports never use fewer). */
 export const DEFAULT_RESAMPLES = 2000;
 
-export function methodFor(clusters: number): EstimateMethod {
-  return clusters < FEW_CLUSTERS ? 'jackknife-t' : 'percentile';
-}
+/**
+ * The reports' method at every cluster count: the jackknife-t. The percentile bootstrap undercovered F1 at
+ * 50–100 clusters as well as below (0.925 at 60, 0.936 at 100 MOOSE-like clusters, where the jackknife-t gave
+ * 0.945 and 0.949; docs/ablations.md "Coverage"), so the switch at 50 clusters is gone. `percentile` stays for
+ * callers that ask for it.
+ */
+export const REPORT_METHOD: EstimateMethod = 'jackknife-t';
 
 export interface Interval {
   lo: number | null;
@@ -48,6 +53,36 @@ export interface Interval {
   mcError: number;
   /** Why `lo`/`hi` are null, or what the interval is when it is not the method's own. */
   note: string | null;
+  /**
+   * When a difference has no interval because the two agree on every item it counts (a zero-width interval
+   * is no interval): the exact upper bound on the share of clusters, hence of items, where they differ.
+   */
+  discordantBound?: number | undefined;
+}
+
+/**
+ * The exact (Clopper–Pearson, two-sided `level`) upper bound on the rate of an event seen in 0 of `k`
+ * clusters: 1 − ((1 − level)/2)^(1/k). A cluster-level bound, valid at any intra-cluster correlation, and a
+ * bound on the item-level rate too (an item's chance of the event is at most its cluster's chance of one).
+ */
+export function zeroEventBound(clusters: number, level = 0.95): number {
+  return clusters < 1 ? 1 : 1 - ((1 - level) / 2) ** (1 / clusters);
+}
+
+/**
+ * A difference that is 0 in every resample (or every leave-one-out sample): the two agree on every item the
+ * statistic counts. Its interval would have zero width, which no 95% interval is (a true difference of
+ * 0.0065 gave [0, 0] in 34% of samples at 60 clusters); instead: null, and the exact bound on disagreement.
+ */
+function agreementInterval(base: Omit<Interval, 'lo' | 'hi' | 'note'>, clusters: number): Interval {
+  const bound = zeroEventBound(clusters, base.level);
+  return {
+    ...base,
+    lo: null,
+    hi: null,
+    discordantBound: bound,
+    note: `no interval: the two agree on every item it counts in all ${clusters} clusters; they differ on at most ${(100 * bound).toFixed(1)}% of clusters (exact ${Math.round(base.level * 100)}% bound, 0 of ${clusters})`,
+  };
 }
 
 export interface Estimate {
@@ -66,7 +101,7 @@ export interface EstimateOptions {
   seed: number;
   resamples?: number | undefined;
   level?: number | undefined;
-  /** Default: methodFor(number of clusters). */
+  /** Default: REPORT_METHOD. */
   method?: EstimateMethod | undefined;
 }
 
@@ -151,6 +186,7 @@ function percentileEstimate(
   scale: Scale,
   resamples: number,
   level: number,
+  clusters: number,
 ): Estimate {
   const tail = (1 - level) / 2;
   const base = {
@@ -173,7 +209,10 @@ function percentileEstimate(
   const hi = quantile(sorted, 1 - tail);
   if (lo === null || hi === null) return { point, ci: nullInterval(base, 'no defined resample'), p: null };
   const flat = hi - lo <= 0;
-  if (flat && (draws.undefined > 0 || scale === 'rate')) {
+  if (flat && scale === 'difference' && draws.undefined === 0 && lo === 0) {
+    return { point, ci: agreementInterval(base, clusters), p: 1 };
+  }
+  if (flat) {
     const why =
       draws.undefined > 0
         ? `zero width after dropping ${draws.undefined} undefined resamples`
@@ -194,8 +233,7 @@ function percentileEstimate(
     // 0 count on both sides (an interval that touches 0 is not significant); +1: p is never 0.
     p = Math.min(1, (2 * (Math.min(below, above) + equal + 1)) / (sorted.length + 1));
   }
-  const note = flat ? 'zero width: the two agree on every item that counts, in every resample' : null;
-  return { point, ci: { ...base, lo, hi, mcError, note }, p };
+  return { point, ci: { ...base, lo, hi, mcError, note: null }, p };
 }
 
 function jackknifeEstimate(
@@ -222,7 +260,7 @@ function jackknifeEstimate(
   const values = leaveOneOut.filter(finite);
   const g = TRANSFORMS[scale];
   if (scale === 'difference' && point === 0 && values.every((v) => v === 0)) {
-    return { point, ci: { ...base, lo: 0, hi: 0, note: 'zero width: the two agree in every cluster' }, p: 1 };
+    return { point, ci: agreementInterval(base, k), p: 1 };
   }
   if (!g.inside(point) || !values.every(g.inside)) {
     return { point, ci: nullInterval(base, `at the boundary of its range (${point})`), p: null };
@@ -239,8 +277,7 @@ function jackknifeEstimate(
 
 /**
  * Point estimates, intervals and (for differences) p-values of several statistics of the same clusters,
- * by `options.method` (default: by the number of non-empty clusters). Percentile intervals share one set of
- * resamples.
+ * by `options.method` (default REPORT_METHOD). Percentile intervals share one set of resamples.
  */
 export function estimate<K extends string>(
   allRows: ClusterRows,
@@ -251,7 +288,7 @@ export function estimate<K extends string>(
   const resamples = options.resamples ?? DEFAULT_RESAMPLES;
   // A cluster with no item in this (sub)population carries nothing: it neither counts nor gets drawn.
   const rows = allRows.filter((row) => row.some((v) => v !== 0));
-  const method = options.method ?? methodFor(rows.length);
+  const method = options.method ?? REPORT_METHOD;
   const names = Object.keys(statistics).filter((k): k is K => Object.hasOwn(statistics, k));
   const total = columnSums(rows);
   const out: Record<string, Estimate> = {};
@@ -263,7 +300,14 @@ export function estimate<K extends string>(
       const spec = statistics[name];
       const point = spec.fn(total);
       const d = draws[name] ?? { values: [], undefined: resamples };
-      out[name] = percentileEstimate(finite(point) ? point : null, d, spec.scale, resamples, level);
+      out[name] = percentileEstimate(
+        finite(point) ? point : null,
+        d,
+        spec.scale,
+        resamples,
+        level,
+        rows.length,
+      );
     }
   } else {
     for (const name of names) {

@@ -29,9 +29,20 @@ export interface ExactInterval {
   /** trials / design effect × the t-vs-normal degrees-of-freedom factor: what the interval is exact for. */
   effectiveTrials: number | null;
   clusters: number;
-  /** Why lo/hi are null (no trials). */
+  /**
+   * With fewer than FEW_EVENTS events (or non-events) the design effect cannot be estimated from them, and
+   * the interval above assumes unclustered events (at ICC 0.6 it covered 0.79): then also the cluster-level
+   * bounds, exact on the clusters (n_eff = clusters). `hi` is the Clopper–Pearson upper bound on the share
+   * of clusters with an event, which bounds the item rate at any ICC (an item's chance of the event is at
+   * most its cluster's chance of one); `lo` the same from the non-events. Null otherwise.
+   */
+  clusterLevel: { lo: number; hi: number } | null;
+  /** Why lo/hi are null (no trials), or that the interval assumes unclustered events. */
   note: string | null;
 }
+
+/** Below this many events (or non-events) a proportion also gets its cluster-level bounds. */
+export const FEW_EVENTS = 5;
 
 export interface Proportion {
   hits: number;
@@ -99,6 +110,7 @@ export function clusteredProportion(tallies: readonly Tally[], level = DEFAULT_L
         designEffect: null,
         effectiveTrials: null,
         clusters,
+        clusterLevel: null,
         note: 'no trials',
       },
     };
@@ -107,6 +119,15 @@ export function clusteredProportion(tallies: readonly Tally[], level = DEFAULT_L
   const deff = designEffect(tallies, hits, trials);
   const effectiveTrials = (trials / deff) * degreesOfFreedomFactor(clusters, level);
   const { lo, hi } = clopperPearson(rate * effectiveTrials, effectiveTrials, level);
+  let clusterLevel: { lo: number; hi: number } | null = null;
+  if (Math.min(hits, trials - hits) < FEW_EVENTS) {
+    const withHit = tallies.filter((t) => t.trials > 0 && t.hits > 0).length;
+    const withMiss = tallies.filter((t) => t.trials > 0 && t.hits < t.trials).length;
+    clusterLevel = {
+      lo: 1 - clopperPearson(withMiss, clusters, level).hi,
+      hi: clopperPearson(withHit, clusters, level).hi,
+    };
+  }
   return {
     hits,
     trials,
@@ -119,7 +140,13 @@ export function clusteredProportion(tallies: readonly Tally[], level = DEFAULT_L
       designEffect: deff,
       effectiveTrials,
       clusters,
-      note: null,
+      clusterLevel,
+      note:
+        clusterLevel === null
+          ? null
+          : rate === 0 || rate === 1
+            ? 'assumes unclustered events (no design effect to estimate); the cluster-level bound does not'
+            : `only ${Math.min(hits, trials - hits)} events: a design effect barely estimable; see the cluster-level bound`,
     },
   };
 }

@@ -8,10 +8,10 @@ import {
   padText,
   PROBE_NAMES,
   truncateText,
-} from '../../../src/ablations/probes/catalogue.js';
-import { renderProbeReport } from '../../../src/ablations/probes/report.js';
-import { runProbes } from '../../../src/ablations/probes/run.js';
-import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../../src/ablations/probes/scoring.js';
+} from '../../../src/ablations/probe/catalogue.js';
+import { renderProbeReport } from '../../../src/ablations/probe/report.js';
+import { runProbes } from '../../../src/ablations/probe/run.js';
+import { DEFAULT_GATES, loadGates, type ProbeResults } from '../../../src/ablations/probe/scoring.js';
 import { createOfflineBackend } from '../../../src/judge/backends/offline.js';
 import { getPreset } from '../../../src/judge/presets.js';
 import { createRouter } from '../../../src/judge/routing.js';
@@ -84,7 +84,7 @@ describe('runProbes on the offline backend', () => {
     expect(nulls.passed).toBe(false);
     expect(nulls.trialsNeeded!).toBeGreaterThan(trials);
     expect(renderProbeReport(results)).toContain(
-      `| master-key-nulls | FPR | 0.0% (0/${trials}) [0.0%, ${(nulls.rate.ci.hi! * 100).toFixed(1)}%] |`,
+      `| master-key-nulls | FPR | 0.0% (0/${trials}) [0.0%, ${(nulls.rate.ci.hi! * 100).toFixed(1)}%] (clustered: ≤ ${(nulls.rate.ci.clusterLevel!.hi * 100).toFixed(1)}%) |`,
     );
     const nullJudgments = judged.filter((j) => j.probe === 'master-key-nulls');
     expect(nullJudgments).toHaveLength(8 * MASTER_KEY_NULLS.length);

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { DatasetItem } from '../../../src/ablations/dataset.js';
-import { buildCases, PROBE_NAMES } from '../../../src/ablations/probes/catalogue.js';
-import { renderProbeReport } from '../../../src/ablations/probes/report.js';
+import { buildCases, PROBE_NAMES } from '../../../src/ablations/probe/catalogue.js';
+import { renderProbeReport } from '../../../src/ablations/probe/report.js';
 import {
   decideGate,
   DEFAULT_GATES,
   scoreProbes,
   type ProbeOutcome,
-} from '../../../src/ablations/probes/scoring.js';
+} from '../../../src/ablations/probe/scoring.js';
 import { clusteredProportion } from '../../../src/ablations/stats/proportion.js';
 import { item } from '../helpers.js';
 

@@ -72,3 +72,25 @@ describe('trialsNeeded', () => {
     expect(trialsNeeded(clusteredProportion(independent(1, 100)), 0.02)).toBeGreaterThan(100);
   });
 });
+
+describe('clusteredProportion with few events', () => {
+  it('adds the cluster-level bound and labels the interval when no event is seen', () => {
+    const none = clusteredProportion(Array.from({ length: 34 }, () => ({ hits: 0, trials: 8 })));
+    expect(none.ci.clusterLevel!.hi).toBeCloseTo(1 - 0.025 ** (1 / 34), 10);
+    expect(none.ci.clusterLevel!.hi).toBeGreaterThan(none.ci.hi! * 5);
+    expect(none.ci.note).toMatch(/assumes unclustered events/);
+  });
+
+  it('bounds by the clusters that hold an event, however many events each holds', () => {
+    const tallies = Array.from({ length: 34 }, (_, i) => ({ hits: i === 0 ? 4 : 0, trials: 8 }));
+    const p = clusteredProportion(tallies);
+    expect(p.ci.clusterLevel!.hi).toBeCloseTo(clopperPearson(1, 34).hi, 12);
+    expect(p.ci.note).toMatch(/only 4 events/);
+  });
+
+  it('reports no cluster-level bound with enough events of both kinds', () => {
+    const p = clusteredProportion(Array.from({ length: 34 }, (_, i) => ({ hits: i % 2, trials: 8 })));
+    expect(p.ci.clusterLevel).toBeNull();
+    expect(p.ci.note).toBeNull();
+  });
+});

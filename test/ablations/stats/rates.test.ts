@@ -47,7 +47,7 @@ function clusters(n: number): Confusion[] {
 describe('ratesWithCi', () => {
   it('gives proportions exact intervals and F1 a resampled one, all around the point, narrowing with n', () => {
     const small = ratesWithCi(clusters(20), { seed: 1, resamples: 2000, method: 'percentile' });
-    const large = ratesWithCi(clusters(400), { seed: 1, resamples: 2000 });
+    const large = ratesWithCi(clusters(400), { seed: 1, resamples: 2000, method: 'percentile' });
     expect(small.point.precision).toBeCloseTo(large.point.precision!, 12);
     for (const r of [small, large]) {
       for (const name of ['precision', 'recall', 'f1', 'accuracy', 'specificity'] as const) {
@@ -92,7 +92,7 @@ function paired(items: readonly (readonly [label: 0 | 1, a: 0 | 1, b: 0 | 1])[][
 }
 
 describe('pairedRates', () => {
-  it('is exactly 0 with p = 1 for identical classifiers', () => {
+  it('is exactly 0 with p = 1 and no zero-width interval for identical classifiers, but an exact bound', () => {
     const same = paired(
       Array.from({ length: 60 }, (_, i) => [
         [1, i % 3 === 0 ? 0 : 1, i % 3 === 0 ? 0 : 1],
@@ -102,7 +102,10 @@ describe('pairedRates', () => {
     for (const method of ['percentile', 'jackknife-t'] as const) {
       const d = pairedRates(same, { seed: 9, method });
       expect(d.f1.point).toBe(0);
-      expect([d.f1.ci.lo, d.f1.ci.hi]).toEqual([0, 0]);
+      expect([d.f1.ci.lo, d.f1.ci.hi]).toEqual([null, null]);
+      // 0 discordant clusters of 60: 1 − 0.025^(1/60).
+      expect(d.f1.ci.discordantBound).toBeCloseTo(1 - 0.025 ** (1 / 60), 12);
+      expect(d.f1.ci.note).toMatch(/agree on every item.*6\.0% of clusters/);
       expect(d.f1.p).toBe(1);
       expect(d.mcnemar).toEqual({ b: 0, c: 0, exactP: 1, clusteredP: 1 });
     }

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { chiSquare1Sf } from '../../../src/ablations/stats/distributions.js';
-import { clusteredMcnemar, holm, mcnemarExact } from '../../../src/ablations/stats/significance.js';
+import {
+  clusteredMcnemar,
+  holm,
+  mcnemarExact,
+  signFlipP,
+} from '../../../src/ablations/stats/significance.js';
 
 describe('mcnemarExact', () => {
   it('matches the binomial tail on known tables', () => {
@@ -17,13 +22,33 @@ describe('mcnemarExact', () => {
 });
 
 describe('clusteredMcnemar', () => {
-  it('is the asymptotic McNemar test when every cluster is one item', () => {
+  it('is the asymptotic McNemar test when every cluster is one item (from 20 discordant clusters)', () => {
+    const items = [
+      ...Array.from({ length: 15 }, () => ({ b: 1, c: 0 })),
+      ...Array.from({ length: 5 }, () => ({ b: 0, c: 1 })),
+    ];
+    expect(clusteredMcnemar(items)).toBeCloseTo(chiSquare1Sf((15 - 5) ** 2 / (15 + 5)), 12);
+    expect(clusteredMcnemar([{ b: 0, c: 0 }])).toBe(1);
+  });
+
+  it('is the exact sign-flip test below 20 discordant clusters', () => {
+    // b = 0, c = 1: the χ² reference said 0.317; one sign flip either way is as extreme.
+    expect(clusteredMcnemar([{ b: 0, c: 1 }])).toBe(1);
+    // Four one-way clusters: 2 of 16 sign vectors are as extreme (the sign test's 0.125; χ² said 0.0455).
+    expect(clusteredMcnemar(Array.from({ length: 4 }, () => ({ b: 1, c: 0 })))).toBe(0.125);
+    // Unit differences: the sign-flip test is the two-sided exact binomial (McNemar exact) test.
+    expect(signFlipP([1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, 1])).toBeCloseTo(mcnemarExact(10, 2), 12);
+    // Sizes matter: observed 3 + 1 − 1 + 1 = 4; of the 16 sums ±3 ± 1 ± 1 ± 1, 8 have |sum| ≥ 4.
+    expect(signFlipP([3, 1, -1, 1])).toBe(8 / 16);
+  });
+
+  it('keeps the χ² reference shape at 20+ clusters', () => {
     const items = [
       ...Array.from({ length: 12 }, () => ({ b: 1, c: 0 })),
       ...Array.from({ length: 4 }, () => ({ b: 0, c: 1 })),
+      ...Array.from({ length: 4 }, () => ({ b: 1, c: 0 })),
     ];
-    expect(clusteredMcnemar(items)).toBeCloseTo(chiSquare1Sf((12 - 4) ** 2 / (12 + 4)), 12);
-    expect(clusteredMcnemar([{ b: 0, c: 0 }])).toBe(1);
+    expect(clusteredMcnemar(items)).toBeCloseTo(chiSquare1Sf((16 - 4) ** 2 / (16 + 4)), 12);
   });
 
   it('is far less sure than the exact test when the discordant pairs sit in a few clusters', () => {

@@ -3,17 +3,23 @@
  * failures, failures, calibration and bias, cost, agent statistics; the paired comparisons with the
  * reference and with the budget-matched vote baselines, Holm-adjusted per family.
  */
-import type { Decision } from '../judge/graph.js';
+import type { Decision } from '../../judge/graph.js';
 import { STANCE_OF_LABEL, agreement, dynamics, nodeCalibration } from './agents.js';
-import { clusterIndex, type DatasetItem } from './dataset.js';
-import { isFailure, type ItemRecord } from './records.js';
-import { BIAS_TOLERANCE, calibration, reviewerCalibration, type ScoreKind } from './stats/calibration.js';
-import { DEFAULT_RESAMPLES, FEW_CLUSTERS, methodFor, type EstimateOptions } from './stats/clustered.js';
-import { emptyConfusion, increment } from './stats/confusion.js';
-import { clusteredProportion, type Proportion } from './stats/proportion.js';
-import { pairedRates, ratesWithCi, type PairedCluster } from './stats/rates.js';
-import { holm } from './stats/significance.js';
-import { biasClusters, confusionsByCluster, emptyTallies, type ItemSet, type Prediction } from './tallies.js';
+import { clusterIndex, type DatasetItem } from '../dataset.js';
+import { isFailure, type ItemRecord } from '../records.js';
+import { BIAS_TOLERANCE, calibration, reviewerCalibration, type ScoreKind } from '../stats/calibration.js';
+import { DEFAULT_RESAMPLES, FEW_CLUSTERS, REPORT_METHOD, type EstimateOptions } from '../stats/clustered.js';
+import { emptyConfusion, increment } from '../stats/confusion.js';
+import { clusteredProportion, type Proportion } from '../stats/proportion.js';
+import { pairedRates, ratesWithCi, type PairedCluster } from '../stats/rates.js';
+import { holm } from '../stats/significance.js';
+import {
+  biasClusters,
+  confusionsByCluster,
+  emptyTallies,
+  type ItemSet,
+  type Prediction,
+} from '../tallies.js';
 import type {
   AblationResults,
   BaselineComparison,
@@ -23,7 +29,7 @@ import type {
   HolmAdjusted,
   MatchedOn,
   PairedComparison,
-} from './types.js';
+} from '../types.js';
 import { spend, usage } from './usage.js';
 
 export interface AnalyzeOptions {
@@ -122,15 +128,15 @@ export function analyze(options: AnalyzeOptions): AblationResults {
   const resamples = options.resamples ?? DEFAULT_RESAMPLES;
   const clusters = clusterIndex(items);
   const set: ItemSet = { items, clusters, hardNegatives: items.some((i) => i.kind === 'hard_negative') };
-  // One method for the whole report, by the number of clusters of the set.
-  const method = methodFor(clusters.count);
+  // One method for the whole report, at every cluster count.
+  const method = REPORT_METHOD;
   const est: EstimateOptions = { seed: options.seed, resamples, level: LEVEL, method };
   const warnings: string[] = [];
   if (clusters.count < FEW_CLUSTERS) {
     warnings.push(
-      `only ${clusters.count} ground-truth clusters (< ${FEW_CLUSTERS}): a percentile bootstrap undercovers here, so F1 and ` +
-        'every difference use the cluster jackknife t-interval (k − 1 degrees of freedom) and proportions the ' +
-        'degrees-of-freedom-adjusted exact interval; intervals are wide, read them before the point estimates',
+      `only ${clusters.count} ground-truth clusters (< ${FEW_CLUSTERS}): F1 and every difference use the cluster ` +
+        'jackknife t-interval (k − 1 degrees of freedom) and proportions the degrees-of-freedom-adjusted exact ' +
+        'interval; intervals are wide, read them before the point estimates',
     );
   }
   const kinds: Record<string, number> = {};

@@ -2,15 +2,15 @@
  * Statistics of the agents inside a graph: each stance-bearing node's calibration, Fleiss' κ among
  * parallel same-role members, and the debate dynamics of multi-round graphs. Pure, from the records.
  */
-import type { CompiledGraph } from '../judge/graph.js';
-import type { DatasetItem } from './dataset.js';
-import type { ItemRecord } from './records.js';
-import { fleissKappa } from './stats/agreement.js';
-import { reviewerCalibration } from './stats/calibration.js';
-import type { EstimateOptions } from './stats/clustered.js';
-import { increment, sumConfusions, total } from './stats/confusion.js';
-import { biasClusters, type ItemSet } from './tallies.js';
-import type { Agreement, DebateDynamics, NodeCalibration, Switches } from './types.js';
+import type { CompiledGraph } from '../../judge/graph.js';
+import type { DatasetItem } from '../dataset.js';
+import type { ItemRecord } from '../records.js';
+import { fleissKappa } from '../stats/agreement.js';
+import { reviewerCalibration } from '../stats/calibration.js';
+import type { EstimateOptions } from '../stats/clustered.js';
+import { increment, sumConfusions, total } from '../stats/confusion.js';
+import { biasClusters, type ItemSet } from '../tallies.js';
+import type { Agreement, DebateDynamics, NodeCalibration, Switches } from '../types.js';
 
 /** The stance the label calls right. */
 export const STANCE_OF_LABEL = (label: 0 | 1): 'match' | 'no_match' => (label === 1 ? 'match' : 'no_match');

@@ -4,7 +4,7 @@
  * and writes items.jsonl, results.json, timing.json, report.md and SVG plots to DIR. Resumable.
  */
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../../config.js';
 import {
   finishResumable,
   intOption,
@@ -16,10 +16,10 @@ import {
   runMain,
   runSettings,
   withInterrupts,
-} from './cli-common.js';
+} from '../cli-common.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation } from './runner.js';
-import { DEFAULT_RESAMPLES } from './stats/clustered.js';
+import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
 
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
 

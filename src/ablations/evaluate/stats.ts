@@ -6,11 +6,17 @@
  *   order gives the preferred idea +1 and the other −1 (a tie 0 to both). An idea's sum s over its k order
  *   judgments lies in [−k, k] and is normalised linearly to 1–5: **score = 3 + 2·s/k** (−k → 1, 0 → 3, k → 5).
  *   With n ideas and no failure k = 2(n − 1), i.e. score = 3 + s/(n − 1).
- * - CIs: percentile bootstrap resampling whole questions (an idea's scores depend on its question's other ideas).
+ * - CIs over whole questions (an idea's scores depend on its question's other ideas): the question jackknife-t
+ *   for means and τ over ideas; the percentile bootstrap for the system-level τ, none when it cannot vary.
  */
-import type { Criterion } from '../roles/types.js';
-import { clusterBootstrap, type Interval } from './stats/bootstrap.js';
-import { clusteredProportion, type Proportion, type Tally } from './stats/proportion.js';
+import type { Criterion } from '../../roles/types.js';
+import {
+  clusterBootstrap,
+  jackknifeInterval,
+  type Interval,
+  type JackknifeScale,
+} from '../stats/bootstrap.js';
+import { clusteredProportion, type Proportion, type Tally } from '../stats/proportion.js';
 
 /** The paper's linear normalisation of a pairwise sum to 1–5; null without any judgment. */
 export function normalizePairwise(sum: number, judgments: number): number | null {
@@ -270,7 +276,26 @@ export function evaluationStats(
       );
     }
   }
-  const ci = clusterBootstrap(clusters, statistics, { seed: options.seed, resamples: options.resamples });
+  // As the ablation: the cluster (question) jackknife-t for every smooth statistic (means, τ over ideas), at
+  // every question count — the percentile bootstrap undercovers at 34 questions. System-level τ ranks a handful
+  // of systems: a discrete statistic the jackknife cannot linearise, so it keeps the percentile bootstrap, and
+  // gets no interval when it cannot vary (2 systems: τ is ±1 whatever the data) or when every resample agrees.
+  const smooth = new Map([...statistics].filter(([name]) => !name.startsWith('systemTau|')));
+  const discrete = new Map([...statistics].filter(([name]) => name.startsWith('systemTau|')));
+  const ci = clusterBootstrap(clusters, discrete, { seed: options.seed, resamples: options.resamples });
+  const scaleOf = (name: string): JackknifeScale =>
+    name.startsWith('cell|') || name.startsWith('mean|') ? 'mean' : 'tau';
+  for (const [name, statistic] of smooth) ci.set(name, jackknifeInterval(clusters, statistic, scaleOf(name)));
+  for (const [name, interval] of ci) {
+    if (!discrete.has(name)) continue;
+    const note =
+      systems.length < 3
+        ? `cannot vary: τ over ${systems.length} systems is ±1 whatever the data`
+        : interval.lo !== null && interval.lo === interval.hi
+          ? 'cannot vary: every resample gave the same τ'
+          : null;
+    if (note !== null) ci.set(name, { ...interval, lo: null, hi: null, note });
+  }
   const interval = (name: string): Interval =>
     ci.get(name) ?? {
       lo: null,

@@ -8,8 +8,13 @@ function pct(x: number | null | undefined): string {
   return x == null ? '—' : (100 * x).toFixed(1);
 }
 
+/** `rate [lo, hi]` in %; with few events also the cluster-level bound (holds at any intra-cluster correlation). */
 function ci(i: BinomialInterval): string {
-  return i.rate === null ? '—' : `${pct(i.rate)} [${pct(i.lo)}, ${pct(i.hi)}]`;
+  if (i.rate === null) return '—';
+  const cell = `${pct(i.rate)} [${pct(i.lo)}, ${pct(i.hi)}]`;
+  const bound = i.clusterLevel;
+  if (bound === null || bound === undefined) return cell;
+  return `${cell} (clustered ${i.x <= i.n - i.x ? `≤ ${pct(bound.hi)}` : `≥ ${pct(bound.lo)}`})`;
 }
 
 function num(x: number | null, digits = 3): string {
@@ -27,7 +32,8 @@ function committeeLines(c: CommitteeResult): string[] {
     '',
     `Observed: accuracy ${ci(o.accuracy)}, precision ${ci(o.precision)}, recall ${ci(o.tpr)} over ${o.n} decided` +
       ` items (${o.failures} failures excluded). Mean member error: ${pct(c.meanError.positive)} on positives,` +
-      ` ${pct(c.meanError.negative)} on negatives; mean pairwise error φ: ${num(c.rho.positive)} / ${num(c.rho.negative)}.`,
+      ` ${pct(c.meanError.negative)} on negatives; mean pairwise error φ: ${num(c.rho.positive)} / ${num(c.rho.negative)}` +
+      `${c.rhoNote === null ? '' : ` (${c.rhoNote})`}.`,
     '',
     '| rule | independent | joint (measured) | beta-binomial |',
     '|---|---|---|---|',
@@ -95,7 +101,7 @@ export function renderCalibrationReport(r: CalibrationResults): string {
   }
   lines.push(
     '',
-    'Bias: `permissive` when the Newcombe interval of FPR (on hard negatives when the set has them) minus FNR lies above 0, `strict` when below, `balanced` when it contains 0.',
+    'Rates: exact (Clopper–Pearson) intervals over the ground-truth clusters (design effect, few-cluster factor); with fewer than 5 events also the cluster-level bound. Bias: `permissive` when the Newcombe interval of FPR (on hard negatives when the set has them) minus FNR, on design-effect-adjusted counts, lies above 0, `strict` when below, `balanced` when it contains 0.',
     '',
     '## Pairwise error correlation (φ on errors)',
     '',

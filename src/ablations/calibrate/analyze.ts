@@ -5,7 +5,7 @@
 import type { DatasetItem } from '../dataset.js';
 import { isFailure } from '../records.js';
 import { countInto, emptyConfusion, ratio, total, type Confusion } from '../stats/confusion.js';
-import { clopperPearson, type BinomialInterval } from './binomial.js';
+import { clusteredClopperPearson, type BinomialInterval } from './binomial.js';
 import {
   betaBinomialPrediction,
   independentPrediction,
@@ -44,7 +44,8 @@ export interface RulePrediction {
   rule: VoteRule;
   independent: Prediction;
   joint: Prediction | null;
-  betaBinomial: Prediction;
+  /** Null when ρ is undefined in a class whose mean error is not 0 (`rhoNote`). */
+  betaBinomial: Prediction | null;
 }
 
 export interface CommitteeResult {
@@ -55,8 +56,14 @@ export interface CommitteeResult {
   /** Items on which every voter gave a stance (the joint distribution's sample). */
   items: number;
   prevalence: number | null;
-  /** Mean pairwise error φ among the voters, per class (the beta-binomial's ρ). */
-  rho: { positive: number; negative: number };
+  /**
+   * Mean pairwise error φ among the voters, per class (the beta-binomial's ρ); null when φ is undefined for
+   * every pair in that class (a member made no error, or every error, there): then `rhoNote` says so and the
+   * beta-binomial prediction is not made (treating ρ as 0 would be the most optimistic prediction) unless the
+   * class's mean error is 0, where ρ does not matter.
+   */
+  rho: { positive: number | null; negative: number | null };
+  rhoNote: string | null;
   meanError: { positive: number; negative: number };
   /** Every rule over the same voters; the graph's own rule is the one to compare with `observed`. */
   predictions: RulePrediction[];
@@ -141,8 +148,12 @@ export interface CalibrateOptions {
 }
 
 function meanOf(values: readonly (number | null)[]): number {
+  return meanOrNull(values) ?? 0;
+}
+
+function meanOrNull(values: readonly (number | null)[]): number | null {
   const ok = values.filter((v): v is number => v !== null);
-  return ok.length === 0 ? 0 : ok.reduce((s, x) => s + x, 0) / ok.length;
+  return ok.length === 0 ? null : ok.reduce((s, x) => s + x, 0) / ok.length;
 }
 
 /** The confusion matrix of a run's decided items (a null verdict is no prediction). */
@@ -156,18 +167,48 @@ function decidedConfusion(run: GraphRun, items: readonly DatasetItem[]): Confusi
   return cm;
 }
 
-function observe(run: GraphRun, items: readonly DatasetItem[], level: number): Observed {
+/** The committee's observed rates, exact over the ground-truth clusters (`clusterOf`), as the ablation's. */
+function observe(
+  run: GraphRun,
+  items: readonly DatasetItem[],
+  clusterOf: readonly number[],
+  level: number,
+): Observed {
   const { tp, tn, fp, fn } = decidedConfusion(run, items);
   const failures = run.records.filter(
     (record, i) => items[i] !== undefined && record.verdict === null && isFailure(record),
   ).length;
+  const perCluster = new Map<number, Confusion>();
+  run.records.forEach((record, i) => {
+    const item = items[i];
+    if (item === undefined || record.verdict === null) return;
+    const key = clusterOf[i] ?? -1 - i;
+    const cm = perCluster.get(key) ?? emptyConfusion();
+    perCluster.set(key, cm);
+    countInto(cm, item.label, record.verdict === 'match' ? 1 : 0);
+  });
+  const clusters = [...perCluster.values()];
+  const rate = (hits: (c: Confusion) => number, trials: (c: Confusion) => number) =>
+    clusteredClopperPearson(
+      clusters.map((c) => ({ hits: hits(c), trials: trials(c) })),
+      level,
+    );
   return {
     n: tp + tn + fp + fn,
     failures,
-    accuracy: clopperPearson(tp + tn, tp + tn + fp + fn, level),
-    tpr: clopperPearson(tp, tp + fn, level),
-    tnr: clopperPearson(tn, tn + fp, level),
-    precision: clopperPearson(tp, tp + fp, level),
+    accuracy: rate((c) => c.tp + c.tn, total),
+    tpr: rate(
+      (c) => c.tp,
+      (c) => c.tp + c.fn,
+    ),
+    tnr: rate(
+      (c) => c.tn,
+      (c) => c.tn + c.fp,
+    ),
+    precision: rate(
+      (c) => c.tp,
+      (c) => c.tp + c.fp,
+    ),
   };
 }
 
@@ -211,27 +252,40 @@ function committee(
   }
   const pairs = correlations.filter((p) => keys.includes(p.a) && keys.includes(p.b));
   const rho = {
-    positive: meanOf(pairs.map((p) => p.phiPositive)),
-    negative: meanOf(pairs.map((p) => p.phiNegative)),
+    positive: meanOrNull(pairs.map((p) => p.phiPositive)),
+    negative: meanOrNull(pairs.map((p) => p.phiNegative)),
   };
   const meanError = {
     positive: meanOf(calibrations.map((c) => c?.fnr.rate ?? null)),
     negative: meanOf(calibrations.map((c) => c?.fpr.rate ?? null)),
   };
+  const undefinedIn = (['positive', 'negative'] as const).filter((k) => rho[k] === null);
+  // ρ is irrelevant where the members never err: the beta-binomial then puts all mass on 0 errors.
+  const blocking = undefinedIn.filter((k) => meanError[k] > 0);
+  const rhoNote =
+    undefinedIn.length === 0
+      ? null
+      : `φ undefined for every voter pair on ${undefinedIn.map((k) => `${k}s`).join(' and ')}` +
+        (blocking.length > 0
+          ? ': no beta-binomial prediction (ρ = 0 would be the most optimistic one)'
+          : ' (no member errs there: ρ does not matter)');
   const pi = prevalence ?? 0.5;
   const predictions = VOTE_RULES.map((rule) => ({
     rule,
     independent: independentPrediction(rule, voters, pi),
     joint: jointPrediction(rule, voted, weights, pi),
-    betaBinomial: betaBinomialPrediction(
-      rule,
-      ids.length,
-      { error: meanError.positive, rho: rho.positive },
-      { error: meanError.negative, rho: rho.negative },
-      pi,
-    ),
+    betaBinomial:
+      blocking.length > 0
+        ? null
+        : betaBinomialPrediction(
+            rule,
+            ids.length,
+            { error: meanError.positive, rho: rho.positive ?? 0 },
+            { error: meanError.negative, rho: rho.negative ?? 0 },
+            pi,
+          ),
   }));
-  const observed = observe(run, table.items, level);
+  const observed = observe(run, table.items, table.clusterOf, level);
   const own = predictions.find((p) => p.rule === rule);
   const judge = (p: Prediction | null | undefined) => {
     const lo = observed.accuracy.lo;
@@ -251,6 +305,7 @@ function committee(
     items: voted.length,
     prevalence,
     rho,
+    rhoNote,
     meanError,
     predictions,
     observed,

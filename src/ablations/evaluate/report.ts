@@ -3,10 +3,10 @@
  * protocol), the position-bias rate, agreement between the protocols and with humans, cost and failures; and
  * an SVG dot plot of every system's scores with CI whiskers. Deterministic for the same results.
  */
-import type { Criterion } from '../roles/types.js';
-import type { Cell, EvaluateResults, Interval, Protocol, TauWithCi } from './evaluate-stats.js';
-import { escapeXml, niceTicks } from './plots.js';
-import type { Proportion } from './stats/proportion.js';
+import type { Criterion } from '../../roles/types.js';
+import type { Cell, EvaluateResults, Interval, Protocol, TauWithCi } from './stats.js';
+import { escapeXml, niceTicks } from '../plots.js';
+import type { Proportion } from '../stats/proportion.js';
 
 const f2 = (v: number | null | undefined): string => (v === null || v === undefined ? '—' : v.toFixed(2));
 const f3 = (v: number | null | undefined): string => (v === null || v === undefined ? '—' : v.toFixed(3));
@@ -16,10 +16,18 @@ const cell = (c: Cell | undefined): string =>
   c === undefined || c.mean === null ? '—' : `${f2(c.mean)}${ci(c.ci)}`;
 const tau = (t: TauWithCi | null | undefined): string =>
   t === null || t === undefined || t.tau === null ? '—' : `${f3(t.tau)}${ci(t.ci, f3)} (n = ${t.n})`;
+/** With few events (or non-events) the cluster-level bound, which holds at any intra-cluster correlation. */
+const clustered = (p: Proportion): string => {
+  const bound = p.ci.clusterLevel;
+  if (bound === null) return '';
+  const side =
+    p.hits <= p.trials - p.hits ? `≤ ${(100 * bound.hi).toFixed(1)}%` : `≥ ${(100 * bound.lo).toFixed(1)}%`;
+  return ` (clustered: ${side})`;
+};
 const pct = (p: Proportion | undefined): string =>
   p === undefined || p.rate === null
     ? '—'
-    : `${(100 * p.rate).toFixed(1)}% (${p.hits}/${p.trials})${p.ci.lo === null || p.ci.hi === null ? '' : ` [${(100 * p.ci.lo).toFixed(1)}%, ${(100 * p.ci.hi).toFixed(1)}%]`}`;
+    : `${(100 * p.rate).toFixed(1)}% (${p.hits}/${p.trials})${p.ci.lo === null || p.ci.hi === null ? '' : ` [${(100 * p.ci.lo).toFixed(1)}%, ${(100 * p.ci.hi).toFixed(1)}%]`}${clustered(p)}`;
 const ABBREV: Readonly<Record<Protocol, string>> = { absolute: 'abs', pairwise: 'pair' };
 
 /** The paper's Table 2 shape: one row per system, an absolute and a pairwise column per criterion. */
@@ -47,8 +55,9 @@ export function renderEvaluationReport(results: EvaluateResults): string {
       `comparative prompt version \`${results.promptVersion}\`, input sha256 \`${results.input.sha256}\`: ` +
       `${results.input.ideas} ideas, ${results.input.questions} questions, ${results.input.systems.length} systems` +
       `${results.input.invalidLines > 0 ? `, ${results.input.invalidLines} invalid lines skipped` : ''}.`,
-    `Criteria: ${criteria.join(', ')}. Protocols: ${protocols.join(', ')}. CIs: 95% percentile bootstrap over ` +
-      `questions (${results.resamples} resamples, seed ${results.seed}).`,
+    `Criteria: ${criteria.join(', ')}. Protocols: ${protocols.join(', ')}. CIs: 95% over questions, the ` +
+      `jackknife-t (k − 1 degrees of freedom) for means and τ over ideas, the percentile bootstrap ` +
+      `(${results.resamples} resamples, seed ${results.seed}) for the system-level τ (none when it cannot vary).`,
     '',
     "- **absolute**: one integer rating 1–5 per idea and criterion; a system's score is the mean over its ideas.",
     "- **pairwise**: every unordered pair of a question's ideas, judged once in each order; each order gives the",
@@ -203,7 +212,7 @@ export function evaluationSvg(results: EvaluateResults): string {
     `<circle cx="${left + plotW + 30}" cy="${ly}" r="4.5" fill="#555"/><text x="${left + plotW + 46}" y="${ly + 4}">absolute</text>`,
     `<rect x="${left + plotW + 26}" y="${ly + 14}" width="8" height="8" transform="rotate(45 ${left + plotW + 30} ${ly + 18})" fill="white" stroke="#555" stroke-width="2"/><text x="${left + plotW + 46}" y="${ly + 22}">pairwise</text>`,
     `<text x="${left}" y="${height - 14}" fill="#555" font-size="11">${escapeXml(
-      `Whiskers: 95% bootstrap CI over questions (${results.resamples} resamples, seed ${results.seed}); backend ${results.backend}.`,
+      `Whiskers: 95% jackknife-t CI over questions; backend ${results.backend}.`,
     )}</text>`,
     '</svg>',
   );

@@ -1,13 +1,13 @@
 /**
  * `npm run docs:ablations [-- --datasets DIR]`: regenerates docs/ablations/ and the generated blocks of
- * docs/ablations.md from a fresh offline run of ../shared/datasets (see docs.ts). Run from the repository
+ * docs/ablations.md from a fresh offline run of ../shared/datasets (see generate.ts). Run from the repository
  * root; the npm script then formats docs/ablations.md with prettier.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { runMain } from './cli-common.js';
-import { DOCS_RUNS, fillBlocks, fingerprint, FINGERPRINTS, generateDocs } from './docs.js';
+import { runMain } from '../cli-common.js';
+import { DOCS_RUNS, fillBlocks, fingerprint, FINGERPRINTS, generateDocs } from './generate.js';
 
 const DOCS = 'docs/ablations';
 const PAGES = ['docs/ablations.md'];

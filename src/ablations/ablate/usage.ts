@@ -1,7 +1,7 @@
 /** Cost of a graph per judgment: LLM calls and tokens (deterministic) and latency (run-dependent). */
-import { quantile } from '../math/sampling.js';
-import type { ItemRecord } from './records.js';
-import type { GraphEntry, Timing, Usage } from './types.js';
+import { quantile } from '../../math/sampling.js';
+import type { ItemRecord } from '../records.js';
+import type { GraphEntry, Timing, Usage } from '../types.js';
 
 /** Mean, median and 95th percentile of a list of numbers (nulls when empty). */
 export function summarize(values: readonly number[]): {

@@ -1,19 +1,19 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { RewardError } from '../errors.js';
-import type { CompiledGraph } from '../judge/graph.js';
-import { compileSpec, getPreset, PRESETS, voteGraph } from '../judge/presets.js';
-import { judgmentKey } from '../judge/key.js';
-import type { JudgmentInput } from '../judge/types.js';
-import { PROMPT_VERSION } from '../roles/index.js';
+import { RewardError } from '../../errors.js';
+import type { CompiledGraph } from '../../judge/graph.js';
+import { compileSpec, getPreset, PRESETS, voteGraph } from '../../judge/presets.js';
+import { judgmentKey } from '../../judge/key.js';
+import type { JudgmentInput } from '../../judge/types.js';
+import { PROMPT_VERSION } from '../../roles/index.js';
 import { analyze } from './analysis.js';
 import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
-import type { Dataset, DatasetItem } from './dataset.js';
-import { f1CostSvg, precisionRecallSvg } from './plots.js';
-import { DEFAULT_DEADLINE_MS, judgeOnce, runResumable, toInput } from './pool.js';
-import { isFailure, loadRecords, recordId, toRecord, type ItemRecord } from './records.js';
+import type { Dataset, DatasetItem } from '../dataset.js';
+import { f1CostSvg, precisionRecallSvg } from '../plots.js';
+import { DEFAULT_DEADLINE_MS, judgeOnce, runResumable, toInput } from '../pool.js';
+import { isFailure, loadRecords, recordId, toRecord, type ItemRecord } from '../records.js';
 import { renderReport } from './report.js';
-import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from './types.js';
+import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from '../types.js';
 import { timingSummary } from './usage.js';
 
 export interface ResolveOptions {

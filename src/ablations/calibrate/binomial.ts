@@ -1,5 +1,9 @@
 import { logGamma } from '../stats/distributions.js';
-import { clopperPearson as sharedClopperPearson } from '../stats/proportion.js';
+import {
+  clopperPearson as sharedClopperPearson,
+  clusteredProportion,
+  type Tally,
+} from '../stats/proportion.js';
 
 /**
  * Exact and score intervals for binomial proportions, and the phi coefficient of two binary error
@@ -17,6 +21,12 @@ export interface BinomialInterval {
   hi: number | null;
   level: number;
   method: 'clopper_pearson' | 'wilson';
+  /**
+   * For a clustered rate (`clusteredClopperPearson`): the design effect the exact interval is adjusted by,
+   * and with few events the cluster-level bounds (see ExactInterval in ../stats/proportion.ts).
+   */
+  designEffect?: number | null | undefined;
+  clusterLevel?: { lo: number; hi: number } | null | undefined;
 }
 
 function logChoose(n: number, k: number): number {
@@ -41,6 +51,46 @@ export function clopperPearson(x: number, n: number, level = 0.95): BinomialInte
   if (n === 0) return { x, n, rate: null, lo: null, hi: null, level, method: 'clopper_pearson' };
   const { lo, hi } = sharedClopperPearson(x, n, level);
   return { x, n, rate: x / n, lo, hi, level, method: 'clopper_pearson' };
+}
+
+/**
+ * The exact interval of a rate over clustered items (one tally per ground truth): Clopper–Pearson on the
+ * design-effect-adjusted sample size with the few-cluster degrees-of-freedom factor, as the ablation's
+ * proportions (`clusteredProportion`). Items sharing a ground truth are not independent: MOOSE-Chem accuracy
+ * 135/200 is [0.605, 0.739] unclustered and [0.577, 0.763] clustered (design effect 1.75).
+ */
+export function clusteredClopperPearson(tallies: readonly Tally[], level = 0.95): BinomialInterval {
+  const p = clusteredProportion(tallies, level);
+  return {
+    x: p.hits,
+    n: p.trials,
+    rate: p.rate,
+    lo: p.ci.lo,
+    hi: p.ci.hi,
+    level,
+    method: 'clopper_pearson',
+    designEffect: p.ci.designEffect,
+    clusterLevel: p.ci.clusterLevel,
+  };
+}
+
+/**
+ * Newcombe's difference of two clustered rates: each rate's Wilson interval on its design-effect-adjusted
+ * counts (x / deff of n / deff), so clustering widens the bias interval as it widens the rates'.
+ */
+export function clusteredDifference(
+  first: readonly Tally[],
+  second: readonly Tally[],
+  level = 0.95,
+): Difference | null {
+  const effective = (tallies: readonly Tally[]) => {
+    const p = clusteredProportion(tallies, level);
+    const deff = p.ci.designEffect ?? 1;
+    return { x: p.hits / deff, n: p.trials / deff };
+  };
+  const a = effective(first);
+  const b = effective(second);
+  return proportionDifference(a.x, a.n, b.x, b.n, level);
 }
 
 /** Two-sided standard-normal quantile for a confidence level (Acklam's rational approximation). */

@@ -3,10 +3,10 @@
  * failures, the paired comparison with the reference (F1/P/R headline, accuracy tests apart), the
  * budget-matched vote baselines, then one section per graph.
  */
-import { DASH, graphLabel, num, pct, pPair, proportionCell, table, withCi } from './format.js';
-import type { ReviewerCalibration } from './stats/calibration.js';
-import type { Estimate } from './stats/clustered.js';
-import type { AblationResults, GraphResult, PairedComparison, Timing } from './types.js';
+import { DASH, graphLabel, num, pct, pPair, proportionCell, table, withCi } from '../format.js';
+import type { ReviewerCalibration } from '../stats/calibration.js';
+import type { Estimate } from '../stats/clustered.js';
+import type { AblationResults, GraphResult, PairedComparison, Timing } from '../types.js';
 
 function estimateCell(e: Estimate): string {
   return withCi(e.point, e.ci);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { PROMPT_VERSION } from '../../roles/index.js';
 import { clusterIndex, type Dataset } from '../dataset.js';
 import type { GraphEntry, RunOptions } from '../types.js';
-import { runAblation } from '../runner.js';
+import { runAblation } from '../ablate/runner.js';
 import { calibrate, type CalibrationResults } from './analyze.js';
 import { voteTable, type GraphRun } from './members.js';
 import { renderCalibrationReport } from './report.js';

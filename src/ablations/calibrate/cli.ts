@@ -5,7 +5,7 @@
  * DIR/calibration.json and DIR/report.md.
  */
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../../config.js';
 import {
   intOption,
   listOption,
@@ -16,9 +16,9 @@ import {
   runMain,
   runSettings,
   withInterrupts,
-} from './cli-common.js';
-import { PHI_RESAMPLES, runCalibration } from './calibration/run.js';
-import { resolveGraphs } from './runner.js';
+} from '../cli-common.js';
+import { PHI_RESAMPLES, runCalibration } from './run.js';
+import { resolveGraphs } from '../ablate/runner.js';
 
 const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [options]
 

@@ -6,7 +6,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../../config.js';
 import {
   closeRouter,
   loadDatasetListingSkips,
@@ -15,12 +15,12 @@ import {
   RUN_USAGE,
   runMain,
   runSettings,
-} from './cli-common.js';
-import type { ProbeName } from './probes/catalogue.js';
-import { renderProbeReport, resultText } from './probes/report.js';
-import { runProbes } from './probes/run.js';
-import { DEFAULT_GATES, loadGates } from './probes/scoring.js';
-import { resolveGraphs } from './runner.js';
+} from '../cli-common.js';
+import type { ProbeName } from './catalogue.js';
+import { renderProbeReport, resultText } from './report.js';
+import { runProbes } from './run.js';
+import { DEFAULT_GATES, loadGates } from './scoring.js';
+import { resolveGraphs } from '../ablate/runner.js';
 
 const USAGE = `usage: npm run probe -- --dataset FILE.jsonl --graph NAME --out DIR [options]
 

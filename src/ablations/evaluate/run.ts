@@ -9,14 +9,14 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 
-import { RewardError } from '../errors.js';
-import { comparativeKey, comparePair, rateIdea } from '../judge/compare.js';
-import type { Router } from '../judge/types.js';
-import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
-import { CriterionName, needsGroundTruth } from '../roles/criteria.js';
-import type { Criterion } from '../roles/types.js';
-import type { EvaluateInput, Idea } from './evaluate-input.js';
-import { renderEvaluationReport, evaluationSvg } from './evaluate-report.js';
+import { RewardError } from '../../errors.js';
+import { comparativeKey, comparePair, rateIdea } from '../../judge/compare.js';
+import type { Router } from '../../judge/types.js';
+import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
+import { CriterionName, needsGroundTruth } from '../../roles/criteria.js';
+import type { Criterion } from '../../roles/types.js';
+import type { EvaluateInput, Idea } from './input.js';
+import { renderEvaluationReport, evaluationSvg } from './report.js';
 import {
   evaluationStats,
   type BiasTally,
@@ -24,13 +24,13 @@ import {
   type IdeaOutcome,
   type Protocol,
   type UnitCost,
-} from './evaluate-stats.js';
-import type { ResumableRun, RunOptions } from './types.js';
-import { loadJsonl } from './records.js';
-import { runResumable } from './pool.js';
-import { DEFAULT_RESAMPLES } from './stats/clustered.js';
+} from './stats.js';
+import type { ResumableRun, RunOptions } from '../types.js';
+import { loadJsonl } from '../records.js';
+import { runResumable } from '../pool.js';
+import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
 
-export type { EvaluateResults, UnitCost } from './evaluate-stats.js';
+export type { EvaluateResults, UnitCost } from './stats.js';
 
 export const DEFAULT_EVALUATE_DEADLINE_MS = 120_000;
 

@@ -5,8 +5,8 @@
  */
 import { parseArgs } from 'node:util';
 
-import { loadConfig } from '../config.js';
-import { CriterionName, PAPER_CRITERIA } from '../roles/criteria.js';
+import { loadConfig } from '../../config.js';
+import { CriterionName, PAPER_CRITERIA } from '../../roles/criteria.js';
 import {
   finishResumable,
   intOption,
@@ -15,12 +15,12 @@ import {
   openRouter,
   runMain,
   withInterrupts,
-} from './cli-common.js';
-import { DEFAULT_EVALUATE_DEADLINE_MS, runEvaluation } from './evaluate.js';
-import { loadEvaluateInput } from './evaluate-input.js';
-import { renderTable2 } from './evaluate-report.js';
-import { PROTOCOLS, type Protocol } from './evaluate-stats.js';
-import { DEFAULT_RESAMPLES } from './stats/clustered.js';
+} from '../cli-common.js';
+import { DEFAULT_EVALUATE_DEADLINE_MS, runEvaluation } from './run.js';
+import { loadEvaluateInput } from './input.js';
+import { renderTable2 } from './report.js';
+import { PROTOCOLS, type Protocol } from './stats.js';
+import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
 
 const USAGE = `usage: npm run evaluate -- --input IDEAS.jsonl --out DIR [options]
 

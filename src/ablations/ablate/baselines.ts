@@ -4,9 +4,9 @@
  * mean tokens over the vote judges' tokens per call), not from its maximum: proposer-critic stops early and
  * averages ~2 calls, so its baseline is vote-3, not vote-6.
  */
-import { voteGraph } from '../judge/presets.js';
-import type { ItemRecord } from './records.js';
-import type { GraphEntry, MatchedOn } from './types.js';
+import { voteGraph } from '../../judge/presets.js';
+import type { ItemRecord } from '../records.js';
+import type { GraphEntry, MatchedOn } from '../types.js';
 import { spend } from './usage.js';
 
 /**

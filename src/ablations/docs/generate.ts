@@ -7,19 +7,19 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createOfflineBackend } from '../judge/backends/offline.js';
-import { getPreset } from '../judge/presets.js';
-import { createRouter } from '../judge/routing.js';
-import type { Router } from '../judge/types.js';
-import { loadDataset } from './dataset.js';
-import { graphLabel, pPair, proportionCell, table, withCi } from './format.js';
-import { f1CostSvg, precisionRecallSvg } from './plots.js';
-import { METRIC_TEXT, renderProbeReport, resultText } from './probes/report.js';
-import { runProbes } from './probes/run.js';
-import type { ProbeResults } from './probes/scoring.js';
-import { renderReport, renderSummary } from './report.js';
-import { resolveGraphs, runAblation } from './runner.js';
-import type { AblationResults } from './types.js';
+import { createOfflineBackend } from '../../judge/backends/offline.js';
+import { getPreset } from '../../judge/presets.js';
+import { createRouter } from '../../judge/routing.js';
+import type { Router } from '../../judge/types.js';
+import { loadDataset } from '../dataset.js';
+import { graphLabel, pPair, proportionCell, table, withCi } from '../format.js';
+import { f1CostSvg, precisionRecallSvg } from '../plots.js';
+import { METRIC_TEXT, renderProbeReport, resultText } from '../probe/report.js';
+import { runProbes } from '../probe/run.js';
+import type { ProbeResults } from '../probe/scoring.js';
+import { renderReport, renderSummary } from '../ablate/report.js';
+import { resolveGraphs, runAblation } from '../ablate/runner.js';
+import type { AblationResults } from '../types.js';
 
 export type BlockKind = 'summary' | 'paired' | 'probes';
 

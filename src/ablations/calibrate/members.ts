@@ -10,9 +10,9 @@ import { bootstrapInterval, type Interval } from '../stats/bootstrap.js';
 import { toConfusion, type Confusion } from '../stats/confusion.js';
 import {
   addPairTables,
-  clopperPearson,
+  clusteredClopperPearson,
+  clusteredDifference,
   phi,
-  proportionDifference,
   type BinomialInterval,
   type Difference,
   type PairTable,
@@ -125,48 +125,103 @@ function mean(values: readonly number[]): number | null {
   return values.length === 0 ? null : values.reduce((s, x) => s + x, 0) / values.length;
 }
 
-/** One member's rates with Clopper–Pearson intervals and its bias call. */
+/** Per-cluster tallies of one member's counts. */
+interface ClusterCounts {
+  tp: number;
+  fn: number;
+  tn: number;
+  fp: number;
+  hardAccepted: number;
+  hardTotal: number;
+}
+
+/**
+ * One member's rates with exact intervals over the ground-truth clusters (design effect and few-cluster
+ * factor, as the ablation's rates) and its bias call.
+ */
 export function calibrateMember(table: VoteTable, m: number, level = 0.95): MemberCalibration | null {
   const member = table.members[m];
   const row = table.votes[m];
   const conf = table.confidence[m];
   if (member === undefined || row === undefined || conf === undefined) return null;
   const rows: { label: 0 | 1; predicted: 0 | 1 }[] = [];
-  let hardTotal = 0;
-  let hardAccepted = 0;
+  const perCluster = new Map<number, ClusterCounts>();
   const confMatch: number[] = [];
   const confNo: number[] = [];
   table.items.forEach((item, i) => {
     const v = row[i];
     if (v === null || v === undefined) return;
     rows.push({ label: item.label, predicted: v });
-    if (item.kind === 'hard_negative') {
-      hardTotal++;
-      hardAccepted += v;
+    const key = table.clusterOf[i] ?? -1 - i;
+    let c = perCluster.get(key);
+    if (c === undefined) {
+      c = { tp: 0, fn: 0, tn: 0, fp: 0, hardAccepted: 0, hardTotal: 0 };
+      perCluster.set(key, c);
     }
-    const c = conf[i];
-    if (c !== null && c !== undefined) (v === 1 ? confMatch : confNo).push(c);
+    if (item.label === 1) c[v === 1 ? 'tp' : 'fn']++;
+    else c[v === 1 ? 'fp' : 'tn']++;
+    if (item.kind === 'hard_negative') {
+      c.hardTotal++;
+      c.hardAccepted += v;
+    }
+    const cf = conf[i];
+    if (cf !== null && cf !== undefined) (v === 1 ? confMatch : confNo).push(cf);
   });
-  const cm = toConfusion(rows);
-  const positives = cm.tp + cm.fn;
-  const negatives = cm.tn + cm.fp;
+  const clusters = [...perCluster.values()];
+  const rate = (hits: (c: ClusterCounts) => number, trials: (c: ClusterCounts) => number) =>
+    clusters.map((c) => ({ hits: hits(c), trials: trials(c) }));
+  const positives = rate(
+    (c) => c.fn,
+    (c) => c.tp + c.fn,
+  );
   const hasHard = table.items.some((item) => item.kind === 'hard_negative');
-  const fprBasis = hasHard
-    ? clopperPearson(hardAccepted, hardTotal, level)
-    : clopperPearson(cm.fp, negatives, level);
-  const difference = proportionDifference(fprBasis.x, fprBasis.n, cm.fn, positives, level);
+  const falsePositives = hasHard
+    ? rate(
+        (c) => c.hardAccepted,
+        (c) => c.hardTotal,
+      )
+    : rate(
+        (c) => c.fp,
+        (c) => c.tn + c.fp,
+      );
+  const fprBasis = clusteredClopperPearson(falsePositives, level);
+  const difference = clusteredDifference(falsePositives, positives, level);
   let label: Bias | null = null;
   if (difference !== null)
     label = difference.lo > 0 ? 'permissive' : difference.hi < 0 ? 'strict' : 'balanced';
   return {
     member,
     n: rows.length,
-    confusion: cm,
-    tpr: clopperPearson(cm.tp, positives, level),
-    tnr: clopperPearson(cm.tn, negatives, level),
-    fpr: clopperPearson(cm.fp, negatives, level),
-    fnr: clopperPearson(cm.fn, positives, level),
-    accuracy: clopperPearson(cm.tp + cm.tn, rows.length, level),
+    confusion: toConfusion(rows),
+    tpr: clusteredClopperPearson(
+      rate(
+        (c) => c.tp,
+        (c) => c.tp + c.fn,
+      ),
+      level,
+    ),
+    tnr: clusteredClopperPearson(
+      rate(
+        (c) => c.tn,
+        (c) => c.tn + c.fp,
+      ),
+      level,
+    ),
+    fpr: clusteredClopperPearson(
+      rate(
+        (c) => c.fp,
+        (c) => c.tn + c.fp,
+      ),
+      level,
+    ),
+    fnr: clusteredClopperPearson(positives, level),
+    accuracy: clusteredClopperPearson(
+      rate(
+        (c) => c.tp + c.tn,
+        (c) => c.tp + c.tn + c.fp + c.fn,
+      ),
+      level,
+    ),
     meanConfidence: { match: mean(confMatch), no_match: mean(confNo) },
     bias: { label, basis: hasHard ? 'hard_negatives' : 'negatives', fpr: fprBasis, difference },
   };

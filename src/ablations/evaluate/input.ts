@@ -7,9 +7,9 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 
-import { CriterionName } from '../roles/criteria.js';
-import type { Criterion } from '../roles/types.js';
-import { parseJsonlLines, type InvalidLine } from './dataset.js';
+import { CriterionName } from '../../roles/criteria.js';
+import type { Criterion } from '../../roles/types.js';
+import { parseJsonlLines, type InvalidLine } from '../dataset.js';
 
 /** Human scores per criterion (any finite numbers on the annotators' own scale; agreement is by rank). */
 const HumanScores = z.partialRecord(CriterionName, z.number().finite());
