@@ -18,7 +18,7 @@ import { z } from 'zod';
 
 import type { Config } from '../config.js';
 import type { BackendSettings } from '../settings/routing-file.js';
-import { createPrimaryCancelRelay } from './cancel-relay.js';
+import { createPrimaryCancelRelay } from './controls/cancel-relay.js';
 import type { ClusterMetrics } from './metrics.js';
 
 /** Worker → primary: "give me the merged metrics"; primary → worker: "send yours". */

@@ -32,7 +32,7 @@ import {
 } from '../judge/tournament.js';
 import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
-import { cancelledJudgment, isCancelled } from './cancel.js';
+import { cancelledJudgment, isCancelled } from './controls/cancel.js';
 import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';

@@ -8,7 +8,7 @@ import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
-import type { CancelRegistry } from './cancel.js';
+import type { CancelRegistry } from './controls/cancel.js';
 import type { ComparisonService } from './comparing.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';

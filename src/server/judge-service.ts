@@ -36,7 +36,7 @@ import {
   type Recalled,
 } from './idempotency.js';
 import type { Metrics } from './metrics.js';
-import { cancelledJudgment, isCancelled } from './cancel.js';
+import { cancelledJudgment, isCancelled } from './controls/cancel.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../state/types.js';

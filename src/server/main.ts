@@ -15,7 +15,7 @@ import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
 import type { SharedState } from '../state/types.js';
 import { buildApp } from './app.js';
-import { createWorkerCancelRelay } from './cancel-relay.js';
+import { createWorkerCancelRelay } from './controls/cancel-relay.js';
 import { joinCluster, runPrimary, workerShare } from './cluster.js';
 import { createClusterMetrics, createMetrics } from './metrics.js';
 import { startupFields } from './startup.js';

@@ -2,7 +2,7 @@
 import type { PlayedPair, Schedule } from '../judge/tournament.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
 import type { Criterion } from '../roles/types.js';
-import { itemStatus } from './cancel.js';
+import { itemStatus } from './controls/cancel.js';
 import type { ComparedPair } from './comparing.js';
 import type { BestOfN, Ranked } from './rank-service.js';
 import { usageOf, type UsageJson } from './results.js';

@@ -1,9 +1,9 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Usage } from '../judge/types.js';
-import { itemStatus } from './cancel.js';
+import { itemStatus } from './controls/cancel.js';
 import type { JudgedItem } from './judge-service.js';
-import { votesOf, type Vote } from './stamps.js';
+import { votesOf, type Vote } from './controls/stamps.js';
 
 export interface ItemResult {
   reward: 0 | 1 | null;

@@ -9,7 +9,7 @@ import { RewardError } from '../errors.js';
 import { MAX_JUDGES } from '../judge/compare.js';
 import { SCHEDULES } from '../judge/tournament.js';
 import { CriterionName, needsGroundTruth } from '../roles/criteria.js';
-import { CONTROL_FIELDS } from './control-fields.js';
+import { CONTROL_FIELDS } from './controls/fields.js';
 
 const NUL = '\u0000';
 

@@ -12,7 +12,7 @@ import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
 import { decodeStored, encodeStored } from '../../src/server/shared-judgments.js';
-import { judgeModelOf, votesOf } from '../../src/server/stamps.js';
+import { judgeModelOf, votesOf } from '../../src/server/controls/stamps.js';
 import { GROUND_TRUTH, QUESTION, candidate } from './helpers.js';
 
 const input = { question: QUESTION, candidate: candidate(1), groundTruth: GROUND_TRUTH };

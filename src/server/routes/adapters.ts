@@ -8,13 +8,13 @@
 import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../errors.js';
-import { itemStatus } from '../cancel.js';
+import { itemStatus } from '../controls/cancel.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
-import { requestControls } from '../controls.js';
+import { requestControls } from '../controls/request.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
-import { stampsOf, votesOf } from '../stamps.js';
+import { stampsOf, votesOf } from '../controls/stamps.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
  * NFKC differences in the decode), without control tokens. Without a prompt the whole query is the

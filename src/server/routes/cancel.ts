@@ -6,10 +6,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 
-import type { CancelRelay } from '../cancel-relay.js';
-import type { CancelSelector } from '../cancel.js';
+import type { CancelRelay } from '../controls/cancel-relay.js';
+import type { CancelSelector } from '../controls/cancel.js';
 import type { ServerContext } from '../context.js';
-import { CancelBody } from '../control-fields.js';
+import { CancelBody } from '../controls/fields.js';
 import { parseOr400 } from '../schemas.js';
 
 export function registerCancelRoutes(

@@ -10,13 +10,13 @@
 import type { FastifyInstance } from 'fastify';
 
 import type { ServerContext } from '../context.js';
-import { requestControls } from '../controls.js';
+import { requestControls } from '../controls/request.js';
 import { bestOfNJson, rankJson, rankMeta, round6 } from '../rank-results.js';
 import { createRankService, criterionOf, type RankGroup } from '../rank-service.js';
 import { usageOf } from '../results.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import { parseOr400 } from '../schemas.js';
-import { comparisonModelOf } from '../stamps.js';
+import { comparisonModelOf } from '../controls/stamps.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
 import { candidateFromQuery, labelParts, questionFromMessages } from './adapters.js';
 

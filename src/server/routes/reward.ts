@@ -2,11 +2,11 @@
 import type { FastifyInstance } from 'fastify';
 
 import { idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
-import { requestControls } from '../controls.js';
+import { requestControls } from '../controls/request.js';
 import type { JudgeItem } from '../judge-service.js';
 import { groupResponse, toResult, usageOf } from '../results.js';
 import { parseOr400 } from '../schemas.js';
-import { stampsOf } from '../stamps.js';
+import { stampsOf } from '../controls/stamps.js';
 
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, router } = ctx;

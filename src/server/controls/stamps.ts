@@ -5,10 +5,10 @@
  * it stores (the transcript keeps each reply's reported model), so a resumed run or a bisect can tell
  * verdicts of different judges apart; the cache key holds the configured models and the prompt version.
  */
-import { comparisonNodeId } from '../judge/compare.js';
-import { allNodes, type CompiledGraph } from '../judge/graph.js';
-import type { Judgment, Router, Verdict } from '../judge/types.js';
-import { PROMPT_VERSION } from '../roles/index.js';
+import { comparisonNodeId } from '../../judge/compare.js';
+import { allNodes, type CompiledGraph } from '../../judge/graph.js';
+import type { Judgment, Router, Verdict } from '../../judge/types.js';
+import { PROMPT_VERSION } from '../../roles/index.js';
 
 /** One member's position in one round: every stance-bearing message of the debate and of the decision. */
 export interface Vote {

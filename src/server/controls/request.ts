@@ -5,9 +5,9 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-import { RewardError } from '../errors.js';
-import { requestScope, type ServerContext } from './context.js';
-import { DEADLINE_HEADER, DeadlineMs, MAX_TAG_CHARS, TAG_HEADER } from './control-fields.js';
+import { RewardError } from '../../errors.js';
+import { requestScope, type ServerContext } from '../context.js';
+import { DEADLINE_HEADER, DeadlineMs, MAX_TAG_CHARS, TAG_HEADER } from './fields.js';
 
 /**
  * What a client deadline keeps in hand, ms: the engine answers `timeout` at the deadline, the request's

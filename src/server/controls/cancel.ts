@@ -10,8 +10,8 @@
  * answered `cancelled` without starting anything. The registry is per process: with WORKERS>1 the cluster
  * primary relays a cancel to every worker (`cluster.ts`); across replicas (several pods) it is not shared.
  */
-import { failedJudgment, type GraphIdentity } from '../judge/judgment.js';
-import type { Judgment } from '../judge/types.js';
+import { failedJudgment, type GraphIdentity } from '../../judge/judgment.js';
+import type { Judgment } from '../../judge/types.js';
 
 /** The abort reason of a request a cancel selected (tell it from a disconnect, a deadline or a shutdown). */
 export class RequestCancelled extends Error {
