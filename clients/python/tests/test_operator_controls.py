@@ -16,7 +16,7 @@ import pytest
 from conftest import GROUND_TRUTH, MATCHING, QUESTION, UNRELATED, FakeBackend
 from debate_reward import RewardClient
 from debate_reward.aio import AsyncRewardClient
-from debate_reward.slime import SlimeReward, install_abort_hook
+from debate_reward.slime import SlimeReward, install_abort_hook, slime_binary_rm
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +187,31 @@ def test_results_carry_votes_and_stamps_also_when_cached(offline_server):
     assert first.judge_model is not None and first.prompt_version and first.graph_hash == first.graph["hash"]
     judged = client.judge(QUESTION, GROUND_TRUTH, MATCHING)
     assert judged.votes and judged.judge_model == first.judge_model and judged.graph_hash == first.graph_hash
+
+
+def test_slime_binary_rm_through_a_slime_reward_client_is_cancelled_by_the_abort_hook(slow_server):
+    async def scenario() -> Dict[str, Any]:
+        reward = SlimeReward(AsyncRewardClient(slow_server.url, timeout_s=30, max_retries=0))
+        binary = slime_binary_rm(reward.client)
+        module = types.ModuleType("fake_sglang_rollout")
+        samples = [Sample(QUESTION, text, GROUND_TRUTH) for text in candidates(3)]
+        pending = asyncio.ensure_future(binary(None, samples))
+
+        async def abort(args: Any, rollout_id: int) -> Any:
+            return await pending  # slime waits for its pending reward tasks
+
+        module.abort = abort  # type: ignore[attr-defined]
+        await asyncio.get_running_loop().run_in_executor(
+            None, wait_metric, slow_server, "reward_inflight_judgments", 3
+        )
+        install_abort_hook(reward, module)
+        started = time.monotonic()
+        rewards = await module.abort(None, 1)  # type: ignore[attr-defined]
+        elapsed = time.monotonic() - started
+        reward.client.close()
+        return {"rewards": rewards, "elapsed": elapsed, "samples": samples}
+
+    out = asyncio.run(scenario())
+    assert out["rewards"] == [None, None, None]
+    assert out["elapsed"] < 5
+    assert [s.status for s in out["samples"]] == [Sample.Status.ABORTED] * 3

@@ -147,6 +147,9 @@ class SlimeReward:
         # A run-unique prefix: two trainers on one server never cancel each other's rollouts.
         self._prefix = f"{tag_prefix}:{uuid.uuid4().hex[:12]}"
         self._rollout = 0
+        # Every request through this client carries the current rollout's tag, also those of
+        # `slime_binary_rm(reward.client)` (whose cancelled items come back None, not retried).
+        self.client.sync.tag = self.tag
 
     @property
     def tag(self) -> str:
@@ -155,6 +158,7 @@ class SlimeReward:
 
     def next_rollout(self) -> str:
         self._rollout += 1
+        self.client.sync.tag = self.tag
         return self.tag
 
     async def rm(self, args: Any, sample: Any, **kwargs: Any) -> Optional[float]:
@@ -272,6 +276,9 @@ class _BinaryRM:
             pool = self._pools[loop] = _Pool()
         futures = [self._submit(loop, pool, item) for item in items]
         rewards = list(await asyncio.gather(*futures))
+        for sample, reward in zip(batch, rewards):
+            if reward is None:
+                _mark_aborted(sample)
         return rewards[0] if one else rewards
 
     def _submit(self, loop: asyncio.AbstractEventLoop, pool: _Pool, item: _Item) -> "asyncio.Future[float]":
@@ -368,6 +375,9 @@ class _BinaryRM:
                     continue
                 if reward is not None:
                     future.set_result(float(reward))
+                elif detail.status == "cancelled":
+                    # POST /v1/cancel (SlimeReward's abort hook): no reward, and no retry.
+                    future.set_result(None)  # type: ignore[arg-type]
                 elif fallback is not None:
                     future.set_result(float(fallback))
                 else:
