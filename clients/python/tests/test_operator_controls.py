@@ -68,6 +68,7 @@ def wait_metric(server, name: str, at_least: float) -> None:
 
 
 def test_the_client_timeout_is_the_deadline(slow_server):
+    # Without retries the client waits timeout_s for the call: that is the deadline it sends.
     client = RewardClient(slow_server.url, timeout_s=1.5, max_retries=0)
     started = time.monotonic()
     result = client.reward_details(QUESTION, GROUND_TRUTH, candidates(2))
@@ -76,6 +77,14 @@ def test_the_client_timeout_is_the_deadline(slow_server):
     assert elapsed < 1.5
     assert [r.status for r in result.results] == ["timeout", "timeout"]
     assert result.rewards == [None, None]
+
+
+def test_an_explicit_deadline_s_bounds_the_call(slow_server):
+    client = RewardClient(slow_server.url, timeout_s=30, max_retries=3, deadline_s=1.0)
+    started = time.monotonic()
+    result = client.reward_details(QUESTION, GROUND_TRUTH, candidates(1))
+    assert time.monotonic() - started < 1.0
+    assert result.results[0].status == "timeout"
 
 
 def test_cancel_by_request_id_answers_the_waiting_call_at_once(slow_server):

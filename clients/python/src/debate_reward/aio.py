@@ -4,6 +4,7 @@ backoff between attempts is an `asyncio.sleep`, so waiting for a retry never hol
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -85,10 +86,12 @@ class AsyncRewardClient:
         body = None if payload is None else dumps(payload)
         headers = idempotency_headers(method)
         client = self.sync
-        headers.update(control_headers(method, client.timeout_s, tag if tag is not None else client.tag))
+        tag = tag if tag is not None else client.tag
+        give_up_at = time.monotonic() + client.deadline_s
         attempts = Attempts(method, path, client.retry, client._rng, client.on_retry)
         while True:
             outcome: Union[Response, ConnectionFailure]
+            headers.update(control_headers(method, give_up_at - time.monotonic(), tag))
             try:
                 outcome = await loop.run_in_executor(
                     self._executor, client._transport.request, method, path, body, headers

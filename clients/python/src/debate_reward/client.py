@@ -194,9 +194,10 @@ class RewardClient:
     Args:
         base_url: e.g. `http://127.0.0.1:8080` (a path prefix is kept, e.g. behind a proxy).
         api_key: sent as `Authorization: Bearer <key>` when the server sets `REWARD_API_KEY`.
-        timeout_s: socket timeout for connecting and for each read, also sent with every POST as the
-            request's deadline (`x-reward-deadline-ms`): the server answers before it (capped by its
-            `REQUEST_DEADLINE_MS`), unfinished items `timeout`.
+        timeout_s: socket timeout for connecting and for each read.
+        deadline_s: how long one call may take across its retries (default `timeout_s × (max_retries +
+            1)`), sent with each attempt as what is left of it (`x-reward-deadline-ms`): the server answers
+            before it (capped by its `REQUEST_DEADLINE_MS`), unfinished items `timeout`.
         tag: sent as `x-reward-tag` with every POST (a call's own `tag=` wins): what `cancel(tag=...)`
             selects, e.g. the trainer's step.
         max_retries: retries after the first attempt on 408/429/502/503/504 and connection failures
@@ -228,20 +229,26 @@ class RewardClient:
         headers: Optional[Mapping[str, str]] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
         tag: Optional[str] = None,
+        deadline_s: Optional[float] = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
+        if deadline_s is not None and deadline_s <= 0:
+            raise ValueError("deadline_s must be > 0")
         # Kept so that a client can be pickled (to a trainer's worker process) and rebuilt there.
         self._config: Dict[str, Any] = dict(
             base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, graph=graph,
             backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, max_retry_after_s=max_retry_after_s,
             on_retry=on_retry, pool_size=pool_size, headers=dict(headers) if headers else None,
-            ssl_context=ssl_context, tag=tag,
+            ssl_context=ssl_context, tag=tag, deadline_s=deadline_s,
         )
         self.base_url = base_url.rstrip("/")
         #: Sent as `x-reward-tag` with every POST unless a call names its own: what `cancel(tag=...)` selects
         #: (e.g. the trainer's step). None = untagged.
         self.tag = tag
+        #: How long the client waits for one logical call, across its retries: sent (what is left of it)
+        #: with every attempt as `x-reward-deadline-ms`. Default: `timeout_s × (max_retries + 1)`.
+        self.deadline_s = deadline_s if deadline_s is not None else timeout_s * (max_retries + 1)
         self.timeout_s = timeout_s
         self.graph = graph
         self.retry = RetryPolicy(max_retries, backoff_base_s, backoff_max_s, max_retry_after_s)
@@ -275,10 +282,12 @@ class RewardClient:
         client's timeout as its deadline (`x-reward-deadline-ms`) and its tag (`x-reward-tag`)."""
         body = None if payload is None else dumps(payload)
         headers = idempotency_headers(method)
-        headers.update(control_headers(method, self.timeout_s, tag if tag is not None else self.tag))
+        tag = tag if tag is not None else self.tag
+        give_up_at = time.monotonic() + self.deadline_s
         attempts = Attempts(method, path, self.retry, self._rng, self.on_retry)
         while True:
             outcome: Union[Response, ConnectionFailure]
+            headers.update(control_headers(method, give_up_at - time.monotonic(), tag))
             try:
                 outcome = self._transport.request(method, path, body, headers)
             except ConnectionFailure as exc:
