@@ -12,7 +12,12 @@ const PROCESS_SUITES = [
   'test/server/cluster.test.ts',
   // redis-server on a loopback port
   'test/server/replicas.test.ts',
+  'test/server/integrity-redis.test.ts',
   'test/state/state.test.ts',
+  // issue 21: redis-server (budget), the plan CLI as a child process, the built server
+  'test/server/budget.test.ts',
+  'test/server/plan.test.ts',
+  'test/server/operator-controls.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',

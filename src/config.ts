@@ -18,6 +18,7 @@ import {
   ResponseFormat,
   type RoutingFile,
 } from './settings/routing-file.js';
+import { parseCanaryDataset, type CanaryRow } from './settings/canary-dataset.js';
 
 /**
  * A decimal integer, written plainly: `' '`, `0x10`, `1e3`, `+5`, `1_000` or `12abc` are refused (coercion
@@ -117,6 +118,7 @@ const JudgeEnv = z
     JUDGE_ROUTING_KEY_HEADER: z.string().min(1).default(BACKEND_DEFAULTS.routingKeyHeader),
     JUDGE_CONTEXT_TOKENS: int(256).optional(),
     JUDGE_RETRY_BUDGET: decimal().pipe(z.number().min(0).max(1)).default(BACKEND_DEFAULTS.retryBudget),
+    JUDGE_SCHEMA_REPROBE_MS: int(1).default(BACKEND_DEFAULTS.schemaReprobeMs),
     REWARD_CONFIG: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
@@ -152,6 +154,7 @@ const JudgeEnv = z
         routing_key_header: e.JUDGE_ROUTING_KEY_HEADER,
         context_tokens: e.JUDGE_CONTEXT_TOKENS,
         retry_budget: e.JUDGE_RETRY_BUDGET,
+        schema_reprobe_ms: e.JUDGE_SCHEMA_REPROBE_MS,
       });
       if (parsed.success) judgeDefault = parsed.data;
       else {
@@ -230,6 +233,11 @@ const CapacityEnv = z
     // Removed: refused with a message rather than silently reinterpreted (an old small value would bring
     // back refusals of work that fits the deadline).
     MAX_QUEUE: z.string().optional(),
+    // Operator controls (issue 21): the priority lane and the token budget.
+    HIGH_PRIORITY_SHARE: decimal().pipe(z.number().min(0).max(1)).default(0.1),
+    JUDGE_TOKEN_BUDGET: int(1).optional(),
+    JUDGE_BUDGET_WINDOW_S: int(1).default(86_400),
+    CACHED_TOKEN_WEIGHT: decimal().pipe(z.number().min(0).max(1)).default(1),
   })
   .superRefine((env, ctx) => {
     if (env.MAX_QUEUE !== undefined) {
@@ -253,6 +261,20 @@ const CapacityEnv = z
     idempotencyWindowMs: e.IDEMPOTENCY_WINDOW_MS,
     /** A request with an id whose client left keeps its judgments running this long for a retry, ms. */
     idempotencyLingerMs: e.IDEMPOTENCY_LINGER_MS,
+    /** Share of the drain rate the high-priority lane may use (its own admission budget). */
+    highPriorityShare: e.HIGH_PRIORITY_SHARE,
+    /**
+     * Judge tokens (prompt + completion as the backends report them, cached prompt tokens × `cachedWeight`)
+     * per fixed window of `windowS` seconds (epoch-aligned); undefined = no budget.
+     */
+    tokenBudget:
+      e.JUDGE_TOKEN_BUDGET === undefined
+        ? undefined
+        : {
+            tokens: e.JUDGE_TOKEN_BUDGET,
+            windowS: e.JUDGE_BUDGET_WINDOW_S,
+            cachedWeight: e.CACHED_TOKEN_WEIGHT,
+          },
   }));
 
 /** What the server records about its judgments. */
@@ -303,12 +325,63 @@ const ScaleEnv = z
     sharedCacheTtlMs: e.REDIS_CACHE_TTL_MS,
   }));
 
+function readCanaryDataset(path: string, ctx: z.RefinementCtx): CanaryRow[] | undefined {
+  try {
+    return parseCanaryDataset(readFileSync(path, 'utf8'), path);
+  } catch (err) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['CANARY_DATASET'],
+      message: err instanceof Error ? err.message : String(err),
+    });
+    return undefined;
+  }
+}
+
+/** Reward integrity during a run: canaries, quarantine, audits, drift (docs/integrity.md). */
+const IntegrityEnv = z
+  .object({
+    CANARY_DATASET: z.string().min(1).optional(),
+    CANARY_RATE: decimal().pipe(z.number().min(0).max(1)).optional(),
+    CANARY_MARGIN: decimal().pipe(z.number().gt(0).max(0.9)).default(0.2),
+    CANARY_THRESHOLD: decimal().pipe(z.number().gt(0)).default(10),
+    CANARY_ERROR_FLOOR: decimal().pipe(z.number().gt(0).max(0.5)).default(0.05),
+    CANARY_WINDOW: int(10).default(200),
+    CANARY_MAX_INFLIGHT: int(1).default(4),
+    AUDIT_RATE: decimal().pipe(z.number().min(0).max(1)).default(0),
+    AUDIT_GRAPH: z.string().min(1).optional(),
+    AUDIT_MAX_INFLIGHT: int(1).default(4),
+    DRIFT_WINDOW: int(10).default(1000),
+  })
+  .transform((e, ctx) => ({
+    integrity: {
+      /** Labelled canary rows (CANARY_DATASET, read and validated at start-up); undefined = no canaries. */
+      canaries: e.CANARY_DATASET === undefined ? undefined : readCanaryDataset(e.CANARY_DATASET, ctx),
+      /** Canaries per computed real judgment (0.02 with a dataset unless set; 0 without one). */
+      canaryRate: e.CANARY_DATASET === undefined ? 0 : (e.CANARY_RATE ?? 0.02),
+      /** The sequential test: accuracy drop to detect, CUSUM threshold h, lowest reference error. */
+      test: { margin: e.CANARY_MARGIN, threshold: e.CANARY_THRESHOLD, floor: e.CANARY_ERROR_FLOOR },
+      /** Canaries per replica behind the fleet reference (and a lone replica's own baseline). */
+      window: e.CANARY_WINDOW,
+      /** Canaries running at once (more are skipped and counted). */
+      canaryMaxInflight: e.CANARY_MAX_INFLIGHT,
+      /** Share of computed real judgments judged again in the background. */
+      auditRate: e.AUDIT_RATE,
+      /** The auditing graph; undefined = the judged graph, on another replica when there is one. */
+      auditGraph: e.AUDIT_GRAPH,
+      auditMaxInflight: e.AUDIT_MAX_INFLIGHT,
+      /** Computed judgments per graph behind the drift gauges. */
+      driftWindow: e.DRIFT_WINDOW,
+    },
+  }));
+
 export type Config = z.output<typeof ServerEnv> &
   z.output<typeof JudgeEnv> &
   z.output<typeof RequestEnv> &
   z.output<typeof CapacityEnv> &
   z.output<typeof RecordsEnv> &
-  z.output<typeof ScaleEnv>;
+  z.output<typeof ScaleEnv> &
+  z.output<typeof IntegrityEnv>;
 
 /**
  * Every variable the server reads, by name, with its schema (and so its default). docs/configuration.md
@@ -321,6 +394,7 @@ export const ENV_VARIABLES = Object.freeze({
   ...CapacityEnv.in.shape,
   ...RecordsEnv.in.shape,
   ...ScaleEnv.in.shape,
+  ...IntegrityEnv.in.shape,
 });
 
 type EnvSource = Readonly<Record<string, string | undefined>>;
@@ -347,15 +421,19 @@ export function loadConfig(env: EnvSource = process.env): Config {
   const capacity = CapacityEnv.safeParse(present);
   const records = RecordsEnv.safeParse(present);
   const scale = ScaleEnv.safeParse(present);
+  const integrity = IntegrityEnv.safeParse(present);
   if (
     !server.success ||
     !judge.success ||
     !request.success ||
     !capacity.success ||
     !records.success ||
-    !scale.success
+    !scale.success ||
+    !integrity.success
   ) {
-    const issues = [server, judge, request, capacity, records, scale].flatMap((r) => r.error?.issues ?? []);
+    const issues = [server, judge, request, capacity, records, scale, integrity].flatMap(
+      (r) => r.error?.issues ?? [],
+    );
     const lines = issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
     throw new Error(`invalid environment:\n${lines.join('\n')}`);
   }
@@ -366,5 +444,6 @@ export function loadConfig(env: EnvSource = process.env): Config {
     ...capacity.data,
     ...records.data,
     ...scale.data,
+    ...integrity.data,
   });
 }

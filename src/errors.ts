@@ -22,6 +22,8 @@ const STATUS = {
   RW_URI_TOO_LONG: 414,
   RW_UNSUPPORTED_MEDIA_TYPE: 415,
   RW_HEADERS_TOO_LARGE: 431,
+  /** JUDGE_TOKEN_BUDGET spent in the current window: new judgments refused until it ends (Retry-After). */
+  RW_BUDGET_EXHAUSTED: 429,
   /** The caller went away (client disconnect); nginx's 499. Seen in results and metrics, never sent. */
   RW_CLIENT_ABORTED: 499,
   /** Every request waiting for the judgment was cancelled (POST /v1/cancel). In results, never sent. */

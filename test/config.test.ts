@@ -71,6 +71,7 @@ describe('loadConfig', () => {
       routing_key_header: 'x-reward-routing-key',
       context_tokens: undefined,
       retry_budget: 0.2,
+      schema_reprobe_ms: 60_000,
     });
   });
 

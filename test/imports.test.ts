@@ -32,7 +32,8 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   [
     'server',
     {
-      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config', 'state'],
+      // math: the exact binomial interval of GET /v1/integrity (no ablation statistics).
+      uses: ['judge', 'roles', 'text', 'settings', 'errors', 'config', 'state', 'math'],
       packages: [
         'fastify',
         'prom-client',

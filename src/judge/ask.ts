@@ -8,7 +8,7 @@ import type { z } from 'zod';
 
 import type { ErrorCode } from '../errors.js';
 import type { ComparativeContext, RenderedPrompt } from '../roles/types.js';
-import { addKnown, observeFailedCall, observeReply, toFailure } from './calls.js';
+import { addKnown, observeFailedCall, observeReply, toFailure, URGENT_PRIORITY } from './calls.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type { ChatMessage, JudgeObserver, Route } from './types.js';
 
@@ -33,6 +33,8 @@ export interface AskOptions {
   /** Absolute deadline, epoch ms. */
   deadline: number;
   observer?: JudgeObserver | undefined;
+  /** Take a free backend slot before queued normal calls (the priority lane). */
+  urgent?: boolean | undefined;
 }
 
 /** What one ask cost, whether it succeeded or not. */
@@ -92,7 +94,12 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           seed: spec.seed,
           context: spec.context,
         },
-        { signal: options.signal, deadline: options.deadline, observer: options.observer },
+        {
+          signal: options.signal,
+          deadline: options.deadline,
+          observer: options.observer,
+          ...(options.urgent === true ? { priority: URGENT_PRIORITY } : {}),
+        },
       );
     } catch (err) {
       const failure = toFailure(err);

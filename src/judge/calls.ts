@@ -8,6 +8,13 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { CallEvent, JudgeObserver, LlmReply, Route } from './types.js';
 
 /** The code and message an error stands for: a RewardError's own, anything else RW_INTERNAL. */
+
+/**
+ * Backend-slot priority of an urgent call (the serving priority lane): above any normal call's priority
+ * (progress × 2^40 − age, progress < 256), below 2^53 so that the sum stays exact.
+ */
+export const URGENT_PRIORITY = 2 ** 48;
+
 export function toFailure(err: unknown): { code: ErrorCode; message: string } {
   if (err instanceof RewardError) return { code: err.code, message: err.message };
   return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };

@@ -47,6 +47,8 @@ export interface ComparativeOptions {
   limits?: CandidateLimits | undefined;
   /** Fence nonce; random per unit unless a test pins it. */
   nonce?: string | undefined;
+  /** High priority (the serving priority lane): its calls take a free backend slot first. */
+  urgent?: boolean | undefined;
 }
 
 interface Shared {
@@ -182,7 +184,12 @@ async function askAlone<T, C extends RatingContext | PickContext>(
         temperature: 0,
         check,
       },
-      { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+      {
+        signal: scope.signal,
+        deadline: options.deadline,
+        observer: options.observer,
+        urgent: options.urgent,
+      },
     );
     const usage = noUsage();
     addCost(usage, r);
@@ -280,7 +287,12 @@ export async function comparePair(
               temperature: judges > 1 ? MULTI_JUDGE_TEMPERATURE : 0,
               seed: judge,
             },
-            { signal: scope.signal, deadline: options.deadline, observer: options.observer },
+            {
+              signal: scope.signal,
+              deadline: options.deadline,
+              observer: options.observer,
+              urgent: options.urgent,
+            },
           ).then((r) => {
             // A failed call ends the pair now: its siblings' calls (and retries) are cancelled.
             if (!r.ok) {

@@ -52,6 +52,11 @@ export interface Breaker {
   admit(): boolean;
   /** Exactly one call per admitted attempt. */
   settle(verdict: AttemptVerdict): void;
+  /**
+   * ms until `available()` can be true: 0 when it is, the rest of the open period when open, undefined
+   * while a half-open probe is in flight (it depends on the probe).
+   */
+  waitMs?(): number | undefined;
 }
 
 export function createBreaker(options: BreakerOptions = {}): Breaker {
@@ -113,6 +118,11 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
       const s = current();
       return s === 'closed' || (s === 'half_open' && !probing);
     },
+    waitMs() {
+      const s = current();
+      if (s === 'open') return Math.max(0, openUntil - now());
+      return s === 'half_open' && probing ? undefined : 0;
+    },
     admit() {
       const s = current();
       if (s === 'closed') return true;
@@ -156,6 +166,8 @@ export interface ReplicaLoad {
   readonly breaker: Breaker;
   /** Calls routed here but not yet queued for a slot (e.g. staggered). Default 0. */
   readonly pending?: number;
+  /** Quarantined by the canaries: passed over for real work unless no other replica is available. */
+  readonly quarantined?: boolean;
 }
 
 /**
@@ -247,7 +259,12 @@ export function createReplicaPicker(
   };
 
   const choose = (key: string, avoid: number | undefined): number | undefined => {
-    let healthy = replicas.flatMap((r, i) => (i !== avoid && r.breaker.available() ? [i] : []));
+    let healthy = replicas.flatMap((r, i) =>
+      i !== avoid && r.breaker.available() && r.quarantined !== true ? [i] : [],
+    );
+    // Quarantine never takes the last available replica: without another one it serves (the fleet alert).
+    if (healthy.length === 0)
+      healthy = replicas.flatMap((r, i) => (i !== avoid && r.breaker.available() ? [i] : []));
     if (healthy.length === 0 && avoid !== undefined && replicas[avoid]?.breaker.available() === true) {
       healthy = [avoid];
     }

@@ -8,7 +8,14 @@ import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { stripChatTokens } from '../text/chat-tokens.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
-import { addKnown, deadlineScope, observeFailedCall, observeReply, toFailure } from './calls.js';
+import {
+  addKnown,
+  deadlineScope,
+  observeFailedCall,
+  observeReply,
+  toFailure,
+  URGENT_PRIORITY,
+} from './calls.js';
 import { decide } from './decision.js';
 import { checkCandidate, DEFAULT_CANDIDATE_LIMITS } from './degenerate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
@@ -42,6 +49,13 @@ export interface RunOptions {
   nonce?: string | undefined;
   /** Replies an earlier stage of the same judgment received (a cascade's escalation): slot priority. */
   progress?: number | undefined;
+  /** Canaries and audits: every call of a backend named here goes to that replica (`CallOptions.pin`). */
+  pin?: ReadonlyMap<string, string> | undefined;
+  /**
+   * A high-priority judgment (the serving priority lane): its calls take a free backend slot before every
+   * other queued call. Calls in flight are never preempted. Default false.
+   */
+  urgent?: boolean | undefined;
 }
 
 /** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
@@ -70,7 +84,8 @@ const PROGRESS_WEIGHT = 2 ** 40;
  * A call's backend-slot priority: judgments that have received more replies first (a final-stage call
  * before a first-stage one), then older judgments. Under a deadline, started judgments finish.
  */
-const callPriority = (exec: Execution): number => exec.progress * PROGRESS_WEIGHT - exec.startedAt;
+const callPriority = (exec: Execution): number =>
+  (exec.options.urgent === true ? URGENT_PRIORITY : 0) + exec.progress * PROGRESS_WEIGHT - exec.startedAt;
 
 /**
  * Runs one judgment through a graph. Never rejects because a judge failed: failures come back as
@@ -386,6 +401,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     reasks: m.reasks,
     error: m.error,
     servedModel: m.servedModel,
+    replica: m.replica,
   });
 
   if (role.kind === 'local') {
@@ -468,6 +484,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           deadline: callDeadline,
           priority: callPriority(exec),
           observer: exec.options.observer,
+          pin: exec.options.pin,
         },
       );
     } catch (err) {
@@ -520,6 +537,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           attempts,
           reasks,
           servedModel: reply.model,
+          replica: reply.replica,
         }),
       );
       return;

@@ -52,6 +52,8 @@ export interface TranscriptMessage {
    * a served name other than the one asked for); absent when no reply arrived or the node is local.
    */
   servedModel?: string | undefined;
+  /** host[:port] of the replica that answered (replicated OpenAI-compatible backends only). */
+  replica?: string | undefined;
 }
 
 export interface Judgment {
@@ -116,6 +118,8 @@ export interface LlmReply {
   attempts: number;
   /** `finish_reason` of the reply; `length` means it was cut at `max_tokens` (or the context's end). */
   finishReason: string;
+  /** The replica that answered (its metrics label), when the backend has replicas. */
+  replica?: string | undefined;
 }
 
 export interface CallOptions {
@@ -130,6 +134,11 @@ export interface CallOptions {
   priority?: number | undefined;
   /** Told about each retry the backend wants to make (allowed or denied by its retry budget). */
   observer?: JudgeObserver | undefined;
+  /**
+   * Canaries and audits: backend name → replica label. Every attempt of a backend named here goes to that
+   * replica (retries included, quarantine ignored; an open circuit fails the call).
+   */
+  pin?: ReadonlyMap<string, string> | undefined;
 }
 
 /** How one HTTP attempt on a replica ended (a bounded label set). */
@@ -162,6 +171,12 @@ export interface ReplicaSnapshot {
   attempts: ReadonlyMap<ReplicaOutcome, number>;
   /** Cumulative times its circuit opened. */
   circuitOpens: number;
+  /** OpenAI-compatible replicas: the response format it is sent now (json_object after a refusal). */
+  responseFormat?: 'json_schema' | 'json_object' | undefined;
+  /** Cumulative response-format switches, by the format switched to. */
+  responseFormatSwitches?: ReadonlyMap<'json_schema' | 'json_object', number> | undefined;
+  /** Taken out of real work by the canaries' sequential test (it still receives canaries). */
+  quarantined?: boolean | undefined;
 }
 
 /**
@@ -178,6 +193,8 @@ export interface Backend {
   isSaturated?(): boolean;
   /** Per-replica state for metrics (OpenAI-compatible backends). */
   replicas?(): ReplicaSnapshot[];
+  /** Takes a replica (by label) out of routing for real work, or puts it back (canary quarantine). */
+  setQuarantined?(replica: string, quarantined: boolean): void;
   /** Calls held back so a sibling's prefix prefill could finish first (cumulative). */
   staggeredCalls?(): number;
   /**

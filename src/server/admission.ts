@@ -24,6 +24,7 @@ import { RewardError, toError } from '../errors.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import type { JudgeObserver } from '../judge/types.js';
 import type { Metrics } from './metrics.js';
+import { HighLaneBudget, LaneQueue, type Lane } from './priority.js';
 
 /**
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
@@ -49,7 +50,8 @@ export interface AdmissionState {
 
 /** Why a request was refused, with what a log line and the client need. */
 export interface Refusal {
-  reason: 'deadline' | 'memory';
+  /** `priority`: a high-priority request beyond HIGH_PRIORITY_SHARE (priority.ts). */
+  reason: 'deadline' | 'memory' | 'priority';
   /** Seconds until the backlog admitted so far has drained (what Retry-After says). */
   waitS: number;
   /** Seconds the backlog plus this request's new work would need. */
@@ -68,6 +70,8 @@ export type AdmissionDecision = { ok: true } | { ok: false; refusal: Refusal };
 /** One admitted judgment's share of the backlog; `done` once it ended (any way). */
 export interface Ticket {
   done(calls: number | undefined): void;
+  /** The lane its run-slot wait is in (priority.ts); normal unless admitted as high. */
+  readonly lane?: Lane | undefined;
 }
 
 export interface AdmissionOptions {
@@ -85,6 +89,13 @@ export interface AdmissionOptions {
   isBackendSaturated?: (() => boolean) | undefined;
   /** Called after every change of the running/waiting counts or of the backlog. */
   onChange?: ((state: AdmissionState) => void) | undefined;
+  /** HIGH_PRIORITY_SHARE: the high lane's share of the drain rate (priority.ts). Default 0.1. */
+  highShare?: number | undefined;
+  /**
+   * Checked by `admitWhole` before any new work is admitted: an error refuses the request (the token
+   * budget, budget.ts). Default none.
+   */
+  gate?: (() => RewardError | undefined) | undefined;
 }
 
 /** Fraction of the request deadline the predicted completion must fit in (the rest absorbs error). */
@@ -110,7 +121,9 @@ export class Admission {
   readonly callSlots: number;
   readonly callRateLimit: number;
   #running = 0;
-  readonly #waiters = new Set<Waiter>();
+  readonly #waiters = new LaneQueue<Waiter>();
+  readonly high: HighLaneBudget;
+  readonly gate: (() => RewardError | undefined) | undefined;
   readonly #now: () => number;
   readonly #isBackendSaturated: () => boolean;
   readonly #onChange: ((state: AdmissionState) => void) | undefined;
@@ -134,6 +147,8 @@ export class Admission {
     this.#now = options.now ?? Date.now;
     this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
+    this.high = new HighLaneBudget(options.highShare ?? 0.1, this.#now);
+    this.gate = options.gate;
   }
 
   get running(): number {
@@ -152,6 +167,11 @@ export class Admission {
   /** Expected calls per judgment of `graph`: measured (smoothed), else its static count. */
   costOf(graph: WorkShape): number {
     return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
+  }
+
+  /** Smoothed unloaded call latency, ms; undefined before any call finished unloaded (plan.ts). */
+  callLatencyMs(): number | undefined {
+    return this.#callLatencyMs;
   }
 
   /** Estimated drain rate in backend calls per second (> 0). */
@@ -193,7 +213,7 @@ export class Admission {
    * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs`. With nothing admitted
    * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time out.
    */
-  decide(graphs: readonly WorkShape[], remainingMs: number): AdmissionDecision {
+  decide(graphs: readonly WorkShape[], remainingMs: number, lane: Lane = 'normal'): AdmissionDecision {
     const n = graphs.length;
     if (n === 0) return { ok: true };
     let calls = 0;
@@ -223,6 +243,14 @@ export class Admission {
       },
     });
     if (queuedAfter > this.maxQueued) return refusal('memory');
+    // High work goes ahead of the queued backlog: its own budget decides, not the backlog's completion.
+    // HIGH_PRIORITY_SHARE=0 turns the lane off (high requests are normal ones).
+    if (lane === 'high' && this.high.share > 0) {
+      if (this.high.fits(calls, drain, horizonS)) return { ok: true };
+      const denied = refusal('priority');
+      if (!denied.ok) denied.refusal.waitS = this.high.waitS(calls, drain, horizonS);
+      return denied;
+    }
     if (this.#backlogCalls > 0 && completionS > horizonS) return refusal('deadline');
     return { ok: true };
   }
@@ -233,11 +261,14 @@ export class Admission {
   }
 
   /** Adds one admitted judgment of `graph` to the backlog; call `done` exactly once when it ended. */
-  admit(graph: WorkShape): Ticket {
+  admit(graph: WorkShape, lane: Lane = 'normal'): Ticket {
     const cost = this.costOf(graph);
     this.#backlogCalls += cost;
+    const laneOf: Lane = lane === 'high' && this.high.share > 0 ? 'high' : 'normal';
+    if (laneOf === 'high') this.high.take(cost, this.drainCallsPerS());
     let finished = false;
     return {
+      lane: laneOf,
       done: (calls) => {
         if (finished) return;
         finished = true;
@@ -287,7 +318,7 @@ export class Admission {
    * Takes a run slot, waiting FIFO when all are busy. Synchronous bookkeeping: the judgment counts as
    * running or waiting as soon as this returns. Rejects with the signal's reason if it aborts while waiting.
    */
-  acquire(signal: AbortSignal): Promise<Release> {
+  acquire(signal: AbortSignal, lane: Lane = 'normal'): Promise<Release> {
     if (signal.aborted) return Promise.reject(toError(signal.reason));
     if (this.#running < this.maxConcurrent) {
       this.#running += 1;
@@ -306,7 +337,7 @@ export class Admission {
         reject(toError(signal.reason));
       };
       signal.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.add(waiter);
+      this.#waiters.add(waiter, lane);
       this.#changed();
     });
   }
@@ -323,7 +354,7 @@ export class Admission {
   ): Promise<R> {
     let calls: number | undefined;
     try {
-      const release = await this.acquire(signal);
+      const release = await this.acquire(signal, ticket.lane);
       let result: T;
       try {
         result = await work();
@@ -364,13 +395,12 @@ export class Admission {
     return () => {
       if (released) return;
       released = true;
-      const next = this.#waiters.values().next();
-      if (next.done === true) {
+      const next = this.#waiters.shift();
+      if (next === undefined) {
         this.#running -= 1;
       } else {
-        // The slot passes straight to the oldest waiter: running stays the same.
-        this.#waiters.delete(next.value);
-        next.value.resolve(this.#releaser());
+        // The slot passes straight to the oldest waiter (high lane first): running stays the same.
+        next.resolve(this.#releaser());
       }
       this.#changed();
     };
@@ -424,8 +454,10 @@ export function overloadError(
   const why =
     refusal.reason === 'memory'
       ? `the queue is full (${refusal.waiting} judgments waiting for a run slot)`
-      : `the backlog needs ${refusal.completionS.toFixed(1)} s with them, the deadline allows ` +
-        `${refusal.horizonS.toFixed(1)} s`;
+      : refusal.reason === 'priority'
+        ? `the high-priority lane is at its share of capacity (HIGH_PRIORITY_SHARE); send it as normal or retry`
+        : `the backlog needs ${refusal.completionS.toFixed(1)} s with them, the deadline allows ` +
+          `${refusal.horizonS.toFixed(1)} s`;
   return new RewardError('RW_OVERLOADED', `server busy: ${n} new ${noun} refused: ${why}`, {
     details: {
       retry_after_s: Admission.retryAfterSeconds(refusal),
@@ -451,6 +483,7 @@ export function admitWhole(
   noun: 'judgments' | 'comparisons',
   hint: string,
   reporting: RefusalReporting,
+  lane: Lane = 'normal',
 ): void {
   const n = shapes.length;
   const capacity = admission.maxConcurrent + admission.maxQueued;
@@ -463,6 +496,8 @@ export function admitWhole(
     );
   }
   if (n === 0) return;
-  const decision = admission.decide(shapes, remainingMs);
+  const gated = admission.gate?.();
+  if (gated !== undefined) throw gated;
+  const decision = admission.decide(shapes, remainingMs, lane);
   if (!decision.ok) throw overloadError(decision.refusal, n, noun, reporting);
 }

@@ -17,12 +17,17 @@ import type { Config } from '../config.js';
 import { RewardError } from '../errors.js';
 import type { Router } from '../judge/types.js';
 import { BACKEND_DEFAULTS } from '../settings/defaults.js';
-import { createLocalState } from '../state/local.js';
+import { createLocalBudget, createLocalState } from '../state/local.js';
 import type { SharedState } from '../state/types.js';
-import { Admission, type Refusal } from './admission.js';
+import { createLocalCanaryLog, type CanaryLog } from '../state/canary-log.js';
+import { Admission, callObserver, type Refusal } from './admission.js';
+import { createTokenBudget } from './budget.js';
+import { createPlanner } from './plan.js';
+import { registerPlanRoutes } from './routes/plan.js';
 import { createComparisonService } from './comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor } from './failure-log.js';
+import { createIntegrity } from './integrity.js';
 import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -32,6 +37,7 @@ import { registerAdapterRoutes } from './routes/adapters.js';
 import { registerCancelRoutes } from './routes/cancel.js';
 import type { CancelRelay } from './controls/cancel-relay.js';
 import { registerGraphRoutes } from './routes/graphs.js';
+import { registerIntegrityRoutes } from './routes/integrity.js';
 import { registerOpsRoutes } from './routes/ops.js';
 import { registerRankRoutes } from './routes/rank.js';
 import { registerRewardRoutes } from './routes/reward.js';
@@ -56,6 +62,8 @@ export interface AppDeps {
   workerId?: number | undefined;
   /** WORKERS>1: relays a cancel to every worker through the primary (`cluster.ts`). */
   relayCancel?: CancelRelay | undefined;
+  /** REDIS_URL: the canary log shared by every replica (`createRedisCanaryLog`). Default: in-process. */
+  canaryLog?: CanaryLog | undefined;
 }
 
 /** Idempotency records kept (each holds references to its completed judgments). */
@@ -172,6 +180,29 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   const now = deps.now ?? Date.now;
+  // JUDGE_TOKEN_BUDGET (budget.ts): every backend call's tokens count; new work is refused once spent.
+  const budget =
+    config.tokenBudget === undefined
+      ? undefined
+      : createTokenBudget({
+          ...config.tokenBudget,
+          store: state.budget ?? createLocalBudget(now),
+          shared: state.kind === 'redis',
+          now,
+          warn: (fields, message) => app.log.warn(fields, message),
+          onRemaining: (left) =>
+            metrics.budgetRemainingTokens.labels(String(config.tokenBudget?.windowS)).set(left),
+        });
+  // Every backend call also feeds the budget and the capacity plan's tokens per call (set below).
+  const callHooks: Array<(event: Parameters<Metrics['observeCall']>[0]) => void> = [];
+  if (budget !== undefined) callHooks.push((event) => budget.record(event));
+  const metered: Metrics = {
+    ...metrics,
+    observeCall: (event) => {
+      metrics.observeCall(event);
+      for (const hook of callHooks) hook(event);
+    },
+  };
   const admission = new Admission({
     maxConcurrent: config.maxConcurrentJudgments,
     maxQueued: config.maxQueuedJudgments,
@@ -189,7 +220,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       metrics.predictedWait.set(state.predictedWaitS);
       metrics.drainRate.set(state.drainCallsPerS);
     },
+    highShare: config.highPriorityShare,
+    gate: budget === undefined ? undefined : () => budget.gate(),
   });
+  const planner = createPlanner(admission, {
+    requestDeadlineMs: config.requestDeadlineMs,
+    maxCandidates: config.maxCandidates,
+    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
+  });
+  callHooks.push((event) => planner.observeCall(event));
   const failures = createFailureMonitor({
     rate: config.failureWarnRate,
     intervalMs: config.failureWarnIntervalMs,
@@ -212,7 +251,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       },
       refusal.reason === 'memory'
         ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
-        : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
+        : refusal.reason === 'priority'
+          ? 'admission: refusing high-priority work beyond HIGH_PRIORITY_SHARE of the drain rate'
+          : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
             `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
             `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
             `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
@@ -224,15 +265,37 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     onCancelledJudgment: (route) => metrics.cancelledJudgments.labels(route).inc(),
   });
   deps.relayCancel?.serve(cancels);
+  let auditGraph;
+  try {
+    auditGraph =
+      config.integrity.auditGraph === undefined ? undefined : presetChoice(config.integrity.auditGraph).graph;
+  } catch (err) {
+    throw new Error(`AUDIT_GRAPH: unknown graph "${config.integrity.auditGraph ?? ''}"`, { cause: err });
+  }
+  const integrity = createIntegrity({
+    ...config.integrity,
+    graph: defaultGraph.graph,
+    auditGraph,
+    deadlineMs: config.requestDeadlineMs,
+    limits: config.candidateLimits,
+    router,
+    observer: callObserver(metrics, admission),
+    metrics: metrics.integrity,
+    log: deps.canaryLog ?? createLocalCanaryLog(),
+    transcripts: deps.transcripts,
+    warn: (fields, message) => app.log.warn(fields, message),
+  });
+  metrics.integrity.watchDrift(() => integrity.drift());
   const service = createJudgeService({
     onAbandoned: () => cancels.abandoned(),
     router,
     // The service counts every computed judgment here; the failure monitor sees the same ones.
     metrics: {
-      ...metrics,
+      ...metered,
       observeJudgment: (graph, judgment) => {
         metrics.observeJudgment(graph, judgment);
         failures.record(judgment);
+        planner.observeJudgment(judgment);
       },
     },
     admission,
@@ -254,11 +317,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       ttlMs: config.sharedCacheTtlMs,
       onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
     }),
+    onComputed: (item, stored) =>
+      integrity.onComputed(item.graph.label, item.graph.graph, item.input, stored.id, stored.judgment),
   });
   const comparisons = createComparisonService({
     onAbandoned: () => cancels.abandoned(),
     router,
-    metrics,
+    metrics: metered,
     admission,
     cacheSize: config.cacheSize,
     candidateLimits: config.candidateLimits,
@@ -282,6 +347,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     metricsText: deps.metricsText ?? (() => metrics.registry.metrics()),
     workerId: deps.workerId,
     cancels,
+    integrity,
+    budget,
   };
 
   const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);
@@ -329,6 +396,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Runs once the server has stopped (every connection ended): anything still in flight has no client left.
   app.addHook('onClose', (_instance, done) => {
     clearTimeout(graceTimer);
+    budget?.close();
     service.abortAll();
     comparisons.abortAll();
     done();
@@ -340,5 +408,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerGraphRoutes(app, ctx);
   registerOpsRoutes(app, ctx);
   registerCancelRoutes(app, ctx, deps.relayCancel);
+  registerIntegrityRoutes(app, ctx);
+  app.addHook('onClose', async () => integrity.close());
+  registerPlanRoutes(app, ctx, planner);
   return app;
 }

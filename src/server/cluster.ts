@@ -287,8 +287,14 @@ export function workerShare(config: Config, workers: number): Config {
     tpm: b.tpm === undefined || sharedBuckets ? b.tpm : b.tpm / workers,
   });
   const file = config.judge.file;
+  const budget = config.tokenBudget;
   return {
     ...config,
+    // Without Redis each worker counts its own spend: it gets its share of the budget.
+    tokenBudget:
+      budget === undefined || sharedBuckets
+        ? budget
+        : { ...budget, tokens: Math.max(1, Math.floor(budget.tokens / workers)) },
     judge: {
       default: config.judge.default === 'offline' ? 'offline' : share(config.judge.default),
       file:

@@ -35,6 +35,7 @@ import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
 import { cancelledJudgment, isCancelled } from './controls/cancel.js';
 import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
+import type { Lane } from './priority.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from './transcripts.js';
 
@@ -71,6 +72,8 @@ export interface RequestScope {
   requestId?: string | undefined;
   /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
   cancel?: AbortSignal | undefined;
+  /** The priority lane of its new comparisons (priority.ts); default normal. */
+  priority?: Lane | undefined;
 }
 
 export interface ComparisonService {
@@ -185,7 +188,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number): void =>
+  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void =>
     admitWhole(
       admission,
       shapes,
@@ -193,6 +196,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       'comparisons',
       'use a cheaper schedule or fewer candidates',
       { metrics, onRefusal: options.onRefusal },
+      lane,
     );
 
   const computePair = (
@@ -201,9 +205,10 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     signal: AbortSignal,
     deadline: number,
     requestId: string | undefined,
+    lane: Lane = 'normal',
   ): Promise<Stored> =>
     admission.run(
-      admission.admit(pairShape(judges)),
+      admission.admit(pairShape(judges), lane),
       signal,
       () =>
         comparePair(input, {
@@ -213,6 +218,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
           observer,
           judges,
           limits: options.candidateLimits,
+          urgent: lane === 'high',
         }),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
@@ -265,7 +271,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         }
       }
     });
-    admit(shapes, request.deadline);
+    admit(shapes, request.deadline, request.priority);
     const scope = createRequestScope({
       deadline: request.deadline,
       signal: request.signal,
@@ -299,7 +305,8 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       const flight = own
         ? cache.run(
             key,
-            (signal) => computePair(input, group.judges, signal, request.deadline, request.requestId),
+            (signal) =>
+              computePair(input, group.judges, signal, request.deadline, request.requestId, request.priority),
             scope.signal,
           )
         : cache.join(key, scope.signal);
@@ -341,7 +348,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       return { pickId: hit.id, judgment: hit.judgment, cached: true };
     }
     const own = !cache.has(key);
-    if (own) admit([PICK_SHAPE], scopeIn.deadline);
+    if (own) admit([PICK_SHAPE], scopeIn.deadline, scopeIn.priority);
     const scope = createRequestScope({
       deadline: scopeIn.deadline,
       signal: scopeIn.signal,
@@ -355,7 +362,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
             key,
             (signal) =>
               admission.run(
-                admission.admit(PICK_SHAPE),
+                admission.admit(PICK_SHAPE, scopeIn.priority),
                 signal,
                 () =>
                   pickBest(input, {
@@ -364,6 +371,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
                     signal,
                     observer,
                     limits: options.candidateLimits,
+                    urgent: scopeIn.priority === 'high',
                   }),
                 (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
               ),

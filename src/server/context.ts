@@ -9,7 +9,9 @@ import type { Router } from '../judge/types.js';
 import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
 import type { CancelRegistry } from './controls/cancel.js';
+import type { TokenBudget } from './budget.js';
 import type { ComparisonService } from './comparing.js';
+import type { Integrity } from './integrity.js';
 import type { GraphChoice, JudgeService } from './judge-service.js';
 import type { Metrics } from './metrics.js';
 import type { Schemas } from './schemas.js';
@@ -35,6 +37,10 @@ export interface ServerContext {
   workerId: number | undefined;
   /** Live requests by request_id and tag, for POST /v1/cancel (`cancel.ts`). */
   cancels: CancelRegistry;
+  /** Canaries, quarantine, audits and drift (`GET /v1/integrity`). */
+  integrity: Integrity;
+  /** JUDGE_TOKEN_BUDGET; undefined without a budget. */
+  budget?: TokenBudget | undefined;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

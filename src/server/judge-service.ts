@@ -37,6 +37,7 @@ import {
 } from './idempotency.js';
 import type { Metrics } from './metrics.js';
 import { cancelledJudgment, isCancelled } from './controls/cancel.js';
+import type { Lane } from './priority.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../state/types.js';
@@ -75,6 +76,8 @@ export interface JudgeRequest {
   idempotencyKey?: string | undefined;
   /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
   cancel?: AbortSignal | undefined;
+  /** The priority lane of the request's new judgments (priority.ts); default normal. */
+  priority?: Lane | undefined;
 }
 
 export interface JudgeService {
@@ -110,6 +113,8 @@ export interface JudgeServiceOptions {
   sharedRecords?: IdempotencyStore | undefined;
   /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
   onAbandoned?: (() => void) | undefined;
+  /** Told about every judgment computed here (not cache hits): canaries, audits, drift (`integrity.ts`). */
+  onComputed?: ((item: JudgeItem, stored: StoredJudgment) => void) | undefined;
 }
 
 const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536, maxItems: 10_000 };
@@ -322,10 +327,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           signal,
           observer,
           limits: options.candidateLimits,
+          urgent: ticket.lane === 'high',
         }),
       async (judgment) => {
         metrics.observeJudgment(item.graph.label, judgment);
         const stored: StoredJudgment = { id: randomUUID(), judgment };
+        options.onComputed?.(item, stored);
         if (transcripts !== undefined)
           await transcripts.write(
             toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
@@ -421,10 +428,16 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       return complete(items, results);
     }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
-    admitWhole(admission, graphs, deadline - now(), 'judgments', 'split it into smaller requests', {
-      metrics,
-      onRefusal: options.onRefusal,
-    });
+    const lane = request.priority ?? 'normal';
+    admitWhole(
+      admission,
+      graphs,
+      deadline - now(),
+      'judgments',
+      'split it into smaller requests',
+      { metrics, onRefusal: options.onRefusal },
+      lane,
+    );
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;
@@ -455,7 +468,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         flightDeadlines.set(key, flightDeadline);
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
-        const ticket = elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph);
+        const ticket =
+          elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph, lane);
         flight = cache.run(
           key,
           (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),

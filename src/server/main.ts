@@ -13,6 +13,7 @@ import { createOpenAICompatibleBackend } from '../judge/backends/openai.js';
 import { createRouter } from '../judge/routing.js';
 import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
+import { createRedisCanaryLog } from '../state/canary-log.js';
 import type { SharedState } from '../state/types.js';
 import { buildApp } from './app.js';
 import { createWorkerCancelRelay } from './controls/cancel-relay.js';
@@ -121,10 +122,13 @@ async function main(): Promise<void> {
         name,
         // RPM/TPM buckets: in-process, or shared through Redis with every worker and replica.
         buckets: state.buckets,
-        onResponseFormatFallback: ({ backend, status, error }) =>
+        // One line per switch of one replica, with its evidence (docs/backends.md).
+        onResponseFormatSwitch: (event) =>
           logSink.warn?.(
-            { backend, status, type: error.type, code: error.code, message: error.message },
-            'backend rejected response_format json_schema: using json_object (schema in the prompt) from now on',
+            { ...event },
+            event.to === 'json_object'
+              ? 'backend replica refused the json_schema: using json_object (schema in the prompt) until a re-probe'
+              : 'backend replica accepts json_schema again: back to json_schema',
           ),
       }),
   });
@@ -138,12 +142,23 @@ async function main(): Promise<void> {
       },
     });
   }
+  // The canary record shared by every replica (REDIS_URL): one Redis stream of canary outcomes.
+  const canaryLog =
+    config.redis === undefined
+      ? undefined
+      : createRedisCanaryLog({
+          url: config.redis.url,
+          prefix: config.redis.prefix,
+          timeoutMs: config.redis.timeoutMs,
+          onError: () => metrics.sharedStateErrors.labels('canaries').inc(),
+        });
   const server = buildApp({
     config,
     router,
     metrics,
     transcripts,
     state,
+    canaryLog,
     logger: { level: config.logLevel },
     metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
     workerId: cluster.worker?.id,

@@ -93,6 +93,8 @@ export interface Metrics {
   /** 1 while REDIS_URL is set but Redis is unreachable (judging continues on local state). */
   sharedStateDegraded: Gauge;
   sharedStateErrors: Counter<'op'>;
+  /** JUDGE_TOKEN_BUDGET: tokens left in the current window (absent without a budget). */
+  budgetRemainingTokens: Gauge<'window_s'>;
   /** Feeds the reward_shared_state_* metrics; pass to `createRedisState`. */
   stateObserver: StateObserver;
   /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
@@ -103,6 +105,100 @@ export interface Metrics {
   watchBackends(source: () => readonly Backend[]): void;
   /** Judgments (and comparisons) POST /v1/cancel aborted, by route of the cancelled request. */
   cancelledJudgments: Counter<'route'>;
+  /** Canaries, quarantine, audits and drift (docs/integrity.md). */
+  integrity: IntegrityMetrics;
+}
+
+/** One graph's drift gauges over the recent window; null where undefined (no judgment, no variance). */
+export interface DriftReading {
+  graph: string;
+  acceptRate: number | null;
+  candidateChars: number | null;
+  lengthRewardCorrelation: number | null;
+  rejectedInputRate: number | null;
+}
+
+export interface IntegrityMetrics {
+  canaryJudgments: Counter<'backend' | 'replica' | 'outcome'>;
+  canaryMemberStances: Counter<'node' | 'role' | 'label' | 'outcome'>;
+  suspectJudgments: Counter<'backend' | 'replica'>;
+  canaryFleetAlert: Gauge;
+  auditJudgments: Counter<'outcome' | 'first_verdict'>;
+  /** Read at every scrape (reward_drift_*). */
+  watchDrift(source: () => readonly DriftReading[]): void;
+}
+
+function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
+  let driftSource: () => readonly DriftReading[] = () => [];
+  const driftGauge = (name: string, help: string, read: (d: DriftReading) => number | null): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['graph'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const d of driftSource()) {
+          const value = read(d);
+          if (value !== null) this.labels(d.graph).set(value);
+        }
+      },
+    });
+  };
+  driftGauge(
+    'reward_drift_accept_rate',
+    'Share of reward 1 among the recent window of computed judgments with a reward, by graph.',
+    (d) => d.acceptRate,
+  );
+  driftGauge(
+    'reward_drift_candidate_chars',
+    'Mean candidate length in characters over the recent window of computed judgments, by graph.',
+    (d) => d.candidateChars,
+  );
+  driftGauge(
+    'reward_drift_length_reward_correlation',
+    'Pearson correlation of candidate length and reward over the recent window (a policy learning to babble), by graph.',
+    (d) => d.lengthRewardCorrelation,
+  );
+  driftGauge(
+    'reward_drift_rejected_input_rate',
+    'Share of rejected_input (degenerate candidates) over the recent window of computed judgments, by graph.',
+    (d) => d.rejectedInputRate,
+  );
+  return {
+    canaryJudgments: new Counter({
+      name: 'reward_canary_judgments_total',
+      help: 'Canary judgments by the replica they were pinned to and outcome: correct, wrong (verdict ≠ label) or failed.',
+      labelNames: ['backend', 'replica', 'outcome'] as const,
+      registers,
+    }),
+    canaryMemberStances: new Counter({
+      name: 'reward_canary_member_stances_total',
+      help: 'Committee members’ stances on canaries, by node, role, the canary’s label and outcome (correct, wrong): online TPR/TNR.',
+      labelNames: ['node', 'role', 'label', 'outcome'] as const,
+      registers,
+    }),
+    suspectJudgments: new Counter({
+      name: 'reward_suspect_judgments_total',
+      help: 'Real judgments a replica produced since its last good canary, counted when it is quarantined.',
+      labelNames: ['backend', 'replica'] as const,
+      registers,
+    }),
+    canaryFleetAlert: new Gauge({
+      name: 'reward_canary_fleet_alert',
+      help: '1 while more replicas fail their canaries than may be quarantined (a fleet-wide drop): serving goes on.',
+      registers,
+    }),
+    auditJudgments: new Counter({
+      name: 'reward_audit_judgments_total',
+      help: 'Real judgments judged again in the background, by outcome (agree, disagree, failed) and the first verdict.',
+      labelNames: ['outcome', 'first_verdict'] as const,
+      registers,
+    }),
+    watchDrift(source) {
+      driftSource = source;
+    },
+  };
 }
 
 const CIRCUIT_STATE = { closed: 0, half_open: 1, open: 2 } as const satisfies Record<
@@ -210,7 +306,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const admissionRefusals = new Counter({
     name: 'reward_admission_refusals_total',
-    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late) or memory (queue full).',
+    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late), memory (queue full) or priority (HIGH_PRIORITY_SHARE).',
     labelNames: ['reason'] as const,
     registers,
   });
@@ -288,6 +384,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       }
     },
   });
+  replicaGauge(
+    'reward_backend_replica_quarantined',
+    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
+    (r) => (r.quarantined === true ? 1 : 0),
+  );
+  const integrity = createIntegrityMetrics(registers);
   new Counter({
     name: 'reward_backend_replica_circuit_opens_total',
     help: 'Times the replica’s circuit breaker opened.',
@@ -296,6 +398,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     collect() {
       this.reset();
       for (const r of snapshots()) this.labels(r.backend, r.replica).inc(r.circuitOpens);
+    },
+  });
+  new Counter({
+    name: 'reward_backend_response_format_switches_total',
+    help: 'Times the replica’s response format switched: to json_object on evidence that it refuses the schema, back to json_schema when a re-probe is accepted.',
+    labelNames: ['backend', 'replica', 'to'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of snapshots()) {
+        for (const [to, n] of r.responseFormatSwitches ?? []) this.labels(r.backend, r.replica, to).inc(n);
+      }
     },
   });
   new Counter({
@@ -334,6 +448,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     name: 'reward_shared_state_errors_total',
     help: 'Shared-state operations that failed and were answered from local state, by store (judgments, leases, buckets, idempotency, flush, decode).',
     labelNames: ['op'] as const,
+    registers,
+  });
+
+  const budgetRemainingTokens = new Gauge({
+    name: 'reward_budget_remaining_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens left in the current window, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1: the worker with the least left (without REDIS_URL each worker has its share).
+    aggregator: 'min',
     registers,
   });
 
@@ -420,6 +543,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     sharedStateDegraded,
     sharedStateErrors,
+    budgetRemainingTokens,
     stateObserver: {
       onDegraded: (degraded) => sharedStateDegraded.set(degraded ? 1 : 0),
       onError: (op) => sharedStateErrors.labels(op).inc(),
@@ -439,6 +563,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     watchBackends(source) {
       backendSource = source;
     },
+    integrity,
     observeJudgment(graph, judgment) {
       judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
       judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);

@@ -74,6 +74,9 @@ const Message = z.looseObject({
 });
 export type Message = z.infer<typeof Message>;
 
+/** Operator controls (issue 21): the priority lane (priority.ts); adapters send `x-reward-priority`. */
+export const Priority = z.enum(['high', 'normal']);
+
 /** `?graph=NAME` on the trainer adapters (their bodies are fixed by the trainers). */
 export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).optional() });
 
@@ -90,12 +93,13 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     request_id: z.string().max(200).optional(),
     // Operator controls (issue 21): deadline_ms, tag.
     ...CONTROL_FIELDS,
+    priority: Priority.optional(),
   });
 
   const Batch = z
     .strictObject({
       groups: z
-        .array(Group.omit({ include_transcripts: true, deadline_ms: true, tag: true }))
+        .array(Group.omit({ include_transcripts: true, deadline_ms: true, tag: true, priority: true }))
         .min(1)
         .max(maxCandidates),
       graph: GraphField.optional(),
@@ -103,6 +107,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
       request_id: z.string().max(200).optional(),
       // Operator controls (issue 21): deadline_ms, tag.
       ...CONTROL_FIELDS,
+      priority: Priority.optional(),
     })
     .superRefine((body, ctx) => {
       let total = 0;
@@ -124,6 +129,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     request_id: z.string().max(200).optional(),
     // Operator controls (issue 21): deadline_ms, tag.
     ...CONTROL_FIELDS,
+    priority: Priority.optional(),
   });
 
   const OpenRlhf = z
@@ -206,6 +212,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     request_id: z.string().max(200).optional(),
     // Operator controls (issue 21): deadline_ms, tag.
     ...CONTROL_FIELDS,
+    priority: Priority.optional(),
   };
   const Rank = z
     .strictObject({

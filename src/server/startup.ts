@@ -44,5 +44,11 @@ export function startupFields(config: Config, routerName: string): Record<string
     auth: config.apiKey === undefined ? 'off' : 'on',
     transcripts: config.transcriptsPath ?? 'off',
     deadline_ms: config.requestDeadlineMs,
+    // Reward integrity (docs/integrity.md): how many canary rows at what rate, and the audit share.
+    canaries:
+      config.integrity.canaries === undefined
+        ? 'off'
+        : { rows: config.integrity.canaries.length, rate: config.integrity.canaryRate },
+    audit_rate: config.integrity.auditRate,
   };
 }

@@ -27,6 +27,8 @@ export const BACKEND_DEFAULTS = Object.freeze({
   retryBudgetWindowMs: 10_000,
   /** Retries always allowed per window, whatever the call count. */
   retryBudgetMin: 10,
+  /** A replica switched off json_schema (it refused the schema) tries json_schema again after this long, ms. */
+  schemaReprobeMs: 60_000,
 } as const);
 
 /** Trimmed-candidate length limits, in characters (Unicode code points). */

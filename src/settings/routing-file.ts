@@ -48,6 +48,8 @@ export const BackendSettings = z
     context_tokens: z.number().int().min(256).optional(),
     /** Retry budget: retries ≤ this fraction of calls over a sliding window (plus a small floor). */
     retry_budget: z.number().min(0).max(1).default(BACKEND_DEFAULTS.retryBudget),
+    /** After a replica falls back to json_object, ms until json_schema is tried again. */
+    schema_reprobe_ms: z.number().int().positive().default(BACKEND_DEFAULTS.schemaReprobeMs),
   })
   .superRefine((s, ctx) => {
     if ((s.base_url === undefined) === (s.base_urls === undefined)) {

@@ -8,6 +8,7 @@ import type {
   BucketReservation,
   BucketSpec,
   BucketStore,
+  BudgetStore,
   IdempotencyStore,
   Lease,
   LeaseOptions,
@@ -178,6 +179,24 @@ export function createLocalIdempotency(maxEntries = 100_000, now: Clock = Date.n
   };
 }
 
+/** In-process token-budget counters (windows older than their TTL are dropped when a new one starts). */
+export function createLocalBudget(now: Clock = Date.now): BudgetStore {
+  const counters = new Map<string, { total: number; expiresAt: number }>();
+  const live = (window: string): number => {
+    const c = counters.get(window);
+    return c === undefined || c.expiresAt <= now() ? 0 : c.total;
+  };
+  return {
+    add(window, tokens, ttlMs) {
+      if (!counters.has(window)) for (const [k, c] of counters) if (c.expiresAt <= now()) counters.delete(k);
+      const total = live(window) + tokens;
+      counters.set(window, { total, expiresAt: now() + ttlMs });
+      return Promise.resolve(total);
+    },
+    get: (window) => Promise.resolve(live(window)),
+  };
+}
+
 /** The state of one process: no shared judgment store (the LRU is the cache), local leases and buckets. */
 export function createLocalState(now: Clock = Date.now): SharedState {
   const since = now();
@@ -187,6 +206,7 @@ export function createLocalState(now: Clock = Date.now): SharedState {
     leases: createLocalLeases(now),
     buckets: createLocalBuckets(now),
     idempotency: createLocalIdempotency(100_000, now),
+    budget: createLocalBudget(now),
     status: () => ({ kind: 'local', degraded: false, since }),
     close: () => Promise.resolve(),
   };

@@ -18,11 +18,12 @@ import { Redis } from 'ioredis';
 
 import { RewardError, toError } from '../errors.js';
 import { evictOldest } from './bounded.js';
-import { createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
+import { createLocalBudget, createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
 import type {
   BucketReservation,
   BucketSpec,
   BucketStore,
+  BudgetStore,
   IdempotencyStore,
   JudgmentStore,
   Lease,
@@ -143,6 +144,7 @@ interface Pending {
 
 export interface RedisState extends SharedState {
   readonly kind: 'redis';
+  readonly budget: BudgetStore;
   /** Resolves true once connected, false when `timeoutMs` passes first (then the state starts degraded). */
   connected(timeoutMs: number): Promise<boolean>;
   /** Processes (workers × replicas) with a heartbeat in the last 15 s, this one included; ≥ 1. */
@@ -170,6 +172,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     leases: createLocalLeases(now),
     buckets: createLocalBuckets(now),
     idempotency: createLocalIdempotency(100_000, now),
+    budget: createLocalBudget(now),
   };
 
   let degraded = true;
@@ -574,6 +577,29 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     },
   };
 
+  // ---- token budget: one counter per window (`t:<window>`), INCRBY + PEXPIRE in one round trip. While
+  // degraded, this process's local counter answers (it sees only its own spend during the outage).
+  const budget: BudgetStore = {
+    add: (window, tokens, ttlMs) =>
+      guarded(
+        'budget',
+        async () => {
+          const key = `${prefix}t:${window}`;
+          const reply = await client.multi().incrby(key, Math.ceil(tokens)).pexpire(key, ttlMs).exec();
+          const total: unknown = reply?.[0]?.[1];
+          if (typeof total !== 'number') throw new Error('unexpected budget reply');
+          return total;
+        },
+        () => local.budget.add(window, tokens, ttlMs),
+      ),
+    get: (window) =>
+      guarded(
+        'budget',
+        async () => Number((await client.get(`${prefix}t:${window}`)) ?? 0),
+        () => local.budget.get(window),
+      ),
+  };
+
   const url = redactRedisUrl(options.url);
   return {
     kind: 'redis',
@@ -581,6 +607,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     leases,
     buckets,
     idempotency,
+    budget,
     status: () => ({ kind: 'redis', degraded, since, url }),
     peers: () => peerCount,
     async connected(waitMs) {

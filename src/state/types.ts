@@ -94,6 +94,17 @@ export interface IdempotencyStore {
   put(id: string, value: string, ttlMs: number): Promise<void>;
 }
 
+/**
+ * Spent-token counters of the token budget (JUDGE_TOKEN_BUDGET), one per budget window, shared by every
+ * process with the same store. Counts are whole tokens.
+ */
+export interface BudgetStore {
+  /** Adds `tokens` to `window`'s counter (kept `ttlMs`); resolves the counter's new total. */
+  add(window: string, tokens: number, ttlMs: number): Promise<number>;
+  /** The counter's total (0 when absent). */
+  get(window: string): Promise<number>;
+}
+
 /** For /readyz and the metrics. */
 export interface StateStatus {
   kind: 'local' | 'redis';
@@ -112,6 +123,8 @@ export interface SharedState {
   readonly leases: LeaseStore;
   readonly buckets: BucketStore;
   readonly idempotency: IdempotencyStore;
+  /** Token-budget counters; absent = in-process counters (budget.ts makes them). */
+  readonly budget?: BudgetStore | undefined;
   status(): StateStatus;
   close(): Promise<void>;
 }
@@ -124,4 +137,4 @@ export interface StateObserver {
   onError?(op: StateOp, err: unknown): void;
 }
 
-export type StateOp = 'judgments' | 'leases' | 'buckets' | 'idempotency' | 'flush' | 'decode';
+export type StateOp = 'judgments' | 'leases' | 'buckets' | 'idempotency' | 'flush' | 'decode' | 'budget';

@@ -32,21 +32,6 @@ const RULES = join(ROOT, 'deploy', 'prometheus', 'rules.yaml');
  * (remove it from here then). The coordinator empties this list after merging those branches.
  */
 const PENDING_METRICS = new Map<string, string[]>([
-  // h20a: canaries, quarantine, audits, drift
-  ['reward_canary_judgments_total', ['backend', 'replica', 'outcome']],
-  ['reward_canary_member_stances_total', ['node', 'role', 'label', 'outcome']],
-  ['reward_backend_replica_quarantined', ['backend', 'replica']],
-  ['reward_suspect_judgments_total', ['backend', 'replica']],
-  ['reward_canary_fleet_alert', []],
-  ['reward_audit_judgments_total', ['outcome', 'first_verdict']],
-  ['reward_drift_accept_rate', ['graph']],
-  ['reward_drift_candidate_chars', ['graph']],
-  ['reward_drift_length_reward_correlation', ['graph']],
-  ['reward_drift_rejected_input_rate', ['graph']],
-  // h23
-  ['reward_backend_response_format_switches_total', ['backend', 'replica', 'to']],
-  // h21b
-  ['reward_budget_remaining_tokens', []],
   // h19
   ['reward_rejected_inputs_total', ['reason']],
 ]);

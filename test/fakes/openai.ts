@@ -64,9 +64,11 @@ export function openaiContextOverflow(): FakeReply {
 }
 
 /**
- * llama.cpp's answer when it cannot turn a json_schema into a grammar: a 400 `invalid_request_error`
- * (current llama-server) or a 500 `server_error` (older builds, `"json_schema": …` prefix). The message
- * names neither response_format nor json_schema in a way the old regex matched.
+ * llama.cpp's answer when it cannot turn a json_schema into a grammar (`json_schema_to_grammar` throws
+ * "JSON schema conversion failed:\n<reason>"): current llama-server answers 400 `invalid_request_error`
+ * (since ggml-org/llama.cpp#17572, Nov 2025; body as quoted in #19716); older builds rethrow it from
+ * `params_from_json_cmpl` as `"json_schema": <message>`, which the server's handler maps to 500
+ * `server_error`. Both bodies carry `code` = the status and no `param`.
  */
 export function llamaSchemaFailed(status: 400 | 500 = 400): FakeReply {
   return {
@@ -80,6 +82,24 @@ export function llamaSchemaFailed(status: 400 | 500 = 400): FakeReply {
             ? 'JSON schema conversion failed:\nUnrecognized schema: {"description":"x"}'
             : "\"json_schema\": JSON schema conversion failed:\nPattern must start with '^' and end with '$'",
         type: status === 400 ? 'invalid_request_error' : 'server_error',
+      },
+    },
+  };
+}
+
+/**
+ * llama-server before structured-output support (Sept 2024, ggml-org/llama.cpp#9522): every `json_schema`
+ * response_format is refused with a 500 `server_error` that names it.
+ */
+export function llamaJsonSchemaUnsupported(): FakeReply {
+  return {
+    kind: 'status',
+    status: 500,
+    body: {
+      error: {
+        code: 500,
+        message: 'response_format type must be one of "text" or "json_object", but got: json_schema',
+        type: 'server_error',
       },
     },
   };

@@ -51,6 +51,7 @@ describe('BackendSettings', () => {
       prefix_stagger_ms: 50,
       routing_key_header: 'x-reward-routing-key',
       retry_budget: 0.2,
+      schema_reprobe_ms: 60_000,
     });
   });
 });

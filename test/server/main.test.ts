@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
+import { llamaSchemaFailed, startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
 import { DIST_ENTRY as MAIN, ensureDist } from '../support/dist.js';
 import { candidate, GROUND_TRUTH, QUESTION, waitFor } from './helpers.js';
 
@@ -116,6 +116,53 @@ describe('node dist/server/main.js', () => {
       transcripts,
     });
     expect(server.stdout() + server.stderr()).not.toMatch(/hunter/);
+    server.child.kill('SIGTERM');
+    expect(await server.exit).toBe(0);
+  });
+
+  it('logs each response-format switch of a replica once, with its evidence (issue 23)', async () => {
+    let refuse = true;
+    const match = { kind: 'json', body: universalReply('match', 0.9) } as const;
+    fake = await startFakeOpenAI({
+      fallback: (body) =>
+        refuse && body.response_format?.type === 'json_schema' ? llamaSchemaFailed(400) : match,
+    });
+    const server = await startServer({
+      JUDGE_BASE_URL: fake.baseURL,
+      JUDGE_MODEL: 'fake-model',
+      JUDGE_SCHEMA_REPROBE_MS: '300',
+    });
+    const switches = (): Json[] =>
+      server
+        .stdout()
+        .split('\n')
+        .filter((l) => l.includes('"evidence"'))
+        .map((l) => JSON.parse(l));
+    // Fresh candidates each time: a cached judgment would make no backend call.
+    let next = 0;
+    const judged = async (): Promise<Json> => {
+      next += 2;
+      return (await post(`${server.url}/v1/reward`, group([candidate(next), candidate(next + 1)]))).json();
+    };
+    expect((await judged()).rewards).toEqual([1, 1]);
+    await waitFor(() => switches().length === 1, 'the switch to json_object to be logged');
+    expect(switches()[0]).toMatchObject({
+      level: 40,
+      backend: 'default',
+      replica: new URL(fake.baseURL).host,
+      from: 'json_schema',
+      to: 'json_object',
+      status: 400,
+      reprobeInMs: 300,
+    });
+    expect(switches()[0].evidence).toContain('JSON schema conversion failed');
+    refuse = false;
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await judged();
+    await waitFor(() => switches().length === 2, 'the switch back to be logged');
+    expect(switches()[1]).toMatchObject({ from: 'json_object', to: 'json_schema' });
+    await judged();
+    expect(switches()).toHaveLength(2);
     server.child.kill('SIGTERM');
     expect(await server.exit).toBe(0);
   });

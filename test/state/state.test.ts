@@ -122,6 +122,17 @@ function contract(name: string, make: () => Promise<SharedState>): void {
       await new Promise((r) => setTimeout(r, 120));
       expect(await state.idempotency.get(id)).toBeUndefined();
     });
+
+    it('token budget: adds to one counter per window and reads its total; windows are separate', async () => {
+      const budget = state.budget;
+      if (budget === undefined) throw new Error(`${name} state has no budget store`);
+      const w = `${name}-${Date.now()}`;
+      expect(await budget.get(`${w}:1`)).toBe(0);
+      expect(await budget.add(`${w}:1`, 120, 60_000)).toBe(120);
+      expect(await budget.add(`${w}:1`, 30, 60_000)).toBe(150);
+      expect(await budget.get(`${w}:1`)).toBe(150);
+      expect(await budget.add(`${w}:2`, 7, 60_000)).toBe(7);
+    });
   });
 }
 

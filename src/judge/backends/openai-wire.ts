@@ -142,9 +142,9 @@ const NOT_SHAPE_STATUSES = new Set([401, 402, 403, 404, 408, 409, 413, 429]);
 /**
  * A 4xx that rejects the request's shape — the body, not who sent it, what it targets or how often — and
  * does not name another parameter (`param` set to something other than `response_format`). In
- * `json_schema` mode the one optional feature of the body is the schema, so such a rejection is answered by
- * trying `json_object` once (llama.cpp's "JSON schema conversion failed" is a 400 `invalid_request_error`
- * with no param). Decided from status class and the type/code/param fields, never the message text.
+ * `json_schema` mode the one optional feature of the body is the schema, so such a rejection makes the
+ * schema a suspect (see schemaRefusal; llama.cpp's "JSON schema conversion failed" is a 400
+ * `invalid_request_error` with no param). Decided from status class and the type/code/param fields.
  */
 export function isShapeRejection(status: number, error: WireError): boolean {
   if (status < 400 || status >= 500 || NOT_SHAPE_STATUSES.has(status)) return false;
@@ -152,6 +152,35 @@ export function isShapeRejection(status: number, error: WireError): boolean {
   if (error.type !== undefined && NOT_SHAPE_TYPES.has(error.type)) return false;
   if (error.code !== undefined && NOT_SHAPE_TYPES.has(error.code)) return false;
   return error.param === undefined || /response_format|json_schema/.test(error.param);
+}
+
+/** Words by which an error names the structured-output request: the parameter, the schema, its grammar. */
+const NAMES_SCHEMA = /response_format|json[_ -]?schema|\bschema\b|grammar/i;
+
+/** The error names the schema: in `param`, `code` or its message. */
+export function namesSchema(error: WireError): boolean {
+  return [error.param, error.code, error.message].some(
+    (field) => field !== undefined && NAMES_SCHEMA.test(field),
+  );
+}
+
+/**
+ * How much a refused `json_schema` request says about the schema itself:
+ * - `named`: a 4xx shape rejection (see isShapeRejection) whose message, code or param names the schema
+ *   (`response_format`, `json_schema`, "JSON schema", `schema`, `grammar`) — llama.cpp's 400
+ *   "JSON schema conversion failed", OpenAI's 400 "Invalid schema for response_format". Evidence enough
+ *   once a `json_object` probe succeeds.
+ * - `suspect`: a 4xx shape rejection that names nothing, or a 5xx that names the schema (older llama.cpp
+ *   builds answer 500 `"json_schema": JSON schema conversion failed`, or 500 "response_format type must be
+ *   one of …"). Evidence only if, after a successful `json_object` probe, a second `json_schema` request is
+ *   refused with the same error.
+ * - undefined: anything else — a 5xx or 429 that does not name the schema, a timeout, an auth, quota,
+ *   context or rate-limit error — is about the server, never the schema.
+ */
+export function schemaRefusal(status: number, error: WireError): 'named' | 'suspect' | undefined {
+  if (isShapeRejection(status, error)) return namesSchema(error) ? 'named' : 'suspect';
+  if (status >= 500 && namesSchema(error)) return 'suspect';
+  return undefined;
 }
 
 const schemaInstructions = new WeakMap<Record<string, unknown>, string>();

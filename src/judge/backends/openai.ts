@@ -24,6 +24,7 @@ import {
 } from '../replicas.js';
 import { BACKEND_DEFAULTS } from '../../settings/defaults.js';
 import {
+  abortableSleep,
   abortError,
   createRetryBudget,
   DEFAULT_RETRY_POLICY,
@@ -40,13 +41,14 @@ import type { Backend, CallOptions, LlmReply, LlmRequest, ReplicaOutcome } from 
 import {
   errorSignature,
   isContextOverflow,
-  isShapeRejection,
   readCompletion,
   readWireError,
+  schemaRefusal,
   toChatParams,
   type Completion,
   type WireError,
 } from './openai-wire.js';
+import { createReplicaFormat, type ReplicaFormat, type ResponseFormatSwitch } from './response-format.js';
 
 export interface OpenAICompatibleBackendOptions {
   /** Name in logs and error messages (the routing file's backend key). Default `openai-compatible`. */
@@ -60,9 +62,11 @@ export interface OpenAICompatibleBackendOptions {
   breaker?: BreakerOptions | undefined;
   /** Clock of the retry budget's window (epoch ms). */
   now?: (() => number) | undefined;
-  /** Told once when the backend switches from json_schema to json_object. */
-  onResponseFormatFallback?:
-    ((event: { backend: string; status: number; error: WireError }) => void) | undefined;
+  /**
+   * Told once per switch of one replica's response format (json_schema → json_object on evidence that the
+   * schema is refused; json_object → json_schema when a later re-probe is accepted), with the evidence.
+   */
+  onResponseFormatSwitch?: ((event: ResponseFormatSwitch) => void) | undefined;
   /** Where RPM/TPM levels live (shared through Redis with REDIS_URL); default in-process. */
   buckets?: BucketStore | undefined;
 }
@@ -71,6 +75,11 @@ const PING_TIMEOUT_MS = 5_000;
 const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 /** Distinct errors remembered as "not about the schema" (each would otherwise cost a probe per call). */
 const MAX_PROBE_MEMO = 64;
+/** While every circuit is open: how often a half-open replica with a probe in flight is looked at, ms. */
+const CIRCUIT_POLL_MS = 100;
+const MIN_CIRCUIT_WAIT_MS = 5;
+/** The longest open circuit a call waits for: the breaker's first open period (replicas.ts). */
+const MAX_CIRCUIT_WAIT_MS = 5_000;
 
 type FailureKind = 'timeout' | 'connection' | 'status' | 'unparsable';
 
@@ -165,9 +174,9 @@ const UNDICI_TIMEOUTS = new Set([
  * RW_CLIENT_ABORTED (the caller's abort — unless the abort reason is itself a RewardError, which is rethrown), RW_JUDGE_UNAVAILABLE
  * (statuses, connection errors; the status is in the message and `details`), RW_JUDGE_CONTEXT_OVERFLOW
  * (the prompt does not fit; not retried), RW_JUDGE_UNPARSABLE (no content). A deterministic 500 (same
- * error twice) is not retried again, and retries stay within the backend's retry budget. A backend that
- * rejects `json_schema` for the request's shape (see isShapeRejection) is switched to `json_object` for the
- * rest of its life once a json_object probe succeeds, with the schema appended to the system prompt.
+ * error twice, no Retry-After) is not retried again, and retries stay within the backend's retry budget. A
+ * replica that refuses the schema itself (see attemptOnce) is switched to `json_object`, with the schema
+ * appended to the system prompt, until a re-probe after `schema_reprobe_ms` is accepted.
  */
 export function createOpenAICompatibleBackend(
   settings: BackendSettings,
@@ -176,7 +185,18 @@ export function createOpenAICompatibleBackend(
   const name = options.name ?? 'openai-compatible';
   const urls = replicaUrls(settings);
   if (urls.length === 0) throw new Error(`backend ${name}: no base_url`);
-  const replicas = urls.map((url, index) => createReplica(url, index, urls, settings, options.breaker));
+  const replicas = urls.map((url, index) =>
+    createReplica(url, index, urls, settings, options.breaker, (label) =>
+      createReplicaFormat({
+        backend: name,
+        replica: label,
+        configured: settings.response_format,
+        reprobeMs: settings.schema_reprobe_ms,
+        now: options.now,
+        onSwitch: options.onResponseFormatSwitch,
+      }),
+    ),
+  );
   // RPM / TPM are the provider's limits on the whole backend, not per replica.
   const buckets = createRateBuckets({
     rpm: settings.rpm,
@@ -204,14 +224,15 @@ export function createOpenAICompatibleBackend(
     ...options.backoff,
     maxRetries: settings.max_retries,
   };
-  let mode = settings.response_format;
   /** Errors whose json_object probe failed too (not about the schema): not probed again. Bounded. */
   const probeFailed = new Set<string>();
   /** Context per request: configured, else learned from an overflow error that named it. */
   let contextTokens = settings.context_tokens;
   const budget = createRetryBudget({
     ratio: settings.retry_budget,
-    windowMs: BACKEND_DEFAULTS.retryBudgetWindowMs,
+    // A call's deposit must outlive its attempt: a hang is retried timeout_ms after the call was counted,
+    // and with a 10 s window a burst of calls that hung together found their deposits gone (issue 23).
+    windowMs: Math.max(BACKEND_DEFAULTS.retryBudgetWindowMs, 2 * settings.timeout_ms),
     minPerWindow: BACKEND_DEFAULTS.retryBudgetMin,
     now: options.now,
   });
@@ -235,11 +256,35 @@ export function createOpenAICompatibleBackend(
     return { status: res.statusCode, text, retryAfterMs };
   };
 
+  /** The error a non-200 answer becomes (status, wire fields, whether it repeats the previous 500). */
+  const statusError = (
+    reply: { status: number; text: string; retryAfterMs: number | undefined },
+    previous: { signature: string | undefined },
+  ): { failed: AttemptError; wire: WireError; signature: string } => {
+    const wire = readWireError(reply.text);
+    const signature = errorSignature(reply.status, wire);
+    // A 500 with Retry-After says itself that it is transient: never taken for a deterministic one.
+    const repeated500 =
+      reply.status === 500 && reply.retryAfterMs === undefined && signature === previous.signature;
+    previous.signature = signature;
+    const failed = new AttemptError('status', `HTTP ${reply.status}: ${wire.message}`, {
+      status: reply.status,
+      retryAfterMs: reply.retryAfterMs,
+      wire,
+      repeated: repeated500,
+    });
+    return { failed, wire, signature };
+  };
+
   /**
-   * One attempt (plus, in json_schema mode, at most one json_object probe). `previous` is the signature of
-   * this call's previous failed attempt: a json_schema request rejected for its shape (4xx, see
-   * isShapeRejection) or failing with the same 500 twice is sent once as json_object; only a success
-   * switches the backend to json_object for the rest of its life.
+   * One attempt, in the replica's current response format (see response-format.ts). A `json_schema` request
+   * refused in a way that may be about the schema (schemaRefusal) is sent once as `json_object` within the
+   * same attempt; the replica switches to `json_object` only on evidence that the schema itself is refused:
+   * a refusal that names the schema (4xx) and a successful probe, or a suspect refusal that a second
+   * `json_schema` request, sent after the successful probe, repeats word for word. A 5xx, 429 or timeout
+   * alone never switches it. A re-probe (json_schema sent while the replica is on json_object) that is
+   * accepted switches it back; one refused again is answered as `json_object` in the same attempt.
+   * `previous` is the signature of this call's previous failed attempt.
    */
   const attemptOnce = async (
     replica: Replica,
@@ -259,46 +304,68 @@ export function createOpenAICompatibleBackend(
       timedOut = true;
       controller.abort();
     }, timeoutMs);
+    const plan = replica.format.plan();
+    let reprobeSettled = !plan.reprobe;
+    const send = (format: 'json_schema' | 'json_object') =>
+      post(replica, JSON.stringify(toChatParams(request, format)), controller.signal, key);
     try {
-      const sentMode = mode;
-      let reply = await post(
-        replica,
-        JSON.stringify(toChatParams(request, sentMode)),
-        controller.signal,
-        key,
-      );
+      let reply = await send(plan.format);
+      if (plan.reprobe && isOk(reply.status)) {
+        reprobeSettled = true;
+        replica.format.reprobeAccepted();
+      }
       if (!isOk(reply.status)) {
-        const wire = readWireError(reply.text);
-        const signature = errorSignature(reply.status, wire);
-        const repeated500 = reply.status === 500 && signature === previous.signature;
-        previous.signature = signature;
-        const failed = new AttemptError('status', `HTTP ${reply.status}: ${wire.message}`, {
-          status: reply.status,
-          retryAfterMs: reply.retryAfterMs,
-          wire,
-          repeated: repeated500,
-        });
-        const suspect = isShapeRejection(reply.status, wire) || repeated500;
-        if (sentMode === 'json_schema' && suspect && !probeFailed.has(signature)) {
-          const probe = await post(
-            replica,
-            JSON.stringify(toChatParams(request, 'json_object')),
-            controller.signal,
-            key,
-          );
-          if (isOk(probe.status)) {
-            if (mode === 'json_schema') {
-              mode = 'json_object';
-              options.onResponseFormatFallback?.({ backend: name, status: reply.status, error: wire });
+        const refused = reply;
+        const first = statusError(refused, previous);
+        const { wire, signature } = first;
+        const refusal = plan.format === 'json_schema' ? schemaRefusal(reply.status, wire) : undefined;
+        if (plan.reprobe) {
+          reprobeSettled = true;
+          if (refusal === undefined) {
+            // Not about the schema (a 5xx, 429…): the next request re-probes.
+            replica.format.reprobeInconclusive();
+          } else {
+            replica.format.reprobeRefused();
+            reply = await send('json_object');
+          }
+        } else if (refusal !== undefined && !probeFailed.has(signature)) {
+          const probe = await send('json_object');
+          if (!isOk(probe.status)) {
+            // json_object refused too (a 4xx): the error was not about the schema; not probed again. A
+            // 5xx or 429 says nothing either way.
+            if (probe.status < 500 && probe.status !== 429 && probeFailed.size < MAX_PROBE_MEMO) {
+              probeFailed.add(signature);
             }
             reply = probe;
-          } else if (probeFailed.size < MAX_PROBE_MEMO) {
-            probeFailed.add(signature);
+          } else if (refusal === 'named') {
+            replica.format.refused(
+              `json_schema refused with HTTP ${reply.status} naming the schema (${wire.message}); json_object accepted`,
+              reply.status,
+            );
+            reply = probe;
+          } else {
+            // The server answers json_object: is json_schema refused again, the same way?
+            const again = await send('json_schema');
+            if (isOk(again.status)) {
+              reply = again;
+            } else {
+              if (errorSignature(again.status, readWireError(again.text)) === signature) {
+                replica.format.refused(
+                  `json_schema refused twice with HTTP ${reply.status} (${wire.message}); json_object accepted in between`,
+                  reply.status,
+                );
+              }
+              reply = probe;
+            }
           }
         }
         if (!isOk(reply.status)) {
-          if (isContextOverflow(reply.status, wire) && wire.nCtx !== undefined) contextTokens = wire.nCtx;
-          throw failed;
+          // The last answer decides (a probe's 5xx is retried even if the json_schema 4xx would not be).
+          const last = reply === refused ? first : statusError(reply, previous);
+          if (isContextOverflow(reply.status, last.wire) && last.wire.nCtx !== undefined) {
+            contextTokens = last.wire.nCtx;
+          }
+          throw last.failed;
         }
       }
       const read = readCompletion(reply.text, request.model);
@@ -311,8 +378,44 @@ export function createOpenAICompatibleBackend(
       }
       throw new AttemptError('connection', `connection failed (${connectionCode(error)})`, { cause: error });
     } finally {
+      // A re-probe cut short (timeout, abort, connection) says nothing: the next request re-probes.
+      if (!reprobeSettled) replica.format.reprobeInconclusive();
       clearTimeout(timer);
       outer.removeEventListener('abort', onAbort);
+    }
+  };
+
+  /**
+   * The replica for the next attempt. While every circuit is open, a call waits — once, without spending
+   * an attempt — for the first replica to take calls again, if that is before the deadline and within the
+   * breaker's first open period (a circuit open longer has failed its probes: the backend is down, and
+   * calls fail at once as before). A burst of calls that hung together times out together and opens a lone
+   * replica's circuit: their retries spent every attempt against it within a second and failed (issue 23).
+   */
+  const pickReplica = async (
+    key: string,
+    avoid: number | undefined,
+    signal: AbortSignal,
+    deadline: number,
+    circuit: { waited: boolean },
+  ): Promise<number> => {
+    let slept = false;
+    try {
+      for (;;) {
+        const index = picker.pick(key, avoid);
+        if (index !== undefined) return index;
+        let waitMs = Infinity;
+        // A half-open replica whose probe is in flight is looked at again shortly.
+        for (const r of replicas) waitMs = Math.min(waitMs, r.breaker.waitMs?.() ?? CIRCUIT_POLL_MS);
+        waitMs = Math.max(MIN_CIRCUIT_WAIT_MS, waitMs);
+        if (circuit.waited || waitMs > MAX_CIRCUIT_WAIT_MS || Date.now() + waitMs >= deadline) {
+          throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+        }
+        slept = true;
+        await abortableSleep(waitMs, signal);
+      }
+    } finally {
+      if (slept) circuit.waited = true;
     }
   };
 
@@ -380,7 +483,7 @@ export function createOpenAICompatibleBackend(
 
   const complete = async (
     request: LlmRequest,
-    { signal, deadline, priority, observer }: CallOptions,
+    { signal, deadline, priority, observer, pin }: CallOptions,
   ): Promise<LlmReply> => {
     const started = performance.now();
     // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -393,17 +496,28 @@ export function createOpenAICompatibleBackend(
     let turn: StaggerTurn | undefined;
     // The replica whose last attempt failed is avoided by the retry.
     let avoid: number | undefined;
+    /** Whether this call has already waited for an open circuit (it does so at most once). */
+    const circuit = { waited: false };
+    // A canary or audit pinned to one replica: every attempt goes there (see CallOptions.pin).
+    const pinnedLabel = pin?.get(name);
+    const pinned = pinnedLabel === undefined ? -1 : replicas.findIndex((r) => r.label === pinnedLabel);
+    let servedBy: string | undefined;
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
       budget.recordCall();
       const previous: { signature: string | undefined } = { signature: undefined };
       const { value, attempts } = await withRetry(
         async () => {
-          const index = picker.pick(key, avoid);
-          const replica = index === undefined ? undefined : replicas[index];
-          if (replica === undefined) {
-            throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
+          const index = pinned < 0 ? await pickReplica(key, avoid, signal, deadline, circuit) : pinned;
+          const replica = replicas[index];
+          if (replica === undefined) throw new Error(`backend ${name}: no replica ${index}`);
+          if (pinned >= 0 && !replica.breaker.admit()) {
+            throw new AttemptError(
+              'connection',
+              `pinned replica ${pinnedLabel ?? ''} of ${name} has an open circuit`,
+            );
           }
+          servedBy = replica.label;
           let release;
           try {
             if (turn === undefined) {
@@ -471,6 +585,7 @@ export function createOpenAICompatibleBackend(
         latencyMs: performance.now() - started,
         attempts,
         finishReason: value.finishReason,
+        replica: replicas.length > 1 ? servedBy : undefined,
       };
       return reply;
     } catch (error) {
@@ -512,7 +627,10 @@ export function createOpenAICompatibleBackend(
     },
     /** Every replica with a closed (or probing) circuit is at its limit with calls queued. */
     isSaturated: () => {
-      const usable = replicas.filter((r) => r.breaker.available());
+      // Quarantined replicas take no real work, unless no other one is available (as in the picker).
+      const available = replicas.filter((r) => r.breaker.available());
+      const serving = available.filter((r) => !r.quarantined);
+      const usable = serving.length > 0 ? serving : available;
       return (
         usable.length === 0 ||
         usable.every((r) => r.limiter.inflight >= r.limiter.limit && r.limiter.waiting > 0)
@@ -529,7 +647,13 @@ export function createOpenAICompatibleBackend(
         maxInflight: r.limiter.maxInflight,
         attempts: new Map(r.attempts),
         circuitOpens: r.breaker.opens,
+        responseFormat: r.format.mode,
+        responseFormatSwitches: new Map(r.format.switches),
+        quarantined: r.quarantined,
       })),
+    setQuarantined(label, quarantined) {
+      for (const r of replicas) if (r.label === label) r.quarantined = quarantined;
+    },
     staggeredCalls: () => staggered,
     contextTokens: () => contextTokens,
     async close() {
@@ -551,7 +675,11 @@ interface Replica {
   breaker: Breaker;
   /** Calls routed here and waiting for a sibling's prefill (part of the picker's load). */
   pending: number;
+  /** Out of real work (canary quarantine); still receives pinned calls. */
+  quarantined: boolean;
   attempts: Map<ReplicaOutcome, number>;
+  /** The response format this replica is sent (json_schema, or json_object after a refusal). */
+  format: ReplicaFormat;
   /** Records one attempt's end: counts, breaker, adaptive limit. Call before releasing its slot. */
   settle(outcome: ReplicaOutcome, sentAt: number): void;
 }
@@ -562,6 +690,7 @@ function createReplica(
   all: readonly string[],
   settings: BackendSettings,
   breakerOptions: BreakerOptions | undefined,
+  createFormat: (label: string) => ReplicaFormat,
 ): Replica {
   const base = new URL(url);
   const basePath = base.pathname.replace(/\/+$/, '');
@@ -572,9 +701,10 @@ function createReplica(
   });
   const breaker = createBreaker(breakerOptions);
   const attempts = new Map<ReplicaOutcome, number>();
+  const label = sharedHost ? `${base.host}${basePath}` : base.host;
   return {
     url,
-    label: sharedHost ? `${base.host}${basePath}` : base.host,
+    label,
     pool: new Pool(base.origin, {
       connections: settings.max_inflight,
       // Our per-attempt timer is the real limit; these only back it up.
@@ -588,7 +718,9 @@ function createReplica(
     limiter,
     breaker,
     pending: 0,
+    quarantined: false,
     attempts,
+    format: createFormat(label),
     settle(outcome, sentAt) {
       attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
       breaker.settle(verdictOf(outcome));

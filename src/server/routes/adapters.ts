@@ -13,6 +13,7 @@ import { idempotencyKey, presetChoice, type ServerContext } from '../context.js'
 import { requestControls } from '../controls/request.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
+import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
 import { stampsOf, votesOf } from '../controls/stamps.js';
 
@@ -164,6 +165,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       items,
       ...requestControls(ctx, request, reply, '/get_reward', {}),
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
     if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
     const fallback = failureReward ?? 0;
@@ -215,6 +217,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
           request_id: body.rollout_id === undefined ? undefined : String(body.rollout_id),
         }),
         idempotencyKey: idempotencyKey('slime', request, body.rollout_id),
+        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
       },
     );
     if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
@@ -254,6 +257,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       {
         ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),
         idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
+        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
       },
     );
     const j = judged.judgment;

@@ -18,6 +18,18 @@ async function reachable(backend: Backend): Promise<boolean> {
   }
 }
 
+/** `{response_format: {replica: format}}` for backends with replicas (none for the offline backend). */
+function responseFormats(backend: Backend): { response_format?: Record<string, string> } {
+  const formats: Record<string, string> = {};
+  let any = false;
+  for (const r of backend.replicas?.() ?? []) {
+    if (r.responseFormat === undefined) continue;
+    formats[r.replica] = r.responseFormat;
+    any = true;
+  }
+  return any ? { response_format: formats } : {};
+}
+
 export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { router, admission, metrics, lifecycle, state } = ctx;
 
@@ -40,6 +52,8 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
         name: b.name,
         reachable: await reachable(b),
         saturated: b.isSaturated?.() ?? false,
+        // Per replica: json_schema, or json_object while it refuses the schema (docs/backends.md).
+        ...responseFormats(b),
       })),
     );
     const ready = !lifecycle.closing && !saturated && backends.every((b) => b.reachable);
@@ -53,6 +67,9 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
       backends,
       // Degraded shared state keeps the server ready: it judges on local state (docs/scale-out.md).
       shared_state: state.status(),
+      // JUDGE_TOKEN_BUDGET: an exhausted budget keeps the server ready (every replica shares it); it
+      // refuses new work with 429 RW_BUDGET_EXHAUSTED.
+      budget: ctx.budget?.status() ?? null,
       process: { pid: process.pid, worker: ctx.workerId ?? null },
     };
   });

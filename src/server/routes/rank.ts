@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 
 import type { ServerContext } from '../context.js';
 import { requestControls } from '../controls/request.js';
+import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { bestOfNJson, rankJson, rankMeta, round6 } from '../rank-results.js';
 import { createRankService, criterionOf, type RankGroup } from '../rank-service.js';
 import { usageOf } from '../results.js';
@@ -50,6 +51,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
     const ranked = await ranking.rankOne('/v1/rank', group, {
       ...requestControls(ctx, request, reply, '/v1/rank', body),
       requestId: body.request_id,
+      priority: body.priority,
     });
     return {
       ...rankJson(ranked, body.include_transcripts ?? false),
@@ -73,7 +75,11 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         schedule: body.schedule,
         judges: body.judges,
       },
-      { ...requestControls(ctx, request, reply, '/v1/best-of-n', body), requestId: body.request_id },
+      {
+        ...requestControls(ctx, request, reply, '/v1/best-of-n', body),
+        requestId: body.request_id,
+        priority: body.priority,
+      },
     );
     return {
       ...bestOfNJson(best, { ...body, criterion: criterionOf(body) }, router.name),
@@ -95,12 +101,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: candidateFromQuery(q, prompt, i),
       };
     });
-    const { ranked, out, fallback } = await ranking.rankRollouts(
-      '/get_reward/rank',
-      items,
-      query,
-      requestControls(ctx, request, reply, '/get_reward/rank', {}),
-    );
+    const { ranked, out, fallback } = await ranking.rankRollouts('/get_reward/rank', items, query, {
+      ...requestControls(ctx, request, reply, '/get_reward/rank', {}),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+    });
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       scores: out.map((o) => round6(o.score) ?? fallback),
@@ -128,12 +132,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: stripChatTokens(sample.response),
       };
     });
-    const { ranked, out, fallback } = await ranking.rankRollouts(
-      '/slime/rank',
-      items,
-      query,
-      requestControls(ctx, request, reply, '/slime/rank', {}),
-    );
+    const { ranked, out, fallback } = await ranking.rankRollouts('/slime/rank', items, query, {
+      ...requestControls(ctx, request, reply, '/slime/rank', {}),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+    });
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
       results: out.map((o) => ({

@@ -25,6 +25,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       ...scope,
       requestId: body.request_id,
       idempotencyKey: idempotencyKey('reward', request, body.request_id),
+      priority: body.priority,
     });
     return {
       ...groupResponse(judged, choice.graph, router.name, body.include_transcripts ?? false, body.request_id),
@@ -55,6 +56,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       ...scope,
       requestId: body.request_id,
       idempotencyKey: idempotencyKey('batch', request, body.request_id),
+      priority: body.priority,
     });
     let offset = 0;
     const out = groups.map(({ group, choice }) => {
@@ -102,6 +104,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
         ...scope,
         requestId: body.request_id,
         idempotencyKey: idempotencyKey('judge', request, body.request_id),
+        priority: body.priority,
       },
     );
     return {

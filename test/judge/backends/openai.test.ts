@@ -401,7 +401,7 @@ describe('createOpenAICompatibleBackend: real inference-server behaviour', () =>
     const { backend: b, fake: f } = await setup(
       { rejectJsonSchema: 400, fallback: MATCH },
       {},
-      { onResponseFormatFallback: (e) => fallbacks.push(e.status) },
+      { onResponseFormatSwitch: (e) => fallbacks.push(e.status ?? 0) },
     );
     expect((await call(b)).attempts).toBe(1);
     await call(b);
@@ -410,15 +410,17 @@ describe('createOpenAICompatibleBackend: real inference-server behaviour', () =>
     expect(f.calls[1]?.body.messages?.[0]?.content).toContain('JSON Schema');
   });
 
-  it("falls back on llama.cpp's 500 schema failure once it repeats (deterministic), not on the first", async () => {
+  it("falls back on older llama.cpp's 500 schema failure once json_schema is refused again after a json_object probe", async () => {
     const { backend: b, fake: f } = await setup(
       { rejectJsonSchema: 500, fallback: MATCH },
       { max_retries: 3 },
     );
     const reply = await call(b);
-    expect(reply.attempts).toBe(2);
+    // One attempt: refused, probed as json_object (accepted), refused again word for word → switch.
+    expect(reply.attempts).toBe(1);
     await call(b);
-    expect(formats(f)).toEqual(['json_schema', 'json_schema', 'json_object', 'json_object']);
+    expect(formats(f)).toEqual(['json_schema', 'json_object', 'json_schema', 'json_object']);
+    expect(b.replicas?.()[0]?.responseFormat).toBe('json_object');
   });
 
   it('does not fall back on a 400 that names another parameter', async () => {
