@@ -279,7 +279,7 @@ class RewardClient:
         self, method: str, path: str, payload: Any = None, tag: Optional[str] = None
     ) -> Tuple[Any, int]:
         """One logical request with retries; returns (decoded JSON, attempts made). Every POST carries the
-        client's timeout as its deadline (`x-reward-deadline-ms`) and its tag (`x-reward-tag`)."""
+        deadline (what is left of `deadline_s`, `x-reward-deadline-ms`) and its tag (`x-reward-tag`)."""
         body = None if payload is None else dumps(payload)
         headers = idempotency_headers(method)
         tag = tag if tag is not None else self.tag
