@@ -26,6 +26,8 @@ const STATUS = {
   RW_BUDGET_EXHAUSTED: 429,
   /** The caller went away (client disconnect); nginx's 499. Seen in results and metrics, never sent. */
   RW_CLIENT_ABORTED: 499,
+  /** Every request waiting for the judgment was cancelled (POST /v1/cancel). In results, never sent. */
+  RW_CANCELLED: 499,
   RW_INTERNAL: 500,
   RW_JUDGE_UNPARSABLE: 502,
   /** The judge ran out of `max_tokens` (finish_reason `length`) and a larger budget did not help or fit. */

@@ -29,6 +29,8 @@ export interface JudgmentCacheOptions<V> {
   maxEntries: number;
   /** Only values for which this is true are stored (judge failures and timeouts are not). */
   isCacheable: (value: V) => boolean;
+  /** Called (synchronously) when a flight's last caller let go and the flight was aborted. */
+  onAbandon?: (() => void) | undefined;
 }
 
 export class JudgmentCache<V> {
@@ -36,10 +38,12 @@ export class JudgmentCache<V> {
   readonly #flights = new Map<string, Flight<V>>();
   readonly #maxEntries: number;
   readonly #isCacheable: (value: V) => boolean;
+  readonly #onAbandon: (() => void) | undefined;
 
   constructor(options: JudgmentCacheOptions<V>) {
     this.#maxEntries = options.maxEntries;
     this.#isCacheable = options.isCacheable;
+    this.#onAbandon = options.onAbandon;
   }
 
   /** Completed values held. */
@@ -175,5 +179,6 @@ export class JudgmentCache<V> {
     // Last caller gone: drop the flight so a later caller starts afresh, and cancel its LLM calls.
     if (this.#flights.get(key) === flight) this.#flights.delete(key);
     flight.controller.abort(new DOMException('every caller let go of this judgment', 'AbortError'));
+    this.#onAbandon?.();
   }
 }

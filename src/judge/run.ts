@@ -406,6 +406,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
     attempts: m.attempts,
     reasks: m.reasks,
     error: m.error,
+    servedModel: m.servedModel,
     replica: m.replica,
   });
 
@@ -541,6 +542,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           latencyMs: performance.now() - started,
           attempts,
           reasks,
+          servedModel: reply.model,
           replica: reply.replica,
         }),
       );

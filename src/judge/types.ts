@@ -47,6 +47,11 @@ export interface TranscriptMessage {
   attempts: number;
   reasks: number;
   error?: { code: ErrorCode; message: string } | undefined;
+  /**
+   * The model id the backend reported in its reply (`model` of the completion; vLLM may report a path or
+   * a served name other than the one asked for); absent when no reply arrived or the node is local.
+   */
+  servedModel?: string | undefined;
   /** host[:port] of the replica that answered (replicated OpenAI-compatible backends only). */
   replica?: string | undefined;
 }

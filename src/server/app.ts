@@ -32,7 +32,10 @@ import { clientErrorResponse, toHttpFailure } from './http-errors.js';
 import { createJudgeService } from './judge-service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createSharedJudgments } from './shared-judgments.js';
+import { createCancelRegistry } from './controls/cancel.js';
 import { registerAdapterRoutes } from './routes/adapters.js';
+import { registerCancelRoutes } from './routes/cancel.js';
+import type { CancelRelay } from './controls/cancel-relay.js';
 import { registerGraphRoutes } from './routes/graphs.js';
 import { registerIntegrityRoutes } from './routes/integrity.js';
 import { registerOpsRoutes } from './routes/ops.js';
@@ -57,6 +60,8 @@ export interface AppDeps {
   metricsText?: (() => Promise<string>) | undefined;
   /** WORKERS>1: this worker's cluster id, shown in /readyz. */
   workerId?: number | undefined;
+  /** WORKERS>1: relays a cancel to every worker through the primary (`cluster.ts`). */
+  relayCancel?: CancelRelay | undefined;
   /** REDIS_URL: the canary log shared by every replica (`createRedisCanaryLog`). Default: in-process. */
   canaryLog?: CanaryLog | undefined;
 }
@@ -254,6 +259,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
             `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
     );
   }, now);
+  // POST /v1/cancel: live requests by id and tag; counts the judgments a cancel aborts (cancel.ts).
+  const cancels = createCancelRegistry({
+    tombstoneMs: config.requestDeadlineMs,
+    onCancelledJudgment: (route) => metrics.cancelledJudgments.labels(route).inc(),
+  });
+  deps.relayCancel?.serve(cancels);
   let auditGraph;
   try {
     auditGraph =
@@ -277,6 +288,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   metrics.integrity.watchDrift(() => integrity.drift());
   const service = createJudgeService({
+    onAbandoned: () => cancels.abandoned(),
     router,
     // The service counts every computed judgment here; the failure monitor sees the same ones.
     metrics: {
@@ -311,6 +323,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       integrity.onComputed(item.graph.label, item.graph.graph, item.input, stored.id, stored.judgment),
   });
   const comparisons = createComparisonService({
+    onAbandoned: () => cancels.abandoned(),
     router,
     metrics: metered,
     admission,
@@ -336,6 +349,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     state,
     metricsText: deps.metricsText ?? (() => metrics.registry.metrics()),
     workerId: deps.workerId,
+    cancels,
     integrity,
     budget,
   };
@@ -396,6 +410,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerRankRoutes(app, ctx);
   registerGraphRoutes(app, ctx);
   registerOpsRoutes(app, ctx);
+  registerCancelRoutes(app, ctx, deps.relayCancel);
   registerIntegrityRoutes(app, ctx);
   app.addHook('onClose', async () => integrity.close());
   registerPlanRoutes(app, ctx, planner);

@@ -18,6 +18,7 @@ import { z } from 'zod';
 
 import type { Config } from '../config.js';
 import type { BackendSettings } from '../settings/routing-file.js';
+import { createPrimaryCancelRelay } from './controls/cancel-relay.js';
 import type { ClusterMetrics } from './metrics.js';
 
 /** Worker → primary: "give me the merged metrics"; primary → worker: "send yours". */
@@ -111,6 +112,8 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
     return got;
   };
 
+  const relayCancel = createPrimaryCancelRelay(alive);
+
   const merged = async (): Promise<string> => {
     const snapshots = await collect();
     const own = await metrics.registry.getMetricsAsJSON();
@@ -118,6 +121,8 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
   };
 
   function onMessage(worker: Worker, message: unknown): void {
+    // POST /v1/cancel relayed to every worker (`cancel-relay.ts`).
+    if (relayCancel(worker, message)) return;
     const request = MetricsRequest.safeParse(message);
     if (request.success) {
       merged().then(

@@ -34,6 +34,7 @@ import {
 } from '../judge/tournament.js';
 import type { Router } from '../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
+import { cancelledJudgment, isCancelled } from './controls/cancel.js';
 import { admitWhole, callObserver, type Admission, type Refusal, type WorkShape } from './admission.js';
 import type { Metrics } from './metrics.js';
 import type { Lane } from './priority.js';
@@ -71,6 +72,8 @@ export interface RequestScope {
   /** Aborts when the client goes away: the request lets go of its flights. */
   signal?: AbortSignal | undefined;
   requestId?: string | undefined;
+  /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
+  cancel?: AbortSignal | undefined;
   /** The priority lane of its new comparisons (priority.ts); default normal. */
   priority?: Lane | undefined;
 }
@@ -101,6 +104,8 @@ export interface ComparisonServiceOptions {
   onInternalError?: ((err: unknown) => void) | undefined;
   /** Called on every refusal (the app rate-limits the log line, shared with judgments). */
   onRefusal?: ((refusal: Refusal) => void) | undefined;
+  /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
+  onAbandoned?: (() => void) | undefined;
 }
 
 /**
@@ -119,6 +124,24 @@ const isCacheable = (s: Stored): boolean =>
 
 /** A comparison that never ran for this request: the deadline came first, the client left, shutdown, or a bug. */
 function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgment; internal: boolean } {
+  if (isCancelled(signal)) {
+    const cancelled = cancelledJudgment({ name: 'comparison', hash: '' }, 0);
+    return {
+      internal: false,
+      judgment: {
+        status: 'judge_error',
+        preference: null,
+        orders: { ab: null, ba: null },
+        positionBias: false,
+        votes: [],
+        reason: cancelled.reason,
+        error: cancelled.error,
+        usage: cancelled.usage,
+        latencyMs: 0,
+        promptVersion: COMPARATIVE_PROMPT_VERSION,
+      },
+    };
+  }
   const deadline = signal.reason instanceof DeadlineReached;
   const aborted = !deadline && signal.aborted;
   // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
@@ -156,7 +179,11 @@ function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgmen
 
 export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
   const { router, metrics, admission, transcripts } = options;
-  const cache = new JudgmentCache<Stored>({ maxEntries: options.cacheSize, isCacheable });
+  const cache = new JudgmentCache<Stored>({
+    maxEntries: options.cacheSize,
+    isCacheable,
+    onAbandon: options.onAbandoned,
+  });
   const observer = callObserver(metrics, admission);
   const lookups = {
     hit: metrics.comparisonCacheLookups.labels('hit'),
@@ -280,7 +307,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       }
     });
     admit(shapes, request.deadline, request.priority);
-    const scope = createRequestScope({ deadline: request.deadline, signal: request.signal, fanOut });
+    const scope = createRequestScope({
+      deadline: request.deadline,
+      signal: request.signal,
+      fanOut,
+      cancel: request.cancel,
+    });
     const startedAt = Date.now();
     const play = async (
       group: TournamentGroup,
@@ -354,7 +386,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
     const own = !cache.has(key);
     if (own) admit([PICK_SHAPE], scopeIn.deadline, scopeIn.priority);
-    const scope = createRequestScope({ deadline: scopeIn.deadline, signal: scopeIn.signal, fanOut: 1 });
+    const scope = createRequestScope({
+      deadline: scopeIn.deadline,
+      signal: scopeIn.signal,
+      fanOut: 1,
+      cancel: scopeIn.cancel,
+    });
     const started = Date.now();
     try {
       const flight = own

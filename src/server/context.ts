@@ -8,6 +8,7 @@ import { compileSpec, getPreset, PRESETS } from '../judge/presets.js';
 import type { Router } from '../judge/types.js';
 import type { SharedState } from '../state/types.js';
 import type { Admission } from './admission.js';
+import type { CancelRegistry } from './controls/cancel.js';
 import type { TokenBudget } from './budget.js';
 import type { ComparisonService } from './comparing.js';
 import type { Integrity } from './integrity.js';
@@ -34,6 +35,8 @@ export interface ServerContext {
   /** The /metrics text: this process's registry, or the merged one under WORKERS>1. */
   metricsText(): Promise<string>;
   workerId: number | undefined;
+  /** Live requests by request_id and tag, for POST /v1/cancel (`cancel.ts`). */
+  cancels: CancelRegistry;
   /** Canaries, quarantine, audits and drift (`GET /v1/integrity`). */
   integrity: Integrity;
   /** JUDGE_TOKEN_BUDGET; undefined without a budget. */

@@ -37,6 +37,7 @@ import {
   type Recalled,
 } from './idempotency.js';
 import type { Metrics } from './metrics.js';
+import { cancelledJudgment, isCancelled } from './controls/cancel.js';
 import type { Lane } from './priority.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
@@ -76,6 +77,8 @@ export interface JudgeRequest {
    * same items joins or replays this request's judgments.
    */
   idempotencyKey?: string | undefined;
+  /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
+  cancel?: AbortSignal | undefined;
   /** The priority lane of the request's new judgments (priority.ts); default normal. */
   priority?: Lane | undefined;
 }
@@ -113,6 +116,8 @@ export interface JudgeServiceOptions {
   shared?: SharedJudgments | undefined;
   /** REDIS_URL: idempotency records shared with other workers and replicas. */
   sharedRecords?: IdempotencyStore | undefined;
+  /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
+  onAbandoned?: (() => void) | undefined;
   /** Told about every judgment computed here (not cache hits): canaries, audits, drift (`integrity.ts`). */
   onComputed?: ((item: JudgeItem, stored: StoredJudgment) => void) | undefined;
 }
@@ -199,7 +204,11 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
 
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
-  const cache = new JudgmentCache<StoredJudgment>({ maxEntries: options.cacheSize, isCacheable });
+  const cache = new JudgmentCache<StoredJudgment>({
+    maxEntries: options.cacheSize,
+    isCacheable,
+    onAbandon: options.onAbandoned,
+  });
   const observer = callObserver(metrics, admission);
   const hit = metrics.cacheLookups.labels('hit');
   const coalesced = metrics.cacheLookups.labels('coalesced');
@@ -269,6 +278,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     } catch (err) {
       void flight.abandon();
       throw err;
+    }
+    // Aborted here (every waiter here left or was cancelled): a waiter elsewhere takes it over rather than
+    // receiving this process's abort as its outcome.
+    if (signal.aborted) {
+      void flight.abandon();
+      return stored;
     }
     // Not awaited: the answer does not wait for Redis (the local LRU already has it).
     void flight.complete(stored, isCacheable(stored));
@@ -426,6 +441,18 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const item = items[i];
       if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
     }
+    // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
+    // starts, the unanswered items are `cancelled`.
+    if (isCancelled(request.cancel)) {
+      for (const [i, item] of items.entries()) {
+        results[i] ??= {
+          judgmentId: null,
+          judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+          cached: false,
+        };
+      }
+      return complete(items, results);
+    }
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
     const lane = request.priority ?? 'normal';
     admitWhole(
@@ -452,6 +479,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       deadline,
       signal: request.signal,
       fanOut: items.length,
+      cancel: request.cancel,
       holdMs: () => (id === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now())),
     });
 
@@ -498,6 +526,14 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
               cached: !own || fromElsewhere.has(stored),
             }),
           (err: unknown) => {
+            if (isCancelled(scope.signal)) {
+              settle({
+                judgmentId: null,
+                judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+                cached: false,
+              });
+              return;
+            }
             const failure = classify(err, scope.signal);
             if (failure.internal) options.onInternalError?.(err);
             settle({

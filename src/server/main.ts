@@ -16,6 +16,7 @@ import { createRedisState, redactRedisUrl } from '../state/redis.js';
 import { createRedisCanaryLog } from '../state/canary-log.js';
 import type { SharedState } from '../state/types.js';
 import { buildApp } from './app.js';
+import { createWorkerCancelRelay } from './controls/cancel-relay.js';
 import { joinCluster, runPrimary, workerShare } from './cluster.js';
 import { createClusterMetrics, createMetrics } from './metrics.js';
 import { startupFields } from './startup.js';
@@ -161,6 +162,7 @@ async function main(): Promise<void> {
     logger: { level: config.logLevel },
     metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
     workerId: cluster.worker?.id,
+    relayCancel: cluster.isWorker ? createWorkerCancelRelay() : undefined,
   });
   logSink.error = (err) => server.log.error({ err }, 'transcript write failed');
   logSink.warn = (fields, message) => server.log.warn(fields, message);

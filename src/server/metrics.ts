@@ -106,6 +106,8 @@ export interface Metrics {
   watchBackends(source: () => readonly Backend[]): void;
   /** Candidates answered `rejected_input` (a real 0, no LLM call), by reason; every reason starts at 0. */
   rejectedInputs: Counter<'reason'>;
+  /** Judgments (and comparisons) POST /v1/cancel aborted, by route of the cancelled request. */
+  cancelledJudgments: Counter<'route'>;
   /** Canaries, quarantine, audits and drift (docs/integrity.md). */
   integrity: IntegrityMetrics;
 }
@@ -501,6 +503,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
   for (const reason of REJECTION_REASONS) rejectedInputs.labels(reason).inc(0);
+  const cancelledJudgments = new Counter({
+    name: 'reward_cancelled_judgments_total',
+    help: 'Judgments (and comparisons) aborted by POST /v1/cancel because only cancelled requests waited for them, by route of the cancelled request.',
+    labelNames: ['route'] as const,
+    registers,
+  });
 
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
@@ -509,6 +517,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   return {
     registry,
+    cancelledJudgments,
     requests,
     requestErrors,
     requestDuration,

@@ -2,6 +2,7 @@
 import type { PlayedPair, Schedule } from '../judge/tournament.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../roles/index.js';
 import type { Criterion } from '../roles/types.js';
+import { itemStatus } from './controls/cancel.js';
 import type { ComparedPair } from './comparing.js';
 import type { BestOfN, Ranked } from './rank-service.js';
 import { usageOf, type UsageJson } from './results.js';
@@ -17,7 +18,7 @@ export function pairJson(p: PlayedPair<ComparedPair>, transcripts: boolean) {
     j: p.j,
     round: p.round,
     winner: winner(j.preference),
-    status: j.status,
+    status: itemStatus(j),
     position_bias: j.positionBias,
     // Each order's answer: i shown first, j shown first.
     orders: { i_first: winner(j.orders.ab), j_first: winner(j.orders.ba) },

@@ -30,6 +30,8 @@ export interface RequestScopeOptions {
   fanOut: number;
   /** How long to hold the work after the client left (a retry may join it); 0 or absent = abort at once. */
   holdMs?: (() => number) | undefined;
+  /** Aborts when POST /v1/cancel selects the request: let go at once, never held. */
+  cancel?: AbortSignal | undefined;
 }
 
 export function createRequestScope(options: RequestScopeOptions): RequestScope {
@@ -44,6 +46,10 @@ export function createRequestScope(options: RequestScopeOptions): RequestScope {
   };
   if (outer?.aborted === true) onOuterAbort();
   else outer?.addEventListener('abort', onOuterAbort, { once: true });
+  const cancel = options.cancel;
+  const onCancel = (): void => controller.abort(cancel?.reason);
+  if (cancel?.aborted === true) onCancel();
+  else cancel?.addEventListener('abort', onCancel, { once: true });
   // Just past the deadline, so the engine's own timeout (with its partial transcript) normally answers
   // first; this catches work still waiting for a run slot.
   const timer = setTimeout(
@@ -56,6 +62,7 @@ export function createRequestScope(options: RequestScopeOptions): RequestScope {
       clearTimeout(timer);
       clearTimeout(hold);
       outer?.removeEventListener('abort', onOuterAbort);
+      cancel?.removeEventListener('abort', onCancel);
     },
   };
 }

@@ -1,7 +1,9 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Usage } from '../judge/types.js';
+import { itemStatus } from './controls/cancel.js';
 import type { JudgedItem } from './judge-service.js';
+import { votesOf, type Vote } from './controls/stamps.js';
 
 export interface ItemResult {
   reward: 0 | 1 | null;
@@ -28,6 +30,8 @@ export interface ItemResult {
   debate?: unknown;
   /** Code points of the candidate's reasoning trace before its answer (REASONING_FORMAT); 0 without one. */
   reasoning_chars?: number;
+  /** Every stance-bearing message (deciding members and voters), also when replayed from a cache. */
+  votes: Vote[];
 }
 
 export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResult {
@@ -35,7 +39,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
   const result: ItemResult = {
     reward: j.reward,
     verdict: j.verdict,
-    status: j.status,
+    status: itemStatus(j),
     score: j.score,
     incoherent: j.incoherent,
     cached: item.cached,
@@ -45,6 +49,7 @@ export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResu
     latency_ms: Math.round(j.latencyMs),
     judgment_id: item.judgmentId,
     stop_reason: j.stopReason,
+    votes: votesOf(j),
   };
   if (j.reason !== undefined) result.reason = j.reason;
   result.reasoning_chars = item.reasoningChars ?? 0;

@@ -9,6 +9,7 @@ import { RewardError } from '../errors.js';
 import { MAX_JUDGES } from '../judge/compare.js';
 import { SCHEDULES } from '../judge/tournament.js';
 import { CriterionName, needsGroundTruth } from '../roles/criteria.js';
+import { CONTROL_FIELDS } from './controls/fields.js';
 
 const NUL = '\u0000';
 
@@ -90,18 +91,22 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     graph: GraphField.optional(),
     include_transcripts: z.boolean().optional(),
     request_id: z.string().max(200).optional(),
+    // Operator controls (issue 21): deadline_ms, tag.
+    ...CONTROL_FIELDS,
     priority: Priority.optional(),
   });
 
   const Batch = z
     .strictObject({
       groups: z
-        .array(Group.omit({ include_transcripts: true, priority: true }))
+        .array(Group.omit({ include_transcripts: true, deadline_ms: true, tag: true, priority: true }))
         .min(1)
         .max(maxCandidates),
       graph: GraphField.optional(),
       include_transcripts: z.boolean().optional(),
       request_id: z.string().max(200).optional(),
+      // Operator controls (issue 21): deadline_ms, tag.
+      ...CONTROL_FIELDS,
       priority: Priority.optional(),
     })
     .superRefine((body, ctx) => {
@@ -122,6 +127,8 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     candidate: Text,
     graph: GraphField.optional(),
     request_id: z.string().max(200).optional(),
+    // Operator controls (issue 21): deadline_ms, tag.
+    ...CONTROL_FIELDS,
     priority: Priority.optional(),
   });
 
@@ -203,6 +210,8 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     criterion: CriterionName.optional(),
     judges: z.number().int().min(1).max(MAX_JUDGES).default(1),
     request_id: z.string().max(200).optional(),
+    // Operator controls (issue 21): deadline_ms, tag.
+    ...CONTROL_FIELDS,
     priority: Priority.optional(),
   };
   const Rank = z

@@ -41,6 +41,7 @@ const TranscriptMessage = z.strictObject({
   attempts: z.number(),
   reasks: z.number(),
   error: ErrorInfo.optional(),
+  servedModel: z.string().optional(),
 });
 const JudgmentWire = z.strictObject({
   status: z.enum(['ok', 'rejected_input', 'judge_error', 'timeout', 'overloaded']),

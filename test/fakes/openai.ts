@@ -174,6 +174,11 @@ export interface FakeOpenAIOptions {
   contextTokens?: number;
   /** Answer every `json_schema` request with `llamaSchemaFailed(status)` (json_object requests play on). */
   rejectJsonSchema?: 400 | 500;
+  /**
+   * The `model` the replies report (vLLM reports its served name or path, not the one asked for). Default:
+   * the request's `model`.
+   */
+  replyModel?: string;
 }
 
 /** vLLM-like prefix cache over characters: fixed-size blocks, each keyed by its whole prefix, LRU. */
@@ -518,7 +523,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           id: `chatcmpl-fake-${completionSeq}`,
           object: 'chat.completion',
           created: Math.floor(Date.now() / 1000),
-          model: typeof body.model === 'string' ? body.model : 'fake-model',
+          model: options.replyModel ?? (typeof body.model === 'string' ? body.model : 'fake-model'),
           choices: [
             {
               index: 0,

@@ -61,6 +61,7 @@ describe('POST /get_reward (OpenRLHF)', () => {
     expect(keys).toEqual(
       [
         'cached',
+        'cancelled',
         'incoherent',
         'judge_failed',
         'latency_s',
@@ -68,6 +69,8 @@ describe('POST /get_reward (OpenRLHF)', () => {
         'rejected_input',
         ...REJECTION_REASONS.map((r) => `rejected_${r}`),
         'score',
+        'votes',
+        'votes_match_share',
       ].sort(),
     );
     for (const key of keys) {

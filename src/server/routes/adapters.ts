@@ -8,13 +8,16 @@
 import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../errors.js';
-import { idempotencyKey, presetChoice, requestScope, type ServerContext } from '../context.js';
+import { itemStatus } from '../controls/cancel.js';
+import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
+import { requestControls } from '../controls/request.js';
 import type { GraphChoice, JudgedItem } from '../judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../text/chat-tokens.js';
 import { REJECTION_REASONS } from '../../judge/degenerate.js';
 import { traceOpenedBy, type ReasoningFormat } from '../../text/reasoning.js';
 import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
+import { stampsOf, votesOf } from '../controls/stamps.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
  * NFKC differences in the decode), without control tokens. Without a prompt the whole query is the
@@ -121,14 +124,22 @@ function nemoGymId(row: Record<string, unknown>): string | number | undefined {
     : undefined;
 }
 
-const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null;
+/** A cancelled item is no failure to retry (its trainer gave it up): it answers reward null, never a 503. */
+const isCancelledItem = (item: JudgedItem): boolean => itemStatus(item.judgment) === 'cancelled';
+/** The id POST /v1/cancel {"request_ids"} names a NeMo-Gym row by: its rollout id or index pair. */
+function verifyId(row: Record<string, unknown>): string | undefined {
+  const id = nemoGymId(row);
+  return id === undefined ? undefined : String(id);
+}
+
+const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null && !isCancelledItem(item);
 
 /** What `/slime` and `/verify` report about the judgment behind their reward. */
 function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) {
   const j = judged.judgment;
   return {
     score: j.score,
-    status: j.status,
+    status: itemStatus(j),
     verdict: j.verdict,
     cached: judged.cached,
     judgment_id: judged.judgmentId,
@@ -180,14 +191,22 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     });
     const judged = await service.judge({
       items,
-      ...requestScope(ctx, reply),
+      ...requestControls(ctx, request, reply, '/get_reward', {}),
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
     if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
     const fallback = failureReward ?? 0;
+    const votes = judged.map((j) => votesOf(j.judgment));
     return {
-      rewards: judged.map((j) => j.judgment.reward ?? fallback),
+      rewards: judged.map((j) => (isCancelledItem(j) ? null : (j.judgment.reward ?? fallback))),
+      // Operator stamps (issue 21) beside extra_logs, whose values must stay numbers.
+      votes,
+      ...stampsOf(
+        judged.map((j) => j.judgment),
+        choice.graph,
+        ctx.router,
+      ),
       scores: judged.map((j) => j.judgment.score ?? fallback),
       // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
       extra_logs: {
@@ -201,6 +220,11 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
         reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
         ...rejectionLogs(judged),
+        cancelled: judged.map((j) => (isCancelledItem(j) ? 1 : 0)),
+        votes: votes.map((v) => v.length),
+        votes_match_share: votes.map((v) =>
+          v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
+        ),
       },
     };
   });
@@ -219,7 +243,10 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         },
       },
       {
-        ...requestScope(ctx, reply),
+        // Cancellable by its rollout_id too (POST /v1/cancel {"request_ids"}).
+        ...requestControls(ctx, request, reply, '/slime', {
+          request_id: body.rollout_id === undefined ? undefined : String(body.rollout_id),
+        }),
         idempotencyKey: idempotencyKey('slime', request, body.rollout_id),
         priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
       },
@@ -227,8 +254,10 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
     const j = judged.judgment;
     return {
-      reward: j.reward ?? failureReward ?? 0,
+      reward: isCancelledItem(judged) ? null : (j.reward ?? failureReward ?? 0),
       ...judgeSummary(judged, choice, ctx.router.name),
+      votes: votesOf(j),
+      ...stampsOf([j], choice.graph, ctx.router),
       ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
     };
   });
@@ -260,14 +289,15 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
       },
       {
-        ...requestScope(ctx, reply),
+        ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),
         idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
         priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
       },
     );
     const j = judged.judgment;
     const judge = judgeSummary(judged, choice, ctx.router.name);
-    if (j.reward !== null) return { ...body, reward: j.reward, judge };
+    const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
+    if (j.reward !== null) return { ...body, reward: j.reward, judge, ...stamps };
     // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
     // failures file via _ng_failure_class) instead of training on a made-up 0.
     return {
@@ -275,8 +305,10 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       reward: failureReward ?? 0,
       instance_config: { ...body.instance_config, mask_sample: true },
       failure_reason: j.error?.message ?? j.status,
-      _ng_failure_class: 'judge_failed',
+      _ng_failure_class: isCancelledItem(judged) ? 'cancelled' : 'judge_failed',
       judge,
+      ...stamps,
+      ...(isCancelledItem(judged) ? { reward: null } : {}),
     };
   });
 }

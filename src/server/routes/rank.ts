@@ -9,18 +9,29 @@
  */
 import type { FastifyInstance } from 'fastify';
 
-import { requestScope, type ServerContext } from '../context.js';
+import type { ServerContext } from '../context.js';
+import { requestControls } from '../controls/request.js';
 import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { bestOfNJson, rankJson, rankMeta, round6 } from '../rank-results.js';
 import { createRankService, criterionOf, type RankGroup } from '../rank-service.js';
 import { usageOf } from '../results.js';
+import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import { parseOr400 } from '../schemas.js';
+import { comparisonModelOf } from '../controls/stamps.js';
 import { stripChatTokens } from '../../text/chat-tokens.js';
 import { candidateFromQuery, labelParts, questionFromMessages, withPromptTrace } from './adapters.js';
 
 export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, router } = ctx;
   const ranking = createRankService(ctx);
+  /** The judge model of some played comparisons: the models their votes name, else the configured one. */
+  const modelOf = (
+    played: ReadonlyArray<{ result: { judgment: { votes: ReadonlyArray<{ model?: string }> } } }>,
+  ) =>
+    comparisonModelOf(
+      played.flatMap((p) => p.result.judgment.votes),
+      router,
+    );
 
   app.post('/v1/rank', async (request, reply) => {
     const body = parseOr400(schemas.Rank, request.body);
@@ -38,13 +49,14 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       topK: body.top_k ?? 1,
     };
     const ranked = await ranking.rankOne('/v1/rank', group, {
-      ...requestScope(ctx, reply),
+      ...requestControls(ctx, request, reply, '/v1/rank', body),
       requestId: body.request_id,
       priority: body.priority,
     });
     return {
       ...rankJson(ranked, body.include_transcripts ?? false),
       ...rankMeta(router.name, usageOf(ranked.played.map((p) => p.result)), body.request_id),
+      judge_model: modelOf(ranked.played),
     };
   });
 
@@ -63,9 +75,16 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         schedule: body.schedule,
         judges: body.judges,
       },
-      { ...requestScope(ctx, reply), requestId: body.request_id, priority: body.priority },
+      {
+        ...requestControls(ctx, request, reply, '/v1/best-of-n', body),
+        requestId: body.request_id,
+        priority: body.priority,
+      },
     );
-    return bestOfNJson(best, { ...body, criterion: criterionOf(body) }, router.name);
+    return {
+      ...bestOfNJson(best, { ...body, criterion: criterionOf(body) }, router.name),
+      judge_model: modelOf(best.kind === 'tournament' ? best.ranked.played : []),
+    };
   });
 
   app.post('/get_reward/rank', async (request, reply) => {
@@ -82,8 +101,8 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: withPromptTrace(candidateFromQuery(q, prompt, i), prompt, ctx.config.reasoningFormat),
       };
     });
-    const { out, fallback } = await ranking.rankRollouts('/get_reward/rank', items, query, {
-      ...requestScope(ctx, reply),
+    const { ranked, out, fallback } = await ranking.rankRollouts('/get_reward/rank', items, query, {
+      ...requestControls(ctx, request, reply, '/get_reward/rank', {}),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
     return {
@@ -97,6 +116,8 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         position_bias_rate: out.map((o) => o.positionBiasRate),
         group_size: out.map((o) => o.groupSize),
       },
+      prompt_version: COMPARATIVE_PROMPT_VERSION,
+      judge_model: modelOf(ranked.flatMap((r) => r.played)),
     };
   });
 
@@ -116,7 +137,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       };
     });
     const { ranked, out, fallback } = await ranking.rankRollouts('/slime/rank', items, query, {
-      ...requestScope(ctx, reply),
+      ...requestControls(ctx, request, reply, '/slime/rank', {}),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
     return {
@@ -133,6 +154,8 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       })),
       position_bias: ranked.map((r) => r.standings.positionBias),
       backend: router.name,
+      prompt_version: COMPARATIVE_PROMPT_VERSION,
+      judge_model: modelOf(ranked.flatMap((r) => r.played)),
     };
   });
 }

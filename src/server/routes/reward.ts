@@ -1,10 +1,12 @@
 /** POST /v1/reward (one group), /v1/reward/batch (many groups, one admission decision), /v1/judge. */
 import type { FastifyInstance } from 'fastify';
 
-import { idempotencyKey, requestScope, resolveGraph, type ServerContext } from '../context.js';
+import { idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
+import { requestControls } from '../controls/request.js';
 import type { JudgeItem } from '../judge-service.js';
 import { groupResponse, toResult, usageOf } from '../results.js';
 import { parseOr400 } from '../schemas.js';
+import { stampsOf } from '../controls/stamps.js';
 
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, router } = ctx;
@@ -17,7 +19,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       graph: choice,
       input: { ...input, candidate },
     }));
-    const scope = requestScope(ctx, reply);
+    const scope = requestControls(ctx, request, reply, '/v1/reward', body);
     const judged = await service.judge({
       items,
       ...scope,
@@ -25,13 +27,14 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       idempotencyKey: idempotencyKey('reward', request, body.request_id),
       priority: body.priority,
     });
-    return groupResponse(
-      judged,
-      choice.graph,
-      router.name,
-      body.include_transcripts ?? false,
-      body.request_id,
-    );
+    return {
+      ...groupResponse(judged, choice.graph, router.name, body.include_transcripts ?? false, body.request_id),
+      ...stampsOf(
+        judged.map((j) => j.judgment),
+        choice.graph,
+        router,
+      ),
+    };
   });
 
   app.post('/v1/reward/batch', async (request, reply) => {
@@ -47,7 +50,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
         });
       }
     }
-    const scope = requestScope(ctx, reply);
+    const scope = requestControls(ctx, request, reply, '/v1/reward/batch', body);
     const judged = await service.judge({
       items,
       ...scope,
@@ -59,15 +62,26 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     const out = groups.map(({ group, choice }) => {
       const slice = judged.slice(offset, offset + group.candidates.length);
       offset += group.candidates.length;
-      return groupResponse(
-        slice,
-        choice.graph,
-        router.name,
-        body.include_transcripts ?? false,
-        group.request_id,
-      );
+      return {
+        ...groupResponse(
+          slice,
+          choice.graph,
+          router.name,
+          body.include_transcripts ?? false,
+          group.request_id,
+        ),
+        ...stampsOf(
+          slice.map((j) => j.judgment),
+          choice.graph,
+          router,
+        ),
+      };
     });
+    const models = new Set<string>();
+    for (const g of out) for (const m of [g.judge_model].flat()) if (m !== null) models.add(m);
     return {
+      judge_model: models.size === 1 ? [...models][0] : models.size === 0 ? null : [...models],
+      prompt_version: out[0]?.prompt_version,
       groups: out,
       backend: router.name,
       usage: usageOf(judged),
@@ -80,7 +94,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
   app.post('/v1/judge', async (request, reply) => {
     const body = parseOr400(schemas.Judge, request.body);
     const choice = resolveGraph(ctx, body.graph);
-    const scope = requestScope(ctx, reply);
+    const scope = requestControls(ctx, request, reply, '/v1/judge', body);
     const judged = await service.judgeOne(
       {
         graph: choice,
@@ -96,7 +110,8 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     return {
       ...toResult(judged, true),
       graph: { name: choice.graph.name, hash: choice.graph.hash },
-      prompt_version: judged.judgment.promptVersion,
+      // judge_model, prompt_version (the judgment's own) and graph_hash.
+      ...stampsOf([judged.judgment], choice.graph, router),
       backend: router.name,
       usage: usageOf([judged]),
       ...(body.request_id === undefined ? {} : { request_id: body.request_id }),

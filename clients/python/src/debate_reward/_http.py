@@ -279,6 +279,25 @@ def idempotency_headers(method: str) -> Dict[str, str]:
     return {"Idempotency-Key": uuid.uuid4().hex} if method == "POST" else {}
 
 
+#: The client's own deadline (its timeout, ms) and the cancel tag, as the server reads them on every route.
+DEADLINE_HEADER = "x-reward-deadline-ms"
+TAG_HEADER = "x-reward-tag"
+
+
+def control_headers(method: str, remaining_s: float, tag: Optional[str]) -> Dict[str, str]:
+    """The deadline every POST attempt carries, the time the client still waits for the logical call (the
+    server answers before it expires: unfinished items come back `timeout` instead of the client giving
+    up), and the request's tag for `cancel(tag=...)`."""
+    if method != "POST":
+        return {}
+    headers = {DEADLINE_HEADER: str(max(1, int(remaining_s * 1000)))}
+    if tag is not None:
+        if not isinstance(tag, str) or not tag or len(tag) > 200:
+            raise ValueError("tag must be a non-empty str of at most 200 characters")
+        headers[TAG_HEADER] = tag
+    return headers
+
+
 def dumps(payload: Any) -> bytes:
     try:
         return json.dumps(payload, allow_nan=False, ensure_ascii=False).encode("utf-8")

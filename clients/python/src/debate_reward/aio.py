@@ -4,16 +4,26 @@ backoff between attempts is an `asyncio.sleep`, so waiting for a retry never hol
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from ._http import Attempts, ConnectionFailure, Response, decode_json, dumps, idempotency_headers
+from ._http import (
+    Attempts,
+    ConnectionFailure,
+    Response,
+    control_headers,
+    decode_json,
+    dumps,
+    idempotency_headers,
+)
 from .client import (
     Graph,
     GroupInput,
     RewardClient,
     batch_body,
     best_of_n_body,
+    cancel_body,
     judge_body,
     rank_body,
     reward_body,
@@ -69,14 +79,19 @@ class AsyncRewardClient:
     def graph(self) -> Optional[Graph]:
         return self.sync.graph
 
-    async def _request(self, method: str, path: str, payload: Any = None) -> Tuple[Any, int]:
+    async def _request(
+        self, method: str, path: str, payload: Any = None, tag: Optional[str] = None
+    ) -> Tuple[Any, int]:
         loop = asyncio.get_running_loop()
         body = None if payload is None else dumps(payload)
         headers = idempotency_headers(method)
         client = self.sync
+        tag = tag if tag is not None else client.tag
+        give_up_at = time.monotonic() + client.deadline_s
         attempts = Attempts(method, path, client.retry, client._rng, client.on_retry)
         while True:
             outcome: Union[Response, ConnectionFailure]
+            headers.update(control_headers(method, give_up_at - time.monotonic(), tag))
             try:
                 outcome = await loop.run_in_executor(
                     self._executor, client._transport.request, method, path, body, headers
@@ -97,10 +112,11 @@ class AsyncRewardClient:
         *,
         graph: Optional[Graph] = None,
         request_id: Optional[str] = None,
+        tag: Optional[str] = None,
     ) -> List[Optional[float]]:
-        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed."""
+        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed (or was cancelled)."""
         result = await self.reward_details(
-            question, ground_truth, candidates, graph=graph, request_id=request_id
+            question, ground_truth, candidates, graph=graph, request_id=request_id, tag=tag
         )
         return result.rewards
 
@@ -113,6 +129,7 @@ class AsyncRewardClient:
         graph: Optional[Graph] = None,
         include_transcripts: bool = False,
         request_id: Optional[str] = None,
+        tag: Optional[str] = None,
     ) -> GroupResult:
         body = reward_body(
             question,
@@ -122,27 +139,39 @@ class AsyncRewardClient:
             include_transcripts,
             request_id,
         )
-        data, attempts = await self._request("POST", "/v1/reward", body)
+        data, attempts = await self._request("POST", "/v1/reward", body, tag=tag)
         return parse_group(data, len(body["candidates"]), attempts)
 
     async def reward_batch(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None
+        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
     ) -> List[List[Optional[float]]]:
-        return [g.rewards for g in await self.reward_batch_details(groups, graph=graph)]
+        return [g.rewards for g in await self.reward_batch_details(groups, graph=graph, tag=tag)]
 
     async def reward_batch_details(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None
+        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
     ) -> List[GroupResult]:
         body = batch_body(groups, graph if graph is not None else self.graph)
-        data, attempts = await self._request("POST", "/v1/reward/batch", body)
+        data, attempts = await self._request("POST", "/v1/reward/batch", body, tag=tag)
         return parse_batch(data, [len(g["candidates"]) for g in body["groups"]], attempts)
 
     async def judge(
-        self, question: str, ground_truth: str, candidate: str, *, graph: Optional[Graph] = None
+        self,
+        question: str,
+        ground_truth: str,
+        candidate: str,
+        *,
+        graph: Optional[Graph] = None,
+        tag: Optional[str] = None,
     ) -> JudgeResult:
         body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
-        data, attempts = await self._request("POST", "/v1/judge", body)
+        data, attempts = await self._request("POST", "/v1/judge", body, tag=tag)
         return parse_judgment(data, attempts)
+
+    async def cancel(
+        self, request_ids: Optional[Sequence[str]] = None, tag: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """`POST /v1/cancel` (see `RewardClient.cancel`)."""
+        return (await self._request("POST", "/v1/cancel", cancel_body(request_ids, tag)))[0]
 
     async def rank(self, question: str, candidates: Sequence[str], **options: Any) -> Dict[str, Any]:
         """`POST /v1/rank` (see `RewardClient.rank`)."""

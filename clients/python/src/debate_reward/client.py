@@ -14,6 +14,7 @@ from ._http import (
     RetryEvent,
     RetryPolicy,
     Transport,
+    control_headers,
     decode_json,
     dumps,
     idempotency_headers,
@@ -103,6 +104,19 @@ def judge_body(question: str, ground_truth: str, candidate: str, graph: Optional
     return body
 
 
+def cancel_body(request_ids: Optional[Sequence[str]], tag: Optional[str]) -> Dict[str, Any]:
+    if (request_ids is None) == (tag is None):
+        raise ValueError("give exactly one of request_ids or tag")
+    if tag is not None:
+        return {"tag": _check_text("tag", tag)}
+    if isinstance(request_ids, (str, bytes)):
+        raise TypeError("request_ids must be a list of str")
+    ids = [_check_text(f"request_ids[{i}]", r) for i, r in enumerate(request_ids or [])]
+    if not ids:
+        raise ValueError("request_ids must not be empty")
+    return {"request_ids": ids}
+
+
 SCHEDULES = ("all_pairs", "circular", "swiss")
 CRITERIA = ("match", "novelty", "feasibility", "effectiveness")
 
@@ -180,8 +194,12 @@ class RewardClient:
     Args:
         base_url: e.g. `http://127.0.0.1:8080` (a path prefix is kept, e.g. behind a proxy).
         api_key: sent as `Authorization: Bearer <key>` when the server sets `REWARD_API_KEY`.
-        timeout_s: socket timeout for connecting and for each read. Keep it above the server's
-            `REQUEST_DEADLINE_MS` (110 s by default), after which unfinished items come back `timeout`.
+        timeout_s: socket timeout for connecting and for each read.
+        deadline_s: how long one call may take across its retries (default `timeout_s × (max_retries +
+            1)`), sent with each attempt as what is left of it (`x-reward-deadline-ms`): the server answers
+            before it (capped by its `REQUEST_DEADLINE_MS`), unfinished items `timeout`.
+        tag: sent as `x-reward-tag` with every POST (a call's own `tag=` wins): what `cancel(tag=...)`
+            selects, e.g. the trainer's step.
         max_retries: retries after the first attempt on 408/429/502/503/504 and connection failures
             (0 disables retrying). Backoff: full jitter, or the server's Retry-After (capped at
             `max_retry_after_s`) plus up to `backoff_base_s` of jitter.
@@ -210,17 +228,27 @@ class RewardClient:
         pool_size: int = 32,
         headers: Optional[Mapping[str, str]] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
+        tag: Optional[str] = None,
+        deadline_s: Optional[float] = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
+        if deadline_s is not None and deadline_s <= 0:
+            raise ValueError("deadline_s must be > 0")
         # Kept so that a client can be pickled (to a trainer's worker process) and rebuilt there.
         self._config: Dict[str, Any] = dict(
             base_url=base_url, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries, graph=graph,
             backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, max_retry_after_s=max_retry_after_s,
             on_retry=on_retry, pool_size=pool_size, headers=dict(headers) if headers else None,
-            ssl_context=ssl_context,
+            ssl_context=ssl_context, tag=tag, deadline_s=deadline_s,
         )
         self.base_url = base_url.rstrip("/")
+        #: Sent as `x-reward-tag` with every POST unless a call names its own: what `cancel(tag=...)` selects
+        #: (e.g. the trainer's step). None = untagged.
+        self.tag = tag
+        #: How long the client waits for one logical call, across its retries: sent (what is left of it)
+        #: with every attempt as `x-reward-deadline-ms`. Default: `timeout_s × (max_retries + 1)`.
+        self.deadline_s = deadline_s if deadline_s is not None else timeout_s * (max_retries + 1)
         self.timeout_s = timeout_s
         self.graph = graph
         self.retry = RetryPolicy(max_retries, backoff_base_s, backoff_max_s, max_retry_after_s)
@@ -247,13 +275,19 @@ class RewardClient:
 
     # --- plumbing --------------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, payload: Any = None) -> Tuple[Any, int]:
-        """One logical request with retries; returns (decoded JSON, attempts made)."""
+    def _request(
+        self, method: str, path: str, payload: Any = None, tag: Optional[str] = None
+    ) -> Tuple[Any, int]:
+        """One logical request with retries; returns (decoded JSON, attempts made). Every POST carries the
+        deadline (what is left of `deadline_s`, `x-reward-deadline-ms`) and its tag (`x-reward-tag`)."""
         body = None if payload is None else dumps(payload)
         headers = idempotency_headers(method)
+        tag = tag if tag is not None else self.tag
+        give_up_at = time.monotonic() + self.deadline_s
         attempts = Attempts(method, path, self.retry, self._rng, self.on_retry)
         while True:
             outcome: Union[Response, ConnectionFailure]
+            headers.update(control_headers(method, give_up_at - time.monotonic(), tag))
             try:
                 outcome = self._transport.request(method, path, body, headers)
             except ConnectionFailure as exc:
@@ -274,9 +308,12 @@ class RewardClient:
         *,
         graph: Optional[Graph] = None,
         request_id: Optional[str] = None,
+        tag: Optional[str] = None,
     ) -> List[Optional[float]]:
-        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed."""
-        result = self.reward_details(question, ground_truth, candidates, graph=graph, request_id=request_id)
+        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed (or was cancelled)."""
+        result = self.reward_details(
+            question, ground_truth, candidates, graph=graph, request_id=request_id, tag=tag
+        )
         return result.rewards
 
     def reward_details(
@@ -288,6 +325,7 @@ class RewardClient:
         graph: Optional[Graph] = None,
         include_transcripts: bool = False,
         request_id: Optional[str] = None,
+        tag: Optional[str] = None,
     ) -> GroupResult:
         """The full `/v1/reward` answer: per-item results, scores, group mean/std/advantages, usage."""
         body = reward_body(
@@ -298,29 +336,46 @@ class RewardClient:
             include_transcripts,
             request_id,
         )
-        data, attempts = self._request("POST", "/v1/reward", body)
+        data, attempts = self._request("POST", "/v1/reward", body, tag=tag)
         return parse_group(data, len(body["candidates"]), attempts)
 
     def reward_batch(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None
+        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
     ) -> List[List[Optional[float]]]:
         """Rewards for several groups in one request (`/v1/reward/batch`), one list per group."""
-        return [g.rewards for g in self.reward_batch_details(groups, graph=graph)]
+        return [g.rewards for g in self.reward_batch_details(groups, graph=graph, tag=tag)]
 
     def reward_batch_details(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None
+        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
     ) -> List[GroupResult]:
         body = batch_body(groups, graph if graph is not None else self.graph)
-        data, attempts = self._request("POST", "/v1/reward/batch", body)
+        data, attempts = self._request("POST", "/v1/reward/batch", body, tag=tag)
         return parse_batch(data, [len(g["candidates"]) for g in body["groups"]], attempts)
 
     def judge(
-        self, question: str, ground_truth: str, candidate: str, *, graph: Optional[Graph] = None
+        self,
+        question: str,
+        ground_truth: str,
+        candidate: str,
+        *,
+        graph: Optional[Graph] = None,
+        tag: Optional[str] = None,
     ) -> JudgeResult:
         """One judgment with its debate transcript (`/v1/judge`)."""
         body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
-        data, attempts = self._request("POST", "/v1/judge", body)
+        data, attempts = self._request("POST", "/v1/judge", body, tag=tag)
         return parse_judgment(data, attempts)
+
+    def cancel(
+        self, request_ids: Optional[Sequence[str]] = None, tag: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """`POST /v1/cancel`: cancel the requests with these `request_ids`, or every request carrying `tag`.
+
+        The judgments only cancelled requests wait for are aborted (their judge calls too); the cancelled
+        requests answer at once, their unfinished items with status `cancelled` and reward None. A judgment
+        another live request waits for keeps running. Returns `{"cancelled_judgments", "cancelled_requests"}`.
+        """
+        return self._request("POST", "/v1/cancel", cancel_body(request_ids, tag), tag=None)[0]
 
     def rank(self, question: str, candidates: Sequence[str], **options: Any) -> Dict[str, Any]:
         """`POST /v1/rank`: a pairwise tournament over one group (keyword options as in `rank_body`:

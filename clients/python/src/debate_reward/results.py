@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from .errors import RewardProtocolError
 
 #: Judgment statuses that carry no reward.
-FAILED_STATUSES = frozenset({"judge_error", "timeout", "overloaded"})
+FAILED_STATUSES = frozenset({"judge_error", "timeout", "overloaded", "cancelled"})
 #: Judgment statuses that carry a reward (`rejected_input` is a real 0: degenerate or too-long idea).
 OK_STATUSES = frozenset({"ok", "rejected_input"})
 
@@ -40,6 +40,8 @@ class ItemResult:
     reasoning_chars: Optional[int] = None
     """Length of the candidate's reasoning trace (never judged; only the answer after it is), 0 without one."""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    votes: List[Mapping[str, Any]] = field(default_factory=list)
+    """Each member's position: `{node, role, round, stance, confidence}` (also for cached results)."""
 
     @property
     def failed(self) -> bool:
@@ -63,6 +65,10 @@ class GroupResult:
     backend: Optional[str]
     usage: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
+    judge_model: Any = None
+    """The model id(s) the judge backend reported (a list when a committee mixes models)."""
+    prompt_version: Optional[str] = None
+    graph_hash: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,10 @@ class JudgeResult:
     stop_reason: Optional[str]
     usage: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
+    votes: List[Mapping[str, Any]] = field(default_factory=list)
+    judge_model: Any = None
+    prompt_version: Optional[str] = None
+    graph_hash: Optional[str] = None
 
     @property
     def failed(self) -> bool:
@@ -158,6 +168,7 @@ def _item(reward: Optional[float], raw: Mapping[str, Any], where: str, attempts:
         reason=_opt_str(raw.get("reason")),
         reasoning_chars=_opt_int(raw.get("reasoning_chars")),
         raw=raw,
+        votes=[v for v in raw.get("votes", []) if isinstance(v, Mapping)] if isinstance(raw.get("votes"), list) else [],
     )
 
 
@@ -217,6 +228,9 @@ def parse_group(data: Any, n_candidates: int, attempts: int = 1, where: str = "r
         backend=_opt_str(data.get("backend")),
         usage=usage if isinstance(usage, Mapping) else {},
         raw=data,
+        judge_model=data.get("judge_model"),
+        prompt_version=_opt_str(data.get("prompt_version")),
+        graph_hash=_opt_str(data.get("graph_hash")),
     )
 
 
@@ -257,5 +271,9 @@ def parse_judgment(data: Any, attempts: int = 1) -> JudgeResult:
         rounds=rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None,
         stop_reason=_opt_str(inner.get("stop_reason")),
         usage=usage if isinstance(usage, Mapping) else {},
+        votes=item.votes,
+        judge_model=data.get("judge_model"),
+        prompt_version=_opt_str(data.get("prompt_version")),
+        graph_hash=_opt_str(data.get("graph_hash")),
         raw=data,
     )

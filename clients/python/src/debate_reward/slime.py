@@ -18,6 +18,16 @@ rollouts slime hands over (one, a group, or a batch; calls that arrive together 
 
     --group-rm --custom-rm-path my_rm.group_rm --label-key label
 
+`SlimeReward`: per-sample (`/slime`) and group rewards whose requests carry a per-rollout tag, so that
+slime's abort (over-sampling, partial rollouts) cancels the judgments still running instead of waiting for
+them (slime's `abort` drains its pending generate-and-reward tasks):
+
+    # my_rm.py
+    from debate_reward.slime import SlimeReward, install_abort_hook
+    reward = SlimeReward("http://HOST:8080")
+    install_abort_hook(reward)          # wraps slime.rollout.sglang_rollout.abort
+    rm = reward.rm                      # --custom-rm-path my_rm.rm
+
 Each sample's `prompt` (text or chat messages), `response` and `label` (the abstract, or
 `{"ground_truth", "question"}`) are read as `/slime` reads them. A rollout without a reward (a failed
 judgment, or no successful comparison) fails the call after the client's retries, unless the server
@@ -27,11 +37,14 @@ sets FAILURE_REWARD.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import random
+import uuid
 import weakref
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urlencode
 
@@ -90,6 +103,111 @@ def slime_group_rm(
         return [float(r) for r in rewards]
 
     return group_rm
+
+
+def _sample_body(s: Any) -> Dict[str, Any]:
+    return group_body([s])["samples"][0]
+
+
+def _mark_aborted(sample: Any) -> None:
+    """A slime `Sample` whose reward was cancelled is marked `ABORTED` (when its class has that status), so
+    that a partial rollout puts it back and judges it later instead of keeping a completed sample with no
+    reward (slime asserts a completed sample has one)."""
+    aborted = getattr(getattr(type(sample), "Status", None), "ABORTED", None)
+    if aborted is not None and hasattr(sample, "status"):
+        try:
+            sample.status = aborted
+        except (AttributeError, TypeError):
+            pass
+
+
+class SlimeReward:
+    """Rewards for slime whose requests carry the current rollout's tag (`x-reward-tag`).
+
+    `rm(args, sample)` is a `--custom-rm-path` function (`/slime`, the binary reward; None when the
+    judgment was cancelled), `group_rm(args, samples)` a `--group-rm` one (`/slime/rank`). `cancel()`
+    cancels every judgment of the current rollout that no other request waits for (the server answers
+    those requests at once with status `cancelled`); `next_rollout()` moves to a fresh tag.
+    `install_abort_hook` calls both around slime's own abort.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        graph: Optional[str] = None,
+        tag_prefix: str = "slime",
+        schedule: str = "all_pairs",
+    ) -> None:
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}")
+        self.client = client if isinstance(client, AsyncRewardClient) else AsyncRewardClient(str(client))
+        self._query = "" if graph is None else f"?{urlencode({'graph': graph})}"
+        self._rank_query = f"?{urlencode({'schedule': schedule})}"
+        # A run-unique prefix: two trainers on one server never cancel each other's rollouts.
+        self._prefix = f"{tag_prefix}:{uuid.uuid4().hex[:12]}"
+        self._rollout = 0
+        # Every request through this client carries the current rollout's tag, also those of
+        # `slime_binary_rm(reward.client)` (whose cancelled items come back None, not retried).
+        self.client.sync.tag = self.tag
+
+    @property
+    def tag(self) -> str:
+        """The tag of the current rollout's reward requests."""
+        return f"{self._prefix}:{self._rollout}"
+
+    def next_rollout(self) -> str:
+        self._rollout += 1
+        self.client.sync.tag = self.tag
+        return self.tag
+
+    async def rm(self, args: Any, sample: Any, **kwargs: Any) -> Optional[float]:
+        data, _ = await self.client._request("POST", f"/slime{self._query}", _sample_body(sample), tag=self.tag)
+        if not isinstance(data, dict) or "reward" not in data:
+            raise RewardProtocolError("/slime answered no reward")
+        reward = data["reward"]
+        if reward is None and data.get("status") == "cancelled":
+            _mark_aborted(sample)
+        return None if reward is None else float(reward)
+
+    async def group_rm(self, args: Any, samples: Sequence[Any], **kwargs: Any) -> List[Optional[float]]:
+        path = f"/slime/rank{self._rank_query}"
+        data, _ = await self.client._request("POST", path, group_body(samples), tag=self.tag)
+        rewards = data.get("rewards") if isinstance(data, dict) else None
+        if not isinstance(rewards, list) or len(rewards) != len(samples):
+            raise RewardProtocolError(f"/slime/rank answered {len(rewards or [])} rewards for {len(samples)} samples")
+        return [None if r is None else float(r) for r in rewards]
+
+    async def cancel(self) -> Dict[str, Any]:
+        """Cancels the current rollout's judgments; `{"cancelled_judgments", "cancelled_requests"}`."""
+        return await self.client.cancel(tag=self.tag)
+
+
+def install_abort_hook(reward: SlimeReward, module: Optional[ModuleType] = None) -> Callable[..., Any]:
+    """Wraps `module.abort` (default: `slime.rollout.sglang_rollout`, whose `generate_rollout_async` calls
+    it by name) so that an abort first cancels the rollout's reward requests, then runs slime's own abort
+    (which waits for its pending tasks: they now return at once), then moves to a fresh tag. Requests a
+    pending task sends during the abort carry the cancelled tag and are answered `cancelled` at once.
+    Returns the original `abort`."""
+    if module is None:
+        import importlib
+
+        module = importlib.import_module("slime.rollout.sglang_rollout")
+    original = getattr(module, "abort")
+
+    @functools.wraps(original)
+    async def abort(*a: Any, **kw: Any) -> Any:
+        try:
+            await reward.cancel()
+        except Exception:  # noqa: BLE001 - a failed cancel must not break slime's own abort
+            pass
+        try:
+            return await original(*a, **kw)
+        finally:
+            reward.next_rollout()
+
+    setattr(module, "abort", abort)
+    return original
 
 
 @dataclass(frozen=True)
@@ -158,6 +276,9 @@ class _BinaryRM:
             pool = self._pools[loop] = _Pool()
         futures = [self._submit(loop, pool, item) for item in items]
         rewards = list(await asyncio.gather(*futures))
+        for sample, reward in zip(batch, rewards):
+            if reward is None:
+                _mark_aborted(sample)
         return rewards[0] if one else rewards
 
     def _submit(self, loop: asyncio.AbstractEventLoop, pool: _Pool, item: _Item) -> "asyncio.Future[float]":
@@ -254,6 +375,9 @@ class _BinaryRM:
                     continue
                 if reward is not None:
                     future.set_result(float(reward))
+                elif detail.status == "cancelled":
+                    # POST /v1/cancel (SlimeReward's abort hook): no reward, and no retry.
+                    future.set_result(None)  # type: ignore[arg-type]
                 elif fallback is not None:
                     future.set_result(float(fallback))
                 else:

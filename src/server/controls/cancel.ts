@@ -1,0 +1,205 @@
+/**
+ * Cancellation (`POST /v1/cancel {request_ids} | {tag}`): the live requests a cancel selects let go of
+ * their judgments at once. A judgment only cancelled requests waited for loses its last waiter: the
+ * single-flight cache aborts it (its backend calls are aborted, a queued one leaves the queue and never
+ * starts) and reports the abandonment here, which is what a cancel counts. A judgment another live request
+ * waits for keeps running. The cancelled requests answer at once, their unfinished items `cancelled`.
+ *
+ * A cancel also leaves a tombstone for its ids and tag (for the server's request deadline): a request that
+ * arrives just after the cancel (a trainer's reward call still on the wire when it aborted the step) is
+ * answered `cancelled` without starting anything. The registry is per process: with WORKERS>1 the cluster
+ * primary relays a cancel to every worker (`cluster.ts`); across replicas (several pods) it is not shared.
+ */
+import { failedJudgment, type GraphIdentity } from '../../judge/judgment.js';
+import type { Judgment } from '../../judge/types.js';
+
+/** The abort reason of a request a cancel selected (tell it from a disconnect, a deadline or a shutdown). */
+export class RequestCancelled extends Error {
+  constructor() {
+    super('request cancelled (POST /v1/cancel)');
+    this.name = 'RequestCancelled';
+  }
+}
+
+/** What a cancel selects: requests by their `request_id`, or every request carrying `tag`. */
+export interface CancelSelector {
+  requestIds?: readonly string[] | undefined;
+  tag?: string | undefined;
+}
+
+export interface CancelOutcome {
+  /** Judgments aborted because no live request waited for them any more. */
+  judgments: number;
+  /** Live requests the cancel selected. */
+  requests: number;
+}
+
+/** A request as the registry knows it; `leave` once it has answered. */
+export interface LiveRequest {
+  /** Aborts (reason `RequestCancelled`) when a cancel selects the request, or at once for a tombstoned one. */
+  readonly signal: AbortSignal;
+  leave(): void;
+}
+
+export interface CancelRegistry {
+  enter(route: string, ids: { requestId?: string | undefined; tag?: string | undefined }): LiveRequest;
+  cancel(selector: CancelSelector): CancelOutcome;
+  /** The services' single-flight caches call this when a flight lost its last waiter. */
+  abandoned(): void;
+  /** Live requests registered (for tests and /readyz-style introspection). */
+  readonly live: number;
+}
+
+export interface CancelRegistryOptions {
+  /** How long a cancelled id or tag stays cancelled for requests arriving later, ms. */
+  tombstoneMs: number;
+  /** Counted per route of the cancelled request whose letting go aborted the judgment. */
+  onCancelledJudgment?: ((route: string) => void) | undefined;
+  now?: (() => number) | undefined;
+}
+
+/** Tombstones kept at most (oldest dropped first): a cancel storm cannot grow memory without bound. */
+const MAX_TOMBSTONES = 10_000;
+
+interface Entry {
+  route: string;
+  requestId: string | undefined;
+  tag: string | undefined;
+  controller: AbortController;
+}
+
+export function createCancelRegistry(options: CancelRegistryOptions): CancelRegistry {
+  const now = options.now ?? Date.now;
+  const byId = new Map<string, Set<Entry>>();
+  const byTag = new Map<string, Set<Entry>>();
+  let live = 0;
+  /** `id:<request_id>` / `tag:<tag>` → expiry (epoch ms), in insertion order. */
+  const tombstones = new Map<string, number>();
+  /** The route of the request being cancelled right now (abandonments are reported synchronously). */
+  let cancelling: string | undefined;
+  let counted = 0;
+
+  const add = (index: Map<string, Set<Entry>>, key: string | undefined, entry: Entry): void => {
+    if (key === undefined) return;
+    let set = index.get(key);
+    if (set === undefined) {
+      set = new Set();
+      index.set(key, set);
+    }
+    set.add(entry);
+  };
+  const remove = (index: Map<string, Set<Entry>>, key: string | undefined, entry: Entry): void => {
+    if (key === undefined) return;
+    const set = index.get(key);
+    if (set === undefined) return;
+    set.delete(entry);
+    if (set.size === 0) index.delete(key);
+  };
+  const tombstoned = (key: string): boolean => {
+    const until = tombstones.get(key);
+    if (until === undefined) return false;
+    if (until > now()) return true;
+    tombstones.delete(key);
+    return false;
+  };
+  const bury = (key: string): void => {
+    tombstones.delete(key);
+    tombstones.set(key, now() + options.tombstoneMs);
+    while (tombstones.size > MAX_TOMBSTONES) {
+      const oldest = tombstones.keys().next();
+      if (oldest.done === true) break;
+      tombstones.delete(oldest.value);
+    }
+  };
+
+  return {
+    get live() {
+      return live;
+    },
+    enter(route, ids) {
+      const entry: Entry = {
+        route,
+        requestId: ids.requestId,
+        tag: ids.tag,
+        controller: new AbortController(),
+      };
+      const dead =
+        (ids.requestId !== undefined && tombstoned(`id:${ids.requestId}`)) ||
+        (ids.tag !== undefined && tombstoned(`tag:${ids.tag}`));
+      if (dead) {
+        entry.controller.abort(new RequestCancelled());
+        return { signal: entry.controller.signal, leave: () => undefined };
+      }
+      add(byId, ids.requestId, entry);
+      add(byTag, ids.tag, entry);
+      live += 1;
+      let left = false;
+      return {
+        signal: entry.controller.signal,
+        leave: () => {
+          if (left) return;
+          left = true;
+          live -= 1;
+          remove(byId, entry.requestId, entry);
+          remove(byTag, entry.tag, entry);
+        },
+      };
+    },
+    cancel(selector) {
+      const selected = new Set<Entry>();
+      for (const id of selector.requestIds ?? []) {
+        bury(`id:${id}`);
+        for (const e of byId.get(id) ?? []) selected.add(e);
+      }
+      if (selector.tag !== undefined) {
+        bury(`tag:${selector.tag}`);
+        for (const e of byTag.get(selector.tag) ?? []) selected.add(e);
+      }
+      const before = counted;
+      let requests = 0;
+      for (const e of selected) {
+        if (e.controller.signal.aborted) continue;
+        requests += 1;
+        cancelling = e.route;
+        try {
+          // Synchronous: the request's scope aborts, its flights lose this waiter, and a flight left with
+          // none is aborted and reported through `abandoned` before this returns.
+          e.controller.abort(new RequestCancelled());
+        } finally {
+          cancelling = undefined;
+        }
+      }
+      return { judgments: counted - before, requests };
+    },
+    abandoned() {
+      if (cancelling === undefined) return;
+      counted += 1;
+      options.onCancelledJudgment?.(cancelling);
+    },
+  };
+}
+
+/** True when `signal` aborted because a cancel selected its request. */
+export function isCancelled(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true && signal.reason instanceof RequestCancelled;
+}
+
+/** The answer for an item whose request was cancelled before its judgment finished: reward null. */
+export function cancelledJudgment(graph: GraphIdentity, latencyMs: number): Judgment {
+  return failedJudgment(
+    graph,
+    {
+      status: 'judge_error',
+      code: 'RW_CANCELLED',
+      message: 'cancelled by POST /v1/cancel before the judgment finished',
+      reason: 'cancelled',
+      stopReason: 'cancelled',
+    },
+    { latencyMs },
+  );
+}
+
+/** The status a route reports for a judgment: `cancelled` for a cancelled item, else the judgment's own. */
+export function itemStatus(judgment: Pick<Judgment, 'status' | 'error'>): string {
+  return judgment.error?.code === 'RW_CANCELLED' ? 'cancelled' : judgment.status;
+}
