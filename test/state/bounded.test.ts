@@ -73,6 +73,7 @@ describe('evictOldest', () => {
       [
         'judge/cache.ts',
         'judge/stagger.ts',
+        'server/controls/cancel.ts',
         'server/idempotency.ts',
         'state/local.ts',
         'state/redis.ts',

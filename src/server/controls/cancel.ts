@@ -12,6 +12,7 @@
  */
 import { failedJudgment, type GraphIdentity } from '../../judge/judgment.js';
 import type { Judgment } from '../../judge/types.js';
+import { evictOldest } from '../../state/bounded.js';
 
 /** The abort reason of a request a cancel selected (tell it from a disconnect, a deadline or a shutdown). */
 export class RequestCancelled extends Error {
@@ -105,11 +106,7 @@ export function createCancelRegistry(options: CancelRegistryOptions): CancelRegi
   const bury = (key: string): void => {
     tombstones.delete(key);
     tombstones.set(key, now() + options.tombstoneMs);
-    while (tombstones.size > MAX_TOMBSTONES) {
-      const oldest = tombstones.keys().next();
-      if (oldest.done === true) break;
-      tombstones.delete(oldest.value);
-    }
+    evictOldest(tombstones, MAX_TOMBSTONES);
   };
 
   return {
