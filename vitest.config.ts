@@ -18,6 +18,9 @@ const PROCESS_SUITES = [
   'test/server/budget.test.ts',
   'test/server/plan.test.ts',
   'test/server/operator-controls.test.ts',
+  'test/server/votes-deadlines-cancel.test.ts',
+  // redis-server: a cancel across replicas
+  'test/server/cancel-replicas.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',
