@@ -16,6 +16,7 @@ import {
   URGENT_PRIORITY,
 } from './calls.js';
 import { decide } from './decision.js';
+import type { RejectionReason } from './degenerate.js';
 import { prepareInput, type ReasoningFormat } from './candidate.js';
 import type { CompiledCascade, CompiledGraph, ResolvedNode } from './graph.js';
 import { failedJudgment, okJudgment, rejectedJudgment, type JudgmentRun } from './judgment.js';
@@ -57,6 +58,13 @@ export interface RunOptions {
    * other queued call. Calls in flight are never preempted. Default false.
    */
   urgent?: boolean | undefined;
+  /**
+   * Set when the caller already put the input through `prepareInput` with these `limits` and
+   * `reasoningFormat` (serving does, to key and cache it): the engine judges the input as given, or rejects
+   * it with this reason, instead of preparing it again (the preparation is idempotent, so the outcome is
+   * the same; it costs about a millisecond per long candidate).
+   */
+  prepared?: { rejection?: RejectionReason | undefined } | undefined;
 }
 
 /** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
@@ -101,10 +109,10 @@ export async function runJudgment(
   const started = performance.now();
   // What is judged (src/judge/candidate.ts), whichever route or tool sent the candidate: normalised, the
   // final answer after a reasoning trace, no chat-template control tokens, not degenerate.
-  const prepared = prepareInput(rawInput, {
-    reasoningFormat: options.reasoningFormat,
-    limits: options.limits,
-  });
+  const prepared =
+    options.prepared !== undefined
+      ? { input: rawInput, rejection: options.prepared.rejection }
+      : prepareInput(rawInput, { reasoningFormat: options.reasoningFormat, limits: options.limits });
   const input = prepared.input;
   if (prepared.rejection !== undefined)
     return rejectedJudgment(graph, prepared.rejection, performance.now() - started);
@@ -231,7 +239,8 @@ async function runCascade(
   options: RunOptions,
   started: number,
 ): Promise<Judgment> {
-  const staged = restage(options, { nonce: options.nonce ?? nextNonce() });
+  // Both stages judge the input prepared above: neither prepares it again.
+  const staged = restage(options, { nonce: options.nonce ?? nextNonce(), prepared: {} });
   const first = await runJudgment(cascade.first, input, staged);
   const confidence = first.score === null ? 0 : first.verdict === 'match' ? first.score : 1 - first.score;
   const stops = first.status === 'ok' && first.verdict === cascade.stopOn && confidence >= cascade.threshold;
@@ -248,7 +257,10 @@ async function runCascade(
  * `options` with `fields` replaced; `deadline` is still read through `options`, so a getter behind it (serving
  * moves a flight's deadline later when a request joins it) keeps working. A spread would freeze it.
  */
-function restage(options: RunOptions, fields: Pick<RunOptions, 'nonce' | 'progress'>): RunOptions {
+function restage(
+  options: RunOptions,
+  fields: Pick<RunOptions, 'nonce' | 'progress' | 'prepared'>,
+): RunOptions {
   return {
     ...options,
     ...fields,

@@ -20,7 +20,7 @@ import { prepareInput, type ReasoningFormat } from '../judge/candidate.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import { failedJudgment } from '../judge/judgment.js';
 import { judgmentKey } from '../judge/key.js';
-import { runJudgment } from '../judge/run.js';
+import { runJudgment, type RunOptions } from '../judge/run.js';
 import type { Judgment, JudgmentInput, Router } from '../judge/types.js';
 import {
   admitWhole,
@@ -53,6 +53,8 @@ export interface GraphChoice {
 export interface JudgeItem {
   graph: GraphChoice;
   input: JudgmentInput;
+  /** Set by `judge` once the input is prepared (src/judge/candidate.ts): the engine does not prepare it again. */
+  prepared?: RunOptions['prepared'];
 }
 
 /** One item's answer. `judgmentId` is null when no judgment ran for it (deadline reached while waiting). */
@@ -334,6 +336,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           limits: options.candidateLimits,
           reasoningFormat: options.reasoningFormat,
           urgent: ticket.lane === 'high',
+          prepared: item.prepared,
         }),
       async (judgment) => {
         metrics.observeJudgment(item.graph.label, judgment);
@@ -383,7 +386,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     );
     const judged = await judgePrepared({
       ...request,
-      items: request.items.map((item, i) => ({ graph: item.graph, input: prepared[i]?.input ?? item.input })),
+      items: request.items.map((item, i) => {
+        const p = prepared[i];
+        return p === undefined
+          ? item
+          : { graph: item.graph, input: p.input, prepared: { rejection: p.rejection } };
+      }),
     });
     return judged.map((j, i) => {
       const p = prepared[i];

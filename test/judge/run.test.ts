@@ -362,3 +362,34 @@ describe('parseReply', () => {
     expect(!bad.ok && bad.error).toContain('confidence');
   });
 });
+
+describe('runJudgment with a prepared input (serving prepared it to key it)', () => {
+  const traced = { ...input, candidate: `<think>ground truth words</think>${input.candidate}` };
+  const sent = (fake: { calls: ReadonlyArray<{ body: { messages?: unknown } }> }): string =>
+    JSON.stringify(fake.calls.map((c) => c.body.messages));
+
+  it('judges the input as given instead of preparing it again', async () => {
+    const { fake, router } = await setup({ fallback: match });
+    const graph = getPreset('vote-3')!;
+    await runJudgment(graph, traced, { router, deadline: soon() });
+    expect(sent(fake)).not.toContain('ground truth words');
+    const before = fake.callCount;
+    const j = await runJudgment(graph, traced, { router, deadline: soon(), prepared: {} });
+    expect(j.status).toBe('ok');
+    expect(fake.callCount - before).toBe(graph.llmCallsPerJudgment);
+    expect(sent(fake)).toContain('ground truth words');
+  });
+
+  it('rejects with the prepared reason and makes no call', async () => {
+    const { fake, router } = await setup({ fallback: match });
+    const j = await runJudgment(getPreset('vote-3')!, input, {
+      router,
+      deadline: soon(),
+      prepared: { rejection: 'truncated_reasoning' },
+    });
+    expect(j.status).toBe('rejected_input');
+    expect(j.reward).toBe(0);
+    expect(j.reason).toBe('truncated_reasoning');
+    expect(fake.callCount).toBe(0);
+  });
+});
