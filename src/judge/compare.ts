@@ -28,7 +28,7 @@ import type {
 import { askStructured, type AskCost, type AskResult } from './ask.js';
 import { addKnown, deadlineScope } from './calls.js';
 import { normalized } from '../text/normalize.js';
-import { prepareCandidate, type ReasoningFormat } from './candidate.js';
+import { prepareCandidate, type PreparedCandidate, type ReasoningFormat } from './candidate.js';
 import type { CandidateLimits } from './degenerate.js';
 import { nextNonce } from './nonce.js';
 import type { JudgeObserver, Router, Usage } from './types.js';
@@ -53,6 +53,12 @@ export interface ComparativeOptions {
   nonce?: string | undefined;
   /** High priority (the serving priority lane): its calls take a free backend slot first. */
   urgent?: boolean | undefined;
+  /**
+   * The caller's own preparation of the texts it sends (serving prepares them to key them): what
+   * `prepareCandidate` gave for a text with these options and this input's question, or undefined for a
+   * text it did not prepare. A known text is not prepared again (idempotent, so the outcome is the same).
+   */
+  preparedText?: ((text: string) => PreparedCandidate | undefined) | undefined;
 }
 
 interface Shared {
@@ -135,12 +141,15 @@ export function normalizeShared<T extends { question: string; groundTruth: strin
 }
 
 /** One candidate as a comparison judges it (src/judge/candidate.ts): its prepared text, or why it is not an idea. */
-function prepared(text: string, question: string, options: ComparativeOptions) {
-  return prepareCandidate(text, {
-    reasoningFormat: options.reasoningFormat,
-    limits: options.limits,
-    question,
-  });
+function prepared(text: string, question: string, options: ComparativeOptions): PreparedCandidate {
+  return (
+    options.preparedText?.(text) ??
+    prepareCandidate(text, {
+      reasoningFormat: options.reasoningFormat,
+      limits: options.limits,
+      question,
+    })
+  );
 }
 
 const noUsage = (): Usage => ({ calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 });

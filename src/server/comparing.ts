@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 
 import { RewardError } from '../errors.js';
 import { JudgmentCache } from '../judge/cache.js';
-import { prepareCandidate, type ReasoningFormat } from '../judge/candidate.js';
+import { prepareCandidate, type PreparedCandidate, type ReasoningFormat } from '../judge/candidate.js';
 import {
   canonicalPair,
   comparativeKey,
@@ -210,6 +210,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     deadline: number,
     requestId: string | undefined,
     lane: Lane = 'normal',
+    known?: ReadonlyMap<string, PreparedCandidate>,
   ): Promise<Stored> =>
     admission.run(
       admission.admit(pairShape(judges), lane),
@@ -224,6 +225,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
           limits: options.candidateLimits,
           reasoningFormat: options.reasoningFormat,
           urgent: lane === 'high',
+          preparedText: known === undefined ? undefined : (text) => known.get(text),
         }),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
@@ -244,8 +246,11 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   const prepareTexts = <T extends { question: string; groundTruth: string | null }>(
     shared: T,
     candidates: readonly string[],
-  ): { shared: T; candidates: string[] } => {
+  ): { shared: T; candidates: string[]; known: ReadonlyMap<string, PreparedCandidate> } => {
     const normal = normalizeShared(shared);
+    // Each prepared text's outcome, for the comparisons of these candidates (same question): they take it
+    // instead of preparing every candidate again in each of its pairs.
+    const known = new Map<string, PreparedCandidate>();
     return {
       shared: normal,
       candidates: candidates.map((c) => {
@@ -255,8 +260,10 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
           question: normal.question,
         });
         if (p.rejection !== undefined) metrics.rejectedInputs.labels(p.rejection).inc();
+        known.set(p.candidate, p);
         return p.candidate;
       }),
+      known,
     };
   };
 
@@ -266,7 +273,10 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       request,
     );
 
-  const playTournaments: ComparisonService['tournaments'] = async (groups, request) => {
+  const playTournaments = async (
+    groups: ReadonlyArray<TournamentGroup & { known: ReadonlyMap<string, PreparedCandidate> }>,
+    request: RequestScope,
+  ): Promise<Array<Array<PlayedPair<ComparedPair>>>> => {
     // Each pair's canonical input and key, hashed once: fixed schedules key every pair when planning and
     // again when playing it.
     const keyed = groups.map((group) => {
@@ -315,7 +325,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     });
     const startedAt = Date.now();
     const play = async (
-      group: TournamentGroup,
+      group: (typeof groups)[number],
       pairInput: NonNullable<(typeof keyed)[number]>,
       p: Pairing,
     ): Promise<ComparedPair> => {
@@ -341,7 +351,15 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         ? cache.run(
             key,
             (signal) =>
-              computePair(input, group.judges, signal, request.deadline, request.requestId, request.priority),
+              computePair(
+                input,
+                group.judges,
+                signal,
+                request.deadline,
+                request.requestId,
+                request.priority,
+                group.known,
+              ),
             scope.signal,
           )
         : cache.join(key, scope.signal);
@@ -410,6 +428,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
                     limits: options.candidateLimits,
                     reasoningFormat: options.reasoningFormat,
                     urgent: scopeIn.priority === 'high',
+                    preparedText: (text) => texts.known.get(text),
                   }),
                 (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
               ),

@@ -201,3 +201,25 @@ describe('canonical pairs and keys', () => {
     );
   });
 });
+
+describe("comparisons take the caller's preparation (serving prepared the texts to key them)", () => {
+  it('a text the caller prepared is not prepared again; others are', async () => {
+    const { fake, router } = await setup({ fallback: rankJudge });
+    const a = idea(1);
+    const seen: string[] = [];
+    const r = await comparePair(input(a, idea(2)), {
+      router,
+      deadline: soon(),
+      // A verdict the caller's preparation would never give for this text: only the hook can produce it.
+      preparedText: (text) => {
+        seen.push(text);
+        return text === a ? { candidate: a, reasoningChars: 0, rejection: 'encoded' } : undefined;
+      },
+    });
+    expect(seen).toEqual([a, idea(2)]);
+    expect(r.status).toBe('rejected_input');
+    expect(r.preference).toBe('b');
+    expect(r.reason).toBe('a: encoded');
+    expect(fake.callCount).toBe(0);
+  });
+});
