@@ -124,7 +124,8 @@ export function createTokenBudget(options: TokenBudgetOptions): TokenBudget {
     learn(i, await options.store.get(key(i)));
   };
   if (options.shared) {
-    timer = setInterval(() => void refresh(), REFRESH_MS);
+    // A store that fails keeps the last known total (as `record` does): never an unhandled rejection.
+    timer = setInterval(() => void refresh().catch(() => undefined), REFRESH_MS);
     timer.unref();
   }
   options.onRemaining?.(remaining());

@@ -8,7 +8,7 @@ import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { buildApp } from '../../src/server/app.js';
-import { callTokens } from '../../src/server/budget.js';
+import { callTokens, createTokenBudget } from '../../src/server/budget.js';
 import { workerShare } from '../../src/server/cluster.js';
 import { createMetrics } from '../../src/server/metrics.js';
 import { createRedisState, type RedisState } from '../../src/state/redis.js';
@@ -29,6 +29,34 @@ const judgeBody = (i: number) => ({
   question: QUESTION,
   ground_truth: GROUND_TRUTH,
   candidate: candidate(i),
+});
+
+describe('a shared budget whose store fails', () => {
+  it('keeps its own count and raises no unhandled rejection from its periodic refresh', async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown): void => void rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    const budget = createTokenBudget({
+      tokens: 1000,
+      windowS: 3600,
+      cachedWeight: 1,
+      shared: true,
+      store: {
+        add: () => Promise.reject(new Error('store down')),
+        get: () => Promise.reject(new Error('store down')),
+      },
+    });
+    try {
+      budget.record({ promptTokens: 300, completionTokens: 100, cachedPromptTokens: 0 });
+      // The refresh runs every second: wait for one (and a tick for its rejection to surface).
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      expect(rejections).toEqual([]);
+      expect(budget.remaining()).toBe(600);
+    } finally {
+      budget.close();
+      process.off('unhandledRejection', onRejection);
+    }
+  });
 });
 
 describe('callTokens', () => {
