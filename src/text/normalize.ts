@@ -63,6 +63,13 @@ export function hasInvisible(text: string): boolean {
   return found;
 }
 
+/** Code points of `text` (what every length of a text a judge sees is counted in). */
+export function codePoints(text: string): number {
+  let n = 0;
+  for (const _ of text) n += 1;
+  return n;
+}
+
 /** Code points that are not whitespace (a char-code loop: no allocation on the ASCII majority). */
 function countVisible(text: string): number {
   let n = 0;

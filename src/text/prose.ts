@@ -2,6 +2,7 @@
  * Measurements of whether a text is prose with something of its own to say, for the "no method of its
  * own" rules (src/judge/no-method.ts decides; the thresholds live there). A leaf: pure functions.
  */
+import { codePoints } from './normalize.js';
 import { termSet } from './similarity.js';
 
 /** Content-term overlap of a candidate with the question (stemmed, stopwords removed: `termSet`). */
@@ -125,10 +126,4 @@ const VISIBLE = /\S/gu;
 
 export function letterMeasure(text: string): LetterMeasure {
   return { visible: text.match(VISIBLE)?.length ?? 0, letters: text.match(LETTERS)?.length ?? 0 };
-}
-
-function codePoints(text: string): number {
-  let n = 0;
-  for (const _ of text) n += 1;
-  return n;
 }

@@ -16,6 +16,7 @@
  *
  * Run it on normalised text (src/text/normalize.ts), so `<thi\u200Bnk>` and fullwidth brackets are tags.
  */
+import { codePoints } from './normalize.js';
 
 export const REASONING_FORMATS = ['auto', 'think', 'harmony', 'none'] as const;
 export type ReasoningFormat = (typeof REASONING_FORMATS)[number];
@@ -33,12 +34,6 @@ const CHANNEL = '<|channel|>';
 const MESSAGE = '<|message|>';
 const ENDS = ['<|end|>', '<|return|>', '<|call|>', '<|start|>'];
 const SKIPPED_FINAL = 'assistantfinal';
-
-const codePoints = (text: string): number => {
-  let n = 0;
-  for (const _ of text) n += 1;
-  return n;
-};
 
 /** Extracts the final answer of `text` in `format`. */
 export function extractAnswer(text: string, format: ReasoningFormat): Extraction {
