@@ -7,27 +7,17 @@
  * cannot see: the policy found something the serving committee accepts and a second judge does not.
  * At most `maxInflight` audits run at once; more are skipped (counted in the window's `skipped`).
  */
-import type { ReasoningFormat } from '../judge/candidate.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import { runJudgment } from '../judge/run.js';
-import type { JudgeObserver, Judgment, JudgmentInput, Router, Verdict } from '../judge/types.js';
-import { graphBackends } from './canary.js';
-import type { IntegrityMetrics } from './metrics.js';
+import type { Judgment, JudgmentInput, Verdict } from '../judge/types.js';
+import { graphBackends, type BackgroundJudging } from './canary.js';
 
 export type AuditOutcome = 'agree' | 'disagree' | 'failed';
 
-export interface AuditorOptions {
+export interface AuditorOptions extends BackgroundJudging {
   rate: number;
   /** The auditing graph; undefined = the judged graph, on other replicas. */
   graph: CompiledGraph | undefined;
-  router: Router;
-  maxInflight: number;
-  deadlineMs: number;
-  limits: { minChars: number; maxChars: number };
-  /** REASONING_FORMAT, as the judge service has it (default `auto`). */
-  reasoningFormat?: ReasoningFormat | undefined;
-  observer: JudgeObserver;
-  metrics: IntegrityMetrics;
   /** Audits kept for the window. */
   window: number;
   /** Uniform [0, 1) source (default Math.random). */

@@ -16,20 +16,25 @@ import type { CanaryRow } from '../settings/canary-dataset.js';
 import type { CanaryEvent, CanaryOutcome } from './canary-ledger.js';
 import type { IntegrityMetrics } from './metrics.js';
 
-export interface CanaryRunnerOptions {
-  rows: readonly CanaryRow[];
-  /** Canaries per `tick` (one tick per computed real judgment). */
-  rate: number;
-  graph: CompiledGraph;
+/** What a judgment run beside real work (a canary, an audit) runs with: outside the judge service. */
+export interface BackgroundJudging {
   router: Router;
+  /** Such judgments running at once at most. */
   maxInflight: number;
-  /** Each canary's deadline, ms from its start. */
+  /** Each one's deadline, ms from its start. */
   deadlineMs: number;
   limits: { minChars: number; maxChars: number };
   /** REASONING_FORMAT, as the judge service has it (default `auto`). */
   reasoningFormat?: ReasoningFormat | undefined;
   observer: JudgeObserver;
   metrics: IntegrityMetrics;
+}
+
+export interface CanaryRunnerOptions extends BackgroundJudging {
+  rows: readonly CanaryRow[];
+  /** Canaries per `tick` (one tick per computed real judgment). */
+  rate: number;
+  graph: CompiledGraph;
   /** Hands the finished canary to the canary log (and so to every process's ledger). */
   publish(event: CanaryEvent): void;
   /** A canary whose judgment did not yield a verdict (logged by the caller, rate-limited). */
