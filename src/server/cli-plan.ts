@@ -5,8 +5,6 @@
  * (call latency, drain rate, tokens per judgment) under its own limits; a server that has judged nothing
  * yet answers `calibrated: false`. Exit status: 0 when the step fits, 1 when it does not, 2 on an error.
  */
-import { parseArgs } from 'node:util';
-
 import type { Plan } from './plan.js';
 
 interface Args {
@@ -22,41 +20,48 @@ interface Args {
 const USAGE =
   'usage: npm run plan -- --rollouts N [--group-size N] [--graph NAME] [--timeout-s S] [--url URL] [--api-key KEY] [--json]';
 
-/** The numeric flag's value: a positive number, or an error naming the flag. */
-function positive(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${flag} must be a positive number`);
-  return n;
-}
-
-/** node:util parseArgs, as the other CLIs (src/ablations/cli-common.ts): unknown options and missing values throw. */
 function parse(argv: readonly string[]): Args {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: {
-      url: { type: 'string', default: 'http://127.0.0.1:8080' },
-      rollouts: { type: 'string' },
-      'group-size': { type: 'string' },
-      graph: { type: 'string' },
-      'timeout-s': { type: 'string' },
-      'api-key': { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
-  });
-  const rollouts = positive('rollouts', values.rollouts);
-  if (rollouts === undefined) throw new Error('--rollouts is required');
-  return {
-    url: values.url.replace(/\/+$/, ''),
-    rollouts,
-    groupSize: positive('group-size', values['group-size']) ?? 16,
-    graph: values.graph,
-    timeoutS: positive('timeout-s', values['timeout-s']),
-    apiKey: values['api-key'],
-    json: values.json,
-  };
+  const args: Args = { url: 'http://127.0.0.1:8080', groupSize: 16, json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i] ?? '';
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    const positive = (): number => {
+      const n = Number(value());
+      if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number`);
+      return n;
+    };
+    switch (flag) {
+      case '--url':
+        args.url = value().replace(/\/+$/, '');
+        break;
+      case '--rollouts':
+        args.rollouts = positive();
+        break;
+      case '--group-size':
+        args.groupSize = positive();
+        break;
+      case '--graph':
+        args.graph = value();
+        break;
+      case '--timeout-s':
+        args.timeoutS = positive();
+        break;
+      case '--api-key':
+        args.apiKey = value();
+        break;
+      case '--json':
+        args.json = true;
+        break;
+      default:
+        throw new Error(`unknown option ${flag}`);
+    }
+  }
+  if (args.rollouts === undefined) throw new Error('--rollouts is required');
+  return args;
 }
 
 /** The plan as an operator reads it: one `key  value` line each. */
