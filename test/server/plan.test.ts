@@ -131,5 +131,11 @@ describe('POST /v1/plan', () => {
     expect(tight.code).toBe(1);
     expect(tight.stdout).toMatch(/^fits\s+no: backend_slots$/m);
     expect(tight.stdout).toMatch(/^calls\s+18,432$/m);
+    // Refused before asking the server: exit 2 with the reason.
+    for (const bad of [[], ['--rollouts', '0'], ['--rollouts', '8', '--bogus'], ['--rollouts']]) {
+      const refused = await run(bad);
+      expect(refused.code, bad.join(' ')).toBe(2);
+      expect(refused.stdout, bad.join(' ')).toBe('');
+    }
   }, 30_000);
 });
