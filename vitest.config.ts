@@ -42,6 +42,9 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/**/*.test.ts'],
+          // Vitest's default is one worker per core minus one: a single worker on our 2 cores, and these
+          // files mostly wait on loopback I/O and fake latencies (≈ 0.5 core busy). Two overlap the waits.
+          maxWorkers: 2,
           exclude: ['test/live/**', 'test/slow/**', ...PROCESS_SUITES],
         },
       },
