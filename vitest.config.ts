@@ -55,17 +55,18 @@ export default defineConfig({
           exclude: ['test/live/**', 'test/slow/**', ...PROCESS_SUITES, ...TIMING_SUITES],
         },
       },
-      { extends: true, test: { name: 'process', include: PROCESS_SUITES } },
+      // After unit (whose 2 workers would share the cores with the processes these start), one at a time.
+      { extends: true, test: { sequence: { groupOrder: 1 }, name: 'process', include: PROCESS_SUITES } },
       {
         extends: true,
         // After unit and process, one file at a time: their latency bounds must not share the 2 cores.
-        test: { sequence: { groupOrder: 1 }, name: 'unit-timing', include: TIMING_SUITES, maxWorkers: 1 },
+        test: { sequence: { groupOrder: 2 }, name: 'unit-timing', include: TIMING_SUITES, maxWorkers: 1 },
       },
       {
         extends: true,
         // After the other projects, alone: its timing must not compete with our own suites for the CPU.
         test: {
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
           name: 'slow',
           include: ['test/slow/**/*.test.ts'],
           testTimeout: 300_000,
