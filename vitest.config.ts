@@ -21,6 +21,8 @@ const PROCESS_SUITES = [
   'test/server/votes-deadlines-cancel.test.ts',
   // redis-server: a cancel across replicas
   'test/server/cancel-replicas.test.ts',
+  // issue 20: canaries in the built server (two fake replicas, a CANARY_DATASET on disk)
+  'test/server/canary-built.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',
