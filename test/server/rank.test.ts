@@ -114,6 +114,8 @@ describe('POST /v1/rank', () => {
   it('drops a comparison that fails after retries (never a loss) and gives a candidate with none null', async () => {
     const h = await harness({
       env: { JUDGE_MAX_RETRIES: '1' },
+      // Calls that meet the circuit opened by RANK0's failures wait 50 ms for it, not the production 5 s.
+      breaker: { openMs: 50 },
       fake: {
         fallback: (b: FakeChatRequest): FakeReply =>
           JSON.stringify(b.messages).includes('RANK0') ? { kind: 'status', status: 500 } : rankJudge(b),
