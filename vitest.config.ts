@@ -21,6 +21,8 @@ const PROCESS_SUITES = [
   'test/server/votes-deadlines-cancel.test.ts',
   // redis-server: a cancel across replicas
   'test/server/cancel-replicas.test.ts',
+  // redis-server: a cancel sent to one replica reaches every replica sharing the Redis
+  'test/server/cancel-shared.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',
