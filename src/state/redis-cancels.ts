@@ -81,7 +81,7 @@ export interface RedisCancelsDeps {
 
 interface Wire {
   id: string;
-  from: string;
+  origin: string;
   ttl: number;
   ids?: string[];
   tag?: string;
@@ -100,16 +100,16 @@ function decode(text: string): Wire | undefined {
   }
   if (v === null || typeof v !== 'object') return undefined;
   const id: unknown = Reflect.get(v, 'id');
-  const from: unknown = Reflect.get(v, 'from');
+  const origin: unknown = Reflect.get(v, 'origin');
   const ttl: unknown = Reflect.get(v, 'ttl');
   const ids: unknown = Reflect.get(v, 'ids');
   const tag: unknown = Reflect.get(v, 'tag');
-  if (typeof id !== 'string' || typeof from !== 'string') return undefined;
+  if (typeof id !== 'string' || typeof origin !== 'string') return undefined;
   if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) return undefined;
   if (ids !== undefined && !isStrings(ids)) return undefined;
   if (tag !== undefined && typeof tag !== 'string') return undefined;
   if (ids === undefined && tag === undefined) return undefined;
-  return { id, from, ttl, ...(ids === undefined ? {} : { ids }), ...(tag === undefined ? {} : { tag }) };
+  return { id, origin, ttl, ...(ids === undefined ? {} : { ids }), ...(tag === undefined ? {} : { tag }) };
 }
 
 const count = (v: unknown): number =>
@@ -148,7 +148,7 @@ export function createRedisCancels(deps: RedisCancelsDeps): RedisCancels {
   };
 
   const run = (w: Wire, tombstoneMs: number): CancelCounts | undefined => {
-    if (apply === undefined || w.from === holder || !firstSight(w, tombstoneMs)) return undefined;
+    if (apply === undefined || w.origin === holder || !firstSight(w, tombstoneMs)) return undefined;
     return apply({ requestIds: w.ids, tag: w.tag }, tombstoneMs);
   };
 
@@ -158,7 +158,9 @@ export function createRedisCancels(deps: RedisCancelsDeps): RedisCancels {
     const counts = run(w, w.ttl);
     if (counts === undefined || !usable()) return;
     const answer = JSON.stringify({ id: w.id, ...counts });
-    client.publish(`${prefix}cancel-reply:${w.from}`, answer).catch((err: unknown) => failed('cancels', err));
+    client
+      .publish(`${prefix}cancel-reply:${w.origin}`, answer)
+      .catch((err: unknown) => failed('cancels', err));
   };
 
   const onReply = (text: string): void => {
@@ -223,7 +225,7 @@ export function createRedisCancels(deps: RedisCancelsDeps): RedisCancels {
     async publish(cancel, tombstoneMs) {
       if (closed || !usable()) return none();
       const id = randomUUID();
-      const wire: Wire = { id, from: holder, ttl: Math.max(1, Math.floor(tombstoneMs)) };
+      const wire: Wire = { id, origin: holder, ttl: Math.max(1, Math.floor(tombstoneMs)) };
       if (cancel.requestIds !== undefined) wire.ids = [...cancel.requestIds];
       if (cancel.tag !== undefined) wire.tag = cancel.tag;
       const text = JSON.stringify(wire);

@@ -412,7 +412,8 @@ class RewardClient:
 
         The judgments only cancelled requests wait for are aborted (their judge calls too); the cancelled
         requests answer at once, their unfinished items with status `cancelled` and reward None. A judgment
-        another live request waits for keeps running. Returns `{"cancelled_judgments", "cancelled_requests"}`.
+        another live request waits for keeps running. Returns `{"cancelled_judgments", "cancelled_requests"}`
+        (with REDIS_URL summed over every replica, with `processes` and `shared`).
         """
         return self._request("POST", "/v1/cancel", cancel_body(request_ids, tag), tag=None)[0]
 
