@@ -17,6 +17,8 @@ import { createMetrics, type Metrics } from '../../src/server/metrics.js';
 import { createRedisState, type RedisState } from '../../src/state/redis.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { describeRedis, startRedis, type RedisServer } from '../fakes/redis.js';
+import { requestOnce, startBuiltServer, type BuiltServer } from '../support/built-server.js';
+import { ensureDist } from '../support/dist.js';
 import { candidate, GROUND_TRUTH, QUESTION, waitFor } from './helpers.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
@@ -33,12 +35,18 @@ describeRedis('cancel shared by the replicas of one Redis', () => {
   let redis: RedisServer;
   let fake: FakeOpenAI;
   const replicas: Replica[] = [];
+  const built: BuiltServer[] = [];
 
   beforeAll(async () => {
+    ensureDist();
     redis = await startRedis();
-  });
+  }, 180_000);
   afterAll(async () => redis.stop());
   afterEach(async () => {
+    for (const b of built.splice(0)) {
+      b.child.kill('SIGKILL');
+      await b.exit;
+    }
     for (const r of replicas.splice(0)) {
       await r.app.close();
       await Promise.all(r.router.backends().map(async (b) => b.close?.()));
@@ -194,4 +202,45 @@ describeRedis('cancel shared by the replicas of one Redis', () => {
     const errors = await a.metrics.registry.metrics();
     expect(errors).toMatch(/reward_shared_state_errors_total\{op="cancels"\} [1-9]/);
   });
+
+  it('the built server: a cancel sent to one replica reaches both workers of another (WORKERS=2)', async () => {
+    await hangingFake();
+    const env = {
+      JUDGE_BASE_URL: fake.baseURL,
+      JUDGE_MODEL: 'fake-model',
+      JUDGE_API_KEY: 'test',
+      JUDGE_MAX_RETRIES: '0',
+      REDIS_URL: redis.url,
+      REDIS_PREFIX: 'shared-built:',
+      REQUEST_DEADLINE_MS: '20000',
+      JUDGE_TIMEOUT_MS: '20000',
+    };
+    const a = await startBuiltServer(env);
+    built.push(a);
+    const b = await startBuiltServer({ ...env, WORKERS: '2' }, 2);
+    built.push(b);
+    const body = (i: number) => ({
+      question: QUESTION,
+      ground_truth: GROUND_TRUTH,
+      candidates: [candidate(30 + i)],
+      tag: 'built-step',
+    });
+    // One connection each: B's primary hands them to its two workers in turn.
+    const onB = [0, 1].map((i) => requestOnce(`${b.url}/v1/reward`, 'POST', body(i)));
+    await fake.waitForCalls(4);
+    const t0 = performance.now();
+    const answer = await requestOnce(`${a.url}/v1/cancel`, 'POST', { tag: 'built-step' });
+    // A, and B's two workers (each its own process and Redis subscriber).
+    expect(answer.json()).toEqual({
+      cancelled_judgments: 2,
+      cancelled_requests: 2,
+      processes: 3,
+      shared: true,
+    });
+    for (const r of await Promise.all(onB)) {
+      expect((r.json() as Json).results[0].status).toBe('cancelled');
+    }
+    expect(performance.now() - t0).toBeLessThan(2000);
+    await waitFor(() => fake.calls.every((c) => c.outcome === 'client_closed'), "B's calls aborted");
+  }, 60_000);
 });
