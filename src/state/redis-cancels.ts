@@ -28,26 +28,34 @@ import type { CancelBroadcast, CancelBus, CancelCounts, CancelMessage, StateOp }
 export const REPLY_TIMEOUT_MS = 2000;
 /** How often a process that may have missed cancels reads the sorted set. */
 const CATCH_UP_MS = 1000;
-/** Cancels kept in the sorted set at most (oldest dropped first), and message ids remembered as seen. */
-const MAX_KEPT = 1000;
+/**
+ * Cancels kept in the sorted set at most (oldest dropped first), and the largest one kept there: a cancel
+ * of more ids (about 1 200 of 200 characters, 6 000 UUIDs) is still published to the processes connected
+ * now, but not kept for those that connect later. Bounds the set to 64 MiB whatever the cancels.
+ */
+const MAX_KEPT = 256;
+const MAX_KEPT_CHARS = 262_144;
+/** Message ids remembered as seen. */
 const MAX_SEEN = 10_000;
 /** A message larger than this is not applied (10 000 ids of 200 characters fit). */
 const MAX_MESSAGE_CHARS = 4_000_000;
 
 /**
- * KEYS: sorted set. ARGV: message, tombstone ms, channel, max kept. Keeps the message until its tombstone
- * expires (server clock), trims the set, publishes; → the number of subscribers that received it.
+ * KEYS: sorted set. ARGV: message, tombstone ms, channel, max kept, '1' to keep it. Keeps the message until
+ * its tombstone expires (server clock), trims the set, publishes; → the number of subscribers that got it.
  */
 const PUBLISH = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-local n = redis.call('ZCARD', KEYS[1])
-local max = tonumber(ARGV[4])
-if n > max then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - max - 1) end
-if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+if ARGV[5] == '1' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  local n = redis.call('ZCARD', KEYS[1])
+  local max = tonumber(ARGV[4])
+  if n > max then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - max - 1) end
+  if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
 return redis.call('PUBLISH', ARGV[3], ARGV[1])
 `;
 
@@ -245,7 +253,10 @@ export function createRedisCancels(deps: RedisCancelsDeps): RedisCancels {
       waiting.set(id, w);
       const timeout = setTimeout(() => w.finish(), REPLY_TIMEOUT_MS);
       try {
-        const receivers = Number(await client.eval(PUBLISH, 1, setKey, text, wire.ttl, channel, MAX_KEPT));
+        const keep = text.length <= MAX_KEPT_CHARS ? '1' : '0';
+        const receivers = Number(
+          await client.eval(PUBLISH, 1, setKey, text, wire.ttl, channel, MAX_KEPT, keep),
+        );
         // PUBLISH counts this process's own subscription too.
         w.expected = Math.max(0, receivers - 1);
         if (w.answered >= w.expected) w.finish();
