@@ -45,8 +45,17 @@ export interface PlanBurstResult {
   okJudgments: number;
 }
 
+/** A letters-only word per number (digits would make the text non-prose, a rejected input: no calls). */
+const word = (n: number): string => {
+  let out = '';
+  for (let k = n + 26 * 26; k > 0; k = Math.floor(k / 26)) out += String.fromCharCode(97 + (k % 26));
+  return out;
+};
+
 const text = (i: number, words: number): string =>
-  Array.from({ length: words }, (_, w) => `w${(i * 7919 + w * 104_729) % 100_000}`).join(' ');
+  Array.from({ length: words }, (_, w) =>
+    word((((i * 7919 + w * 104_729) % 100_000) + 100_000) % 100_000),
+  ).join(' ');
 
 const groundTruth = (g: number): string =>
   `Paper ${g}: we align image and text encoders with a contrastive objective. ${text(g, 60)}`;

@@ -196,6 +196,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Every backend call also feeds the budget and the capacity plan's tokens per call (set below).
   const callHooks: Array<(event: Parameters<Metrics['observeCall']>[0]) => void> = [];
   if (budget !== undefined) callHooks.push((event) => budget.record(event));
+  if (config.tokenBudget !== undefined)
+    metrics.budgetLimitTokens.labels(String(config.tokenBudget.windowS)).set(config.tokenBudget.tokens);
   const metered: Metrics = {
     ...metrics,
     observeCall: (event) => {

@@ -96,6 +96,8 @@ export interface Metrics {
   sharedStateErrors: Counter<'op'>;
   /** JUDGE_TOKEN_BUDGET: tokens left in the current window (absent without a budget). */
   budgetRemainingTokens: Gauge<'window_s'>;
+  /** JUDGE_TOKEN_BUDGET: the budget of a window (absent without a budget), for alerts on the share left. */
+  budgetLimitTokens: Gauge<'window_s'>;
   /** Feeds the reward_shared_state_* metrics; pass to `createRedisState`. */
   stateObserver: StateObserver;
   /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
@@ -462,6 +464,14 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     aggregator: 'min',
     registers,
   });
+  const budgetLimitTokens = new Gauge({
+    name: 'reward_budget_limit_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens a window allows, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1 without REDIS_URL: a worker's share, the budget reward_budget_remaining_tokens is left of.
+    aggregator: 'min',
+    registers,
+  });
 
   const comparisons = new Counter({
     name: 'reward_comparisons_total',
@@ -554,6 +564,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     sharedStateDegraded,
     sharedStateErrors,
     budgetRemainingTokens,
+    budgetLimitTokens,
     stateObserver: {
       onDegraded: (degraded) => sharedStateDegraded.set(degraded ? 1 : 0),
       onError: (op) => sharedStateErrors.labels(op).inc(),

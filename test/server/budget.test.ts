@@ -108,6 +108,8 @@ describe('token budget against the fake backend', () => {
     expect(metrics).toMatch(
       /reward_request_errors_total\{route="\/v1\/judge",code="RW_BUDGET_EXHAUSTED"\} 1/,
     );
+    // The budget itself, so that an alert can take the share left (RewardTokenBudgetLow).
+    expect(metrics).toContain(`reward_budget_limit_tokens{window_s="3600"} ${budget}`);
   });
 
   it('lets admitted work finish: overshoot is at most the tokens of the judgments in flight', async () => {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
+import { createOpenAICompatibleBackend } from '../../src/judge/backends/openai.js';
 import { failedJudgment, okJudgment } from '../../src/judge/judgment.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
@@ -114,7 +115,13 @@ describe('the failure warning at LOG_LEVEL info', () => {
       JUDGE_MAX_RETRIES: '0',
       DEFAULT_GRAPH: 'single-judge',
     });
-    router = createRouter({ ...config.judge, offline: createOfflineBackend });
+    router = createRouter({
+      ...config.judge,
+      offline: createOfflineBackend,
+      // The dead backend's calls wait once for the open circuit: 50 ms here, not the production 5 s.
+      createBackend: (settings, name) =>
+        createOpenAICompatibleBackend(settings, { name, breaker: { openMs: 50 } }),
+    });
     const { stream, lines } = logLines();
     const app = buildApp({ config, router, logger: { level: 'info', stream } });
     const post = (from: number) =>

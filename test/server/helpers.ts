@@ -6,6 +6,8 @@ import { afterEach } from 'vitest';
 
 import { loadConfig, type Config } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
+import { createOpenAICompatibleBackend } from '../../src/judge/backends/openai.js';
+import type { BreakerOptions } from '../../src/judge/replicas.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
 import { buildApp } from '../../src/server/app.js';
@@ -56,6 +58,11 @@ export interface HarnessOptions {
   now?: () => number;
   /** The app's Fastify logger option (default off), e.g. `{ level: 'info', stream: logLines().stream }`. */
   logger?: FastifyServerOptions['logger'];
+  /**
+   * The backends' circuit-breaker options, e.g. `{ openMs: 50 }` so that a dead backend's calls wait 50 ms
+   * for the open circuit instead of the production 5 s (default: the production breaker).
+   */
+  breaker?: BreakerOptions;
 }
 
 /** A log destination that parses each JSON line the app writes into `lines`. */
@@ -82,7 +89,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     JUDGE_TIMEOUT_MS: '10000',
     ...options.env,
   });
-  const router = createRouter({ ...config.judge, offline: createOfflineBackend });
+  const { breaker } = options;
+  const router = createRouter({
+    ...config.judge,
+    offline: createOfflineBackend,
+    ...(breaker === undefined
+      ? {}
+      : { createBackend: (settings, name) => createOpenAICompatibleBackend(settings, { name, breaker }) }),
+  });
   const metrics = createMetrics({ recentWindow: config.recentWindow });
   const app = buildApp({
     config,

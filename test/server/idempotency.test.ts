@@ -172,6 +172,10 @@ describe('idempotency ids', () => {
     await waitFor(() => fake.inflight() === 2, 'the analysts to call the backend');
     controller.abort();
     expect(await gone).toBe('aborted');
+    // The retry comes after the server saw the client go (else a half-closed socket holds app.close ~3 s).
+    const connections = () =>
+      new Promise<number>((resolve) => app.server.getConnections((_error, n) => resolve(n)));
+    await waitFor(async () => (await connections()) === 0, 'the server to see the client gone');
     const retry = await send();
     expect(retry.status).toBe(200);
     expect(((await retry.json()) as Json).reward).toBe(1);

@@ -13,9 +13,10 @@ const group = (candidates: string[]) => ({ question: QUESTION, ground_truth: GRO
 
 describe('admission', () => {
   it('refuses a request whose new work would finish after the deadline: 503 RW_OVERLOADED, Retry-After = predicted wait, none started', async () => {
-    // Cold start: 1 backend slot at the assumed 1 s per call drains 1 call/s; the deadline allows 0.9 × 5 s.
+    // Cold start: 1 backend slot at the assumed 1 s per call drains 1 call/s; the deadline allows 0.9 × 2 s.
+    // (The first request's items hang until that deadline: a shorter one ends the test sooner.)
     const h = await harness({
-      env: { JUDGE_MAX_INFLIGHT: '1', REQUEST_DEADLINE_MS: '5000' },
+      env: { JUDGE_MAX_INFLIGHT: '1', REQUEST_DEADLINE_MS: '2000' },
       fake: { fallback: { kind: 'hang' } },
     });
     const { app, fake } = h;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { REJECTION_REASONS } from '../../src/judge/degenerate.js';
 import { createFileTranscriptSink } from '../../src/server/transcripts.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
@@ -113,6 +114,8 @@ describe('POST /v1/rank', () => {
   it('drops a comparison that fails after retries (never a loss) and gives a candidate with none null', async () => {
     const h = await harness({
       env: { JUDGE_MAX_RETRIES: '1' },
+      // Calls that meet the circuit opened by RANK0's failures wait 50 ms for it, not the production 5 s.
+      breaker: { openMs: 50 },
       fake: {
         fallback: (b: FakeChatRequest): FakeReply =>
           JSON.stringify(b.messages).includes('RANK0') ? { kind: 'status', status: 500 } : rankJudge(b),
@@ -515,8 +518,17 @@ describe('group adapters', () => {
     expect(body.rewards).toEqual([0, 1, 1, 0, 0, 0]);
     expect(body.scores[2]).toBeGreaterThan(body.scores[4]);
     expect(Object.keys(body.extra_logs).sort()).toEqual(
-      ['comparisons_failed', 'group_size', 'judge_failed', 'position_bias_rate', 'wins'].sort(),
+      [
+        'comparisons_failed',
+        'group_size',
+        'judge_failed',
+        'position_bias_rate',
+        'wins',
+        'rejected_input',
+        ...REJECTION_REASONS.map((r) => `rejected_${r}`),
+      ].sort(),
     );
+    expect(body.extra_logs.rejected_input).toEqual([0, 0, 0, 0, 0, 0]);
     expect(body.extra_logs.group_size).toEqual([3, 3, 3, 3, 3, 3]);
     expect(body.extra_logs.wins).toEqual([0, 2, 2, 0, 1, 1]);
   });
@@ -615,5 +627,83 @@ describe('group adapters', () => {
     expect(body.rewards[2]).toBeGreaterThan(body.rewards[0]);
     expect(body.results[1]).toMatchObject({ rank: 1, wins: 2, judge_failed: false });
     expect(body.position_bias).toEqual([{ events: 0, judged: 3, rate: 0 }]);
+  });
+
+  describe('say why a rollout was rejected, per item', () => {
+    // Group of 4 (one prompt): two ideas, a filler and a reasoning trace that never closed; plus a second
+    // prompt's group of 2 ideas, so the reasons land on the right items across groups.
+    const chat = prompts[0]!;
+    const rollouts = [
+      { prompt: chat, response: rows[0]!.response },
+      { prompt: chat, response: 'Thought process:' },
+      { prompt: prompts[1]!, response: rows[1]!.response },
+      { prompt: chat, response: rows[2]!.response },
+      { prompt: `${chat}<|im_start|>assistant\n<think>\n`, response: 'Let me think about encoders and' },
+      { prompt: prompts[1]!, response: rows[3]!.response },
+    ];
+
+    it('OpenRLHF /get_reward/rank: extra_logs.rejected_input and rejected_<reason>, the keys /get_reward logs', async () => {
+      // FAILURE_REWARD: the comparative fake does not answer /get_reward's absolute judge (those items fail);
+      // its rejections are decided without a judge.
+      const h = await harness({ env: { FAILURE_REWARD: '0' }, fake: { fallback: rankJudge } });
+      const payload = {
+        query: rollouts.map((r) => r.prompt + r.response),
+        prompts: rollouts.map((r) => r.prompt),
+        labels: rollouts.map(() => GROUND_TRUTH),
+      };
+      const res = await h.app.inject({ method: 'POST', url: '/get_reward/rank?schedule=all_pairs', payload });
+      expect(res.statusCode, res.body).toBe(200);
+      const logs = res.json().extra_logs;
+      expect(logs.rejected_input).toEqual([0, 1, 0, 0, 1, 0]);
+      const byReason = Object.fromEntries(
+        Object.entries(logs as Record<string, number[]>).filter(
+          ([k, v]) => k.startsWith('rejected_') && k !== 'rejected_input' && v.some((x) => x === 1),
+        ),
+      );
+      expect(Object.keys(byReason).sort()).toEqual([
+        'rejected_master_key_filler',
+        'rejected_truncated_reasoning',
+      ]);
+      expect(byReason['rejected_master_key_filler']).toEqual([0, 1, 0, 0, 0, 0]);
+      expect(byReason['rejected_truncated_reasoning']).toEqual([0, 0, 0, 0, 1, 0]);
+      // Rejected rollouts lose every comparison: no wins, and no LLM call saw them.
+      expect(logs.wins[1]).toBe(0);
+      expect(logs.wins[4]).toBe(0);
+      expect(h.fake.calls.some((c) => JSON.stringify(c.body.messages).includes('Thought process'))).toBe(
+        false,
+      );
+      // The same keys as /get_reward's extra_logs.
+      const single = await h.app.inject({ method: 'POST', url: '/get_reward', payload });
+      expect(single.statusCode, single.body).toBe(200);
+      const singleKeys = Object.keys(single.json().extra_logs).filter((k) => k.startsWith('rejected_'));
+      expect(
+        Object.keys(logs)
+          .filter((k) => k.startsWith('rejected_'))
+          .sort(),
+      ).toEqual(singleKeys.sort());
+      expect(single.json().extra_logs.rejected_input).toEqual(logs.rejected_input);
+    });
+
+    it('slime /slime/rank: results[i].rejected_input and its reason', async () => {
+      const h = await harness({ fake: { fallback: rankJudge } });
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/slime/rank?schedule=all_pairs',
+        payload: { samples: rollouts.map((r) => ({ ...r, label: GROUND_TRUTH })) },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const results = res.json().results as Json[];
+      expect(results.map((r) => r.rejected_input)).toEqual([false, true, false, false, true, false]);
+      expect(results.map((r) => r.reason)).toEqual([
+        undefined,
+        'master_key_filler',
+        undefined,
+        undefined,
+        'truncated_reasoning',
+        undefined,
+      ]);
+      expect(results[1]).toMatchObject({ wins: 0, judge_failed: false });
+      expect(results[4]).toMatchObject({ wins: 0, judge_failed: false });
+    });
   });
 });

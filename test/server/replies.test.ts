@@ -85,6 +85,8 @@ describe('retry budget in metrics', () => {
     const h = await harness({
       fake: { fallback: { kind: 'status', status: 503 } },
       env: { JUDGE_MAX_RETRIES: '3', JUDGE_RETRY_BUDGET: '0.2' },
+      // A dead backend's calls wait once for the open circuit: 50 ms here, not the production 5 s.
+      breaker: { openMs: 50 },
     });
     const candidates = Array.from({ length: 60 }, (_, i) => candidate(i));
     const res = await h.app.inject({ method: 'POST', url: '/v1/reward', payload: group(candidates) });

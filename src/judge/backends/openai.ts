@@ -78,7 +78,7 @@ const MAX_PROBE_MEMO = 64;
 /** While every circuit is open: how often a half-open replica with a probe in flight is looked at, ms. */
 const CIRCUIT_POLL_MS = 100;
 const MIN_CIRCUIT_WAIT_MS = 5;
-/** The longest open circuit a call waits for: the breaker's first open period (replicas.ts). */
+/** The longest open circuit a call waits for: the breaker's first open period (replicas.ts' default). */
 const MAX_CIRCUIT_WAIT_MS = 5_000;
 
 type FailureKind = 'timeout' | 'connection' | 'status' | 'unparsable';
@@ -182,6 +182,8 @@ export function createOpenAICompatibleBackend(
   settings: BackendSettings,
   options: OpenAICompatibleBackendOptions = {},
 ): Backend {
+  // A first open period shortened by the options (tests) shortens the longest wait with it; never longer.
+  const maxCircuitWaitMs = Math.min(MAX_CIRCUIT_WAIT_MS, options.breaker?.openMs ?? MAX_CIRCUIT_WAIT_MS);
   const name = options.name ?? 'openai-compatible';
   const urls = replicaUrls(settings);
   if (urls.length === 0) throw new Error(`backend ${name}: no base_url`);
@@ -408,7 +410,7 @@ export function createOpenAICompatibleBackend(
         // A half-open replica whose probe is in flight is looked at again shortly.
         for (const r of replicas) waitMs = Math.min(waitMs, r.breaker.waitMs?.() ?? CIRCUIT_POLL_MS);
         waitMs = Math.max(MIN_CIRCUIT_WAIT_MS, waitMs);
-        if (circuit.waited || waitMs > MAX_CIRCUIT_WAIT_MS || Date.now() + waitMs >= deadline) {
+        if (circuit.waited || waitMs > maxCircuitWaitMs || Date.now() + waitMs >= deadline) {
           throw new AttemptError('connection', `every replica of ${name} has an open circuit`);
         }
         slept = true;

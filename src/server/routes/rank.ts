@@ -13,6 +13,7 @@ import type { ServerContext } from '../context.js';
 import { requestControls } from '../controls/request.js';
 import { laneOf, PRIORITY_HEADER } from '../priority.js';
 import { bestOfNJson, rankJson, rankMeta, round6 } from '../rank-results.js';
+import { rejectionLogs, rolloutRejections } from '../rank-rejections.js';
 import { createRankService, criterionOf, type RankGroup } from '../rank-service.js';
 import { usageOf } from '../results.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
@@ -115,6 +116,8 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         wins: out.map((o) => o.wins),
         position_bias_rate: out.map((o) => o.positionBiasRate),
         group_size: out.map((o) => o.groupSize),
+        // Why a rollout was a real 0 without calls (it lost every comparison): the keys /get_reward logs.
+        ...rejectionLogs(rolloutRejections(items, ctx.config)),
       },
       prompt_version: COMPARATIVE_PROMPT_VERSION,
       judge_model: modelOf(ranked.flatMap((r) => r.played)),
@@ -140,9 +143,10 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       ...requestControls(ctx, request, reply, '/slime/rank', {}),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
+    const rejections = rolloutRejections(items, ctx.config);
     return {
       rewards: out.map((o) => round6(o.reward) ?? fallback),
-      results: out.map((o) => ({
+      results: out.map((o, i) => ({
         reward: round6(o.reward) ?? fallback,
         score: round6(o.score),
         rank: o.rank,
@@ -151,6 +155,9 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         ties: o.ties,
         failed: o.failed,
         judge_failed: o.reward === null,
+        // A rollout that is not an idea: compared without calls, it lost every comparison (the reason why).
+        rejected_input: rejections[i] !== undefined,
+        ...(rejections[i] === undefined ? {} : { reason: rejections[i] }),
       })),
       position_bias: ranked.map((r) => r.standings.positionBias),
       backend: router.name,

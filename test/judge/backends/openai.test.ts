@@ -482,6 +482,8 @@ describe('createOpenAICompatibleBackend: real inference-server behaviour', () =>
     const { backend: b, fake: f } = await setup(
       { fallback: { kind: 'status', status: 503 } },
       { max_retries: 3, retry_budget: 0.2, response_format: 'json_object' },
+      // A dead backend's calls wait once for the open circuit: 50 ms here, not the production 5 s.
+      { breaker: { openMs: 50 } },
     );
     const observer = {
       onRetry: (e: { allowed: boolean }) => void (e.allowed ? retries.allowed++ : retries.denied++),
