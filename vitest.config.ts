@@ -21,6 +21,8 @@ const PROCESS_SUITES = [
   'test/server/votes-deadlines-cancel.test.ts',
   // redis-server: a cancel across replicas
   'test/server/cancel-replicas.test.ts',
+  // redis-server: a cancel sent to one replica reaches every replica sharing the Redis
+  'test/server/cancel-shared.test.ts',
   // issue 20: canaries in the built server (two fake replicas, a CANARY_DATASET on disk)
   'test/server/canary-built.test.ts',
   'test/ablations/cli-ablate.test.ts',

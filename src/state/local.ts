@@ -9,6 +9,7 @@ import type {
   BucketSpec,
   BucketStore,
   BudgetStore,
+  CancelBus,
   IdempotencyStore,
   Lease,
   LeaseOptions,
@@ -197,6 +198,14 @@ export function createLocalBudget(now: Clock = Date.now): BudgetStore {
   };
 }
 
+/** One process knows no other: a published cancel reaches nobody else (`shared: false`). */
+export function createLocalCancels(): CancelBus {
+  return {
+    publish: () => Promise.resolve({ judgments: 0, requests: 0, processes: 0, shared: false }),
+    serve: () => undefined,
+  };
+}
+
 /** The state of one process: no shared judgment store (the LRU is the cache), local leases and buckets. */
 export function createLocalState(now: Clock = Date.now): SharedState {
   const since = now();
@@ -207,6 +216,7 @@ export function createLocalState(now: Clock = Date.now): SharedState {
     buckets: createLocalBuckets(now),
     idempotency: createLocalIdempotency(100_000, now),
     budget: createLocalBudget(now),
+    cancels: createLocalCancels(),
     status: () => ({ kind: 'local', degraded: false, since }),
     close: () => Promise.resolve(),
   };

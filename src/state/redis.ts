@@ -9,7 +9,8 @@
  * recovers and writes made during the outage (judgments, idempotency records; bounded) are flushed.
  *
  * Keys (all under `prefix`): `j:<key>` judgment, `l:<key>` lease, `d:<key>` channel of a lease's outcome,
- * `b:<name>` bucket (hash of level and time), `i:<id>` idempotency record, `members` heartbeats (zset).
+ * `b:<name>` bucket (hash of level and time), `i:<id>` idempotency record, `members` heartbeats (zset),
+ * `cancels` recent cancels (zset) with the channels `cancel` and `cancel-reply:<holder>` (`redis-cancels.ts`).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -19,11 +20,13 @@ import { Redis } from 'ioredis';
 import { RewardError, toError } from '../errors.js';
 import { evictOldest } from './bounded.js';
 import { createLocalBudget, createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
+import { createRedisCancels } from './redis-cancels.js';
 import type {
   BucketReservation,
   BucketSpec,
   BucketStore,
   BudgetStore,
+  CancelBus,
   IdempotencyStore,
   JudgmentStore,
   Lease,
@@ -145,6 +148,7 @@ interface Pending {
 export interface RedisState extends SharedState {
   readonly kind: 'redis';
   readonly budget: BudgetStore;
+  readonly cancels: CancelBus;
   /** Resolves true once connected, false when `timeoutMs` passes first (then the state starts degraded). */
   connected(timeoutMs: number): Promise<boolean>;
   /** Processes (workers × replicas) with a heartbeat in the last 15 s, this one included; ≥ 1. */
@@ -600,6 +604,9 @@ export function createRedisState(options: RedisStateOptions): RedisState {
       ),
   };
 
+  // ---- cancels across processes (redis-cancels.ts)
+  const cancels = createRedisCancels({ client, sub, prefix, holder, usable, failed, listen, now });
+
   const url = redactRedisUrl(options.url);
   return {
     kind: 'redis',
@@ -608,6 +615,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     buckets,
     idempotency,
     budget,
+    cancels,
     status: () => ({ kind: 'redis', degraded, since, url }),
     peers: () => peerCount,
     async connected(waitMs) {
@@ -626,6 +634,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
       clearInterval(probe);
       clearInterval(beat);
       clearInterval(renewer);
+      cancels.close();
       // Leases still held are abandoned so waiters elsewhere take over at once, not after leaseMs.
       if (client.status === 'ready') {
         await Promise.all(

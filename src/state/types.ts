@@ -105,6 +105,41 @@ export interface BudgetStore {
   get(window: string): Promise<number>;
 }
 
+/** A cancel as it travels between processes: `POST /v1/cancel`'s selector (ids or a tag). */
+export interface CancelMessage {
+  requestIds?: readonly string[] | undefined;
+  tag?: string | undefined;
+}
+
+/** What one process cancelled: judgments aborted, live requests selected. */
+export interface CancelCounts {
+  judgments: number;
+  requests: number;
+}
+
+/** The other processes' answer to a published cancel, summed. */
+export interface CancelBroadcast extends CancelCounts {
+  /** Other processes that answered in time (their counts are the sum). */
+  processes: number;
+  /** False when the store could not carry the cancel (local state, Redis unreachable): it reached nobody. */
+  shared: boolean;
+}
+
+/**
+ * Cancels shared by every process using the same store (`POST /v1/cancel` across replicas). A published
+ * cancel reaches the processes connected now, and for `tombstoneMs` also those that connect (or reconnect)
+ * later: each applies it to its own live requests and remembers it for requests still to arrive.
+ */
+export interface CancelBus {
+  /**
+   * Sends `cancel` to every other process, waits (at most ~2 s) for their counts and sums them. Never
+   * rejects: local state or a Redis outage answers `shared: false` at once.
+   */
+  publish(cancel: CancelMessage, tombstoneMs: number): Promise<CancelBroadcast>;
+  /** Runs `apply` for every cancel another process publishes (`tombstoneMs`: how long it still holds). */
+  serve(apply: (cancel: CancelMessage, tombstoneMs: number) => CancelCounts): void;
+}
+
 /** For /readyz and the metrics. */
 export interface StateStatus {
   kind: 'local' | 'redis';
@@ -125,6 +160,8 @@ export interface SharedState {
   readonly idempotency: IdempotencyStore;
   /** Token-budget counters; absent = in-process counters (budget.ts makes them). */
   readonly budget?: BudgetStore | undefined;
+  /** Cancels across processes; absent = this process only (also what local state's bus amounts to). */
+  readonly cancels?: CancelBus | undefined;
   status(): StateStatus;
   close(): Promise<void>;
 }
@@ -137,4 +174,5 @@ export interface StateObserver {
   onError?(op: StateOp, err: unknown): void;
 }
 
-export type StateOp = 'judgments' | 'leases' | 'buckets' | 'idempotency' | 'flush' | 'decode' | 'budget';
+export type StateOp =
+  'judgments' | 'leases' | 'buckets' | 'idempotency' | 'flush' | 'decode' | 'budget' | 'cancels';

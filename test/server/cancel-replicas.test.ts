@@ -66,7 +66,12 @@ describeRedis('cancel with replicas sharing Redis', () => {
     const parked = Date.now() + 300;
     await waitFor(() => Date.now() >= parked && fake!.callCount === 2, 'B waiting on the lease');
     const cancel = await a!.app.inject({ method: 'POST', url: '/v1/cancel', payload: { tag: 'step-1' } });
-    expect(cancel.json()).toEqual({ cancelled_judgments: 1, cancelled_requests: 1 });
+    expect(cancel.json()).toEqual({
+      cancelled_judgments: 1,
+      cancelled_requests: 1,
+      processes: 2,
+      shared: true,
+    });
     expect((await onA).json<Json>().results[0].status).toBe('cancelled');
     const fromB = (await onB).json<Json>().results[0];
     expect(fromB.status).toBe('ok');

@@ -8,7 +8,8 @@
  * A cancel also leaves a tombstone for its ids and tag (for the server's request deadline): a request that
  * arrives just after the cancel (a trainer's reward call still on the wire when it aborted the step) is
  * answered `cancelled` without starting anything. The registry is per process: with WORKERS>1 the cluster
- * primary relays a cancel to every worker (`cluster.ts`); across replicas (several pods) it is not shared.
+ * primary relays a cancel to every worker (`cluster.ts`); with REDIS_URL it is also published to every
+ * process sharing that Redis (`state/redis-cancels.ts`, wired in `routes/cancel.ts`).
  */
 import { failedJudgment, type GraphIdentity } from '../../judge/judgment.js';
 import type { Judgment } from '../../judge/types.js';
@@ -44,7 +45,8 @@ export interface LiveRequest {
 
 export interface CancelRegistry {
   enter(route: string, ids: { requestId?: string | undefined; tag?: string | undefined }): LiveRequest;
-  cancel(selector: CancelSelector): CancelOutcome;
+  /** `tombstoneMs`: how long the ids and tag stay cancelled (default: the registry's; a relayed cancel's rest). */
+  cancel(selector: CancelSelector, options?: { tombstoneMs?: number | undefined }): CancelOutcome;
   /** The services' single-flight caches call this when a flight lost its last waiter. */
   abandoned(): void;
   /** Live requests registered (for tests and /readyz-style introspection). */
@@ -103,9 +105,12 @@ export function createCancelRegistry(options: CancelRegistryOptions): CancelRegi
     tombstones.delete(key);
     return false;
   };
-  const bury = (key: string): void => {
+  const bury = (key: string, ms: number): void => {
+    const until = now() + ms;
+    // Never shortens one already kept longer (a cancel relayed twice, the second time with less left).
+    if ((tombstones.get(key) ?? 0) > until) return;
     tombstones.delete(key);
-    tombstones.set(key, now() + options.tombstoneMs);
+    tombstones.set(key, until);
     evictOldest(tombstones, MAX_TOMBSTONES);
   };
 
@@ -142,14 +147,15 @@ export function createCancelRegistry(options: CancelRegistryOptions): CancelRegi
         },
       };
     },
-    cancel(selector) {
+    cancel(selector, cancelOptions) {
+      const ms = cancelOptions?.tombstoneMs ?? options.tombstoneMs;
       const selected = new Set<Entry>();
       for (const id of selector.requestIds ?? []) {
-        bury(`id:${id}`);
+        bury(`id:${id}`, ms);
         for (const e of byId.get(id) ?? []) selected.add(e);
       }
       if (selector.tag !== undefined) {
-        bury(`tag:${selector.tag}`);
+        bury(`tag:${selector.tag}`, ms);
         for (const e of byTag.get(selector.tag) ?? []) selected.add(e);
       }
       const before = counted;

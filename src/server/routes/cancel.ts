@@ -1,8 +1,9 @@
 /**
  * POST /v1/cancel {"request_ids": [...]} | {"tag": "..."} → {"cancelled_judgments", "cancelled_requests"}:
  * aborts the judgments only the selected requests wait for (`cancel.ts`). Under WORKERS>1 the cancel is
- * relayed through the cluster primary to every worker and the counts are summed; across replicas (several
- * pods) it reaches only the replica it lands on.
+ * relayed through the cluster primary to every worker and the counts are summed (`workers`). With REDIS_URL
+ * it is also published to every process sharing that Redis (`state/redis-cancels.ts`): their counts are
+ * summed too (`processes`), and `shared: false` says Redis was unreachable (the cancel stayed local).
  */
 import type { FastifyInstance } from 'fastify';
 
@@ -17,6 +18,10 @@ export function registerCancelRoutes(
   ctx: ServerContext,
   relay: CancelRelay | undefined,
 ): void {
+  // Cancels other processes publish apply here, for the tombstone time they still have.
+  const bus = ctx.state.kind === 'redis' ? ctx.state.cancels : undefined;
+  bus?.serve((selector, tombstoneMs) => ctx.cancels.cancel(selector, { tombstoneMs }));
+
   app.post('/v1/cancel', async (request) => {
     const body = parseOr400(CancelBody, request.body);
     const selector: CancelSelector = 'tag' in body ? { tag: body.tag } : { requestIds: body.request_ids };
@@ -24,16 +29,24 @@ export function registerCancelRoutes(
     let judgments = here.judgments;
     let requests = here.requests;
     let workers = 1;
-    if (relay !== undefined) {
-      const elsewhere = await relay.relay(selector);
+    const [elsewhere, broadcast] = await Promise.all([
+      relay?.relay(selector),
+      bus?.publish(selector, ctx.config.requestDeadlineMs),
+    ]);
+    if (elsewhere !== undefined) {
       judgments += elsewhere.judgments;
       requests += elsewhere.requests;
       workers += elsewhere.workers;
+    }
+    if (broadcast !== undefined) {
+      judgments += broadcast.judgments;
+      requests += broadcast.requests;
     }
     return {
       cancelled_judgments: judgments,
       cancelled_requests: requests,
       ...(relay === undefined ? {} : { workers }),
+      ...(broadcast === undefined ? {} : { processes: 1 + broadcast.processes, shared: broadcast.shared }),
     };
   });
 }

@@ -27,6 +27,7 @@ from .client import (
     judge_body,
     rank_body,
     reward_body,
+    with_priority,
 )
 from .results import GroupResult, JudgeResult, parse_batch, parse_group, parse_judgment
 
@@ -113,10 +114,17 @@ class AsyncRewardClient:
         graph: Optional[Graph] = None,
         request_id: Optional[str] = None,
         tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> List[Optional[float]]:
         """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed (or was cancelled)."""
         result = await self.reward_details(
-            question, ground_truth, candidates, graph=graph, request_id=request_id, tag=tag
+            question,
+            ground_truth,
+            candidates,
+            graph=graph,
+            request_id=request_id,
+            tag=tag,
+            priority=priority,
         )
         return result.rewards
 
@@ -130,27 +138,42 @@ class AsyncRewardClient:
         include_transcripts: bool = False,
         request_id: Optional[str] = None,
         tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> GroupResult:
-        body = reward_body(
-            question,
-            ground_truth,
-            candidates,
-            graph if graph is not None else self.graph,
-            include_transcripts,
-            request_id,
+        body = with_priority(
+            reward_body(
+                question,
+                ground_truth,
+                candidates,
+                graph if graph is not None else self.graph,
+                include_transcripts,
+                request_id,
+            ),
+            priority,
         )
         data, attempts = await self._request("POST", "/v1/reward", body, tag=tag)
         return parse_group(data, len(body["candidates"]), attempts)
 
     async def reward_batch(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
+        self,
+        groups: Iterable[GroupInput],
+        *,
+        graph: Optional[Graph] = None,
+        tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> List[List[Optional[float]]]:
-        return [g.rewards for g in await self.reward_batch_details(groups, graph=graph, tag=tag)]
+        details = await self.reward_batch_details(groups, graph=graph, tag=tag, priority=priority)
+        return [g.rewards for g in details]
 
     async def reward_batch_details(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
+        self,
+        groups: Iterable[GroupInput],
+        *,
+        graph: Optional[Graph] = None,
+        tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> List[GroupResult]:
-        body = batch_body(groups, graph if graph is not None else self.graph)
+        body = with_priority(batch_body(groups, graph if graph is not None else self.graph), priority)
         data, attempts = await self._request("POST", "/v1/reward/batch", body, tag=tag)
         return parse_batch(data, [len(g["candidates"]) for g in body["groups"]], attempts)
 
@@ -162,8 +185,11 @@ class AsyncRewardClient:
         *,
         graph: Optional[Graph] = None,
         tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> JudgeResult:
-        body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
+        body = with_priority(
+            judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph), priority
+        )
         data, attempts = await self._request("POST", "/v1/judge", body, tag=tag)
         return parse_judgment(data, attempts)
 

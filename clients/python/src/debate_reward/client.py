@@ -45,6 +45,19 @@ def _check_candidates(candidates: Any) -> List[str]:
     return out
 
 
+PRIORITIES = ("high", "normal")
+
+
+def with_priority(body: Dict[str, Any], priority: Optional[str]) -> Dict[str, Any]:
+    """Adds the request's lane (`priority`: "high" is served before queued "normal" work, within the
+    server's HIGH_PRIORITY_SHARE); None leaves it to the server (normal)."""
+    if priority is not None:
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
+        body["priority"] = priority
+    return body
+
+
 def reward_body(
     question: str,
     ground_truth: str,
@@ -309,10 +322,18 @@ class RewardClient:
         graph: Optional[Graph] = None,
         request_id: Optional[str] = None,
         tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> List[Optional[float]]:
-        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed (or was cancelled)."""
+        """Rewards for one group, in order: 1.0 / 0.0, or None where the judgment failed (or was cancelled).
+        `priority="high"` puts its judgments ahead of queued normal ones (a validation pass, a human's check)."""
         result = self.reward_details(
-            question, ground_truth, candidates, graph=graph, request_id=request_id, tag=tag
+            question,
+            ground_truth,
+            candidates,
+            graph=graph,
+            request_id=request_id,
+            tag=tag,
+            priority=priority,
         )
         return result.rewards
 
@@ -326,29 +347,44 @@ class RewardClient:
         include_transcripts: bool = False,
         request_id: Optional[str] = None,
         tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> GroupResult:
         """The full `/v1/reward` answer: per-item results, scores, group mean/std/advantages, usage."""
-        body = reward_body(
-            question,
-            ground_truth,
-            candidates,
-            graph if graph is not None else self.graph,
-            include_transcripts,
-            request_id,
+        body = with_priority(
+            reward_body(
+                question,
+                ground_truth,
+                candidates,
+                graph if graph is not None else self.graph,
+                include_transcripts,
+                request_id,
+            ),
+            priority,
         )
         data, attempts = self._request("POST", "/v1/reward", body, tag=tag)
         return parse_group(data, len(body["candidates"]), attempts)
 
     def reward_batch(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
+        self,
+        groups: Iterable[GroupInput],
+        *,
+        graph: Optional[Graph] = None,
+        tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> List[List[Optional[float]]]:
         """Rewards for several groups in one request (`/v1/reward/batch`), one list per group."""
-        return [g.rewards for g in self.reward_batch_details(groups, graph=graph, tag=tag)]
+        details = self.reward_batch_details(groups, graph=graph, tag=tag, priority=priority)
+        return [g.rewards for g in details]
 
     def reward_batch_details(
-        self, groups: Iterable[GroupInput], *, graph: Optional[Graph] = None, tag: Optional[str] = None
+        self,
+        groups: Iterable[GroupInput],
+        *,
+        graph: Optional[Graph] = None,
+        tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> List[GroupResult]:
-        body = batch_body(groups, graph if graph is not None else self.graph)
+        body = with_priority(batch_body(groups, graph if graph is not None else self.graph), priority)
         data, attempts = self._request("POST", "/v1/reward/batch", body, tag=tag)
         return parse_batch(data, [len(g["candidates"]) for g in body["groups"]], attempts)
 
@@ -360,9 +396,12 @@ class RewardClient:
         *,
         graph: Optional[Graph] = None,
         tag: Optional[str] = None,
+        priority: Optional[str] = None,
     ) -> JudgeResult:
         """One judgment with its debate transcript (`/v1/judge`)."""
-        body = judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph)
+        body = with_priority(
+            judge_body(question, ground_truth, candidate, graph if graph is not None else self.graph), priority
+        )
         data, attempts = self._request("POST", "/v1/judge", body, tag=tag)
         return parse_judgment(data, attempts)
 
@@ -373,7 +412,8 @@ class RewardClient:
 
         The judgments only cancelled requests wait for are aborted (their judge calls too); the cancelled
         requests answer at once, their unfinished items with status `cancelled` and reward None. A judgment
-        another live request waits for keeps running. Returns `{"cancelled_judgments", "cancelled_requests"}`.
+        another live request waits for keeps running. Returns `{"cancelled_judgments", "cancelled_requests"}`
+        (with REDIS_URL summed over every replica, with `processes` and `shared`).
         """
         return self._request("POST", "/v1/cancel", cancel_body(request_ids, tag), tag=None)[0]
 
