@@ -76,6 +76,7 @@ describe('evictOldest', () => {
         'server/controls/cancel.ts',
         'server/idempotency.ts',
         'state/local.ts',
+        'state/redis-cancels.ts',
         'state/redis.ts',
       ].sort(),
     );
