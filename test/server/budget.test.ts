@@ -8,22 +8,13 @@ import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { buildApp } from '../../src/server/app.js';
-import { callTokens, createTokenBudget } from '../../src/server/budget.js';
+import { callTokens, createTokenBudget, type BudgetStatus as ReadyBudget } from '../../src/server/budget.js';
 import { workerShare } from '../../src/server/cluster.js';
 import { createMetrics } from '../../src/server/metrics.js';
 import { createRedisState, type RedisState } from '../../src/state/redis.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { describeRedis, startRedis, type RedisServer } from '../fakes/redis.js';
 import { candidate, GROUND_TRUTH, logLines, markerJudge, QUESTION, useHarness, waitFor } from './helpers.js';
-
-interface ReadyBudget {
-  budget_tokens: number;
-  spent_tokens: number;
-  remaining_tokens: number;
-  window_s: number;
-  window_ends_at: string;
-  exhausted: boolean;
-}
 
 const judgeBody = (i: number) => ({
   question: QUESTION,
