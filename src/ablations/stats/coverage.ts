@@ -106,9 +106,10 @@ function proportionRows(
 /**
  * MOOSE-Chem-like clusters: 8 items sharing a question, ~15% positives varying by cluster, two judges whose
  * error rates vary by cluster (random effects) and who agree on `agree` of items; b's intercept on positives
- * is `shift` below a's (b misses more; 0: the two are exchangeable).
+ * is `shift` below a's (b misses more; 0: the two are exchangeable), and on negatives `negativeShift` below
+ * (b also accepts fewer).
  */
-export function mooseCluster(rng: Rng, agree = 0.7, shift = 0.3): PairedCluster {
+export function mooseCluster(rng: Rng, agree = 0.7, shift = 0.3, negativeShift = 0): PairedCluster {
   const prevalence = logistic(-2 + 1.2 * normal(rng));
   const u = 0.8 * normal(rng);
   const v = 0.8 * normal(rng);
@@ -119,7 +120,10 @@ export function mooseCluster(rng: Rng, agree = 0.7, shift = 0.3): PairedCluster 
   for (let i = 0; i < 8; i++) {
     const positive = rng() < prevalence;
     const saysA = rng() < (positive ? logistic(0.6 + u) : logistic(-1 + v));
-    const saysB = rng() < agree ? saysA : rng() < (positive ? logistic(0.6 - shift + u) : logistic(-1 + v));
+    const saysB =
+      rng() < agree
+        ? saysA
+        : rng() < (positive ? logistic(0.6 - shift + u) : logistic(-1 - negativeShift + v));
     const cell = (cm: Confusion, says: boolean) => {
       if (positive) cm[says ? 'tp' : 'fn']++;
       else cm[says ? 'fp' : 'tn']++;

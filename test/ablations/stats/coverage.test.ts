@@ -5,16 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createRng } from '../../../src/math/sampling.js';
-import {
-  emptyConfusion,
-  rates,
-  sumConfusions,
-  type Confusion,
-} from '../../../src/ablations/stats/confusion.js';
+import { rates, sumConfusions } from '../../../src/ablations/stats/confusion.js';
 import { clusteredProportion, type Tally } from '../../../src/ablations/stats/proportion.js';
 import { pairedRates, ratesWithCi, type PairedCluster } from '../../../src/ablations/stats/rates.js';
 import { clusteredMcnemar, mcnemarExact } from '../../../src/ablations/stats/significance.js';
-import { clusterRate, logistic, normal, type Rng } from '../../../src/ablations/stats/simulate.js';
+import { clusterRate, type Rng } from '../../../src/ablations/stats/simulate.js';
+import { mooseCluster as mooseClusterOf } from '../../../src/ablations/stats/coverage.js';
 
 /** The openreview dev set's cluster sizes: 95 single items, 152 pairs, 67 triples (600 items, 314 clusters). */
 const OPENREVIEW_SIZES = [
@@ -39,33 +35,8 @@ function rareEventCoverage(p: number, icc: number, replications: number, seed: n
   return covered / replications;
 }
 
-/**
- * MOOSE-Chem-like clusters: 8 items sharing a question, ~15% positives varying by cluster, two judges whose
- * error rates vary by cluster (random effects) and who agree on 70% of items.
- */
-function mooseCluster(rng: Rng): PairedCluster {
-  const prevalence = logistic(-2 + 1.2 * normal(rng));
-  const u = 0.8 * normal(rng);
-  const v = 0.8 * normal(rng);
-  const a = emptyConfusion();
-  const b = emptyConfusion();
-  let onlyA = 0;
-  let onlyB = 0;
-  for (let i = 0; i < 8; i++) {
-    const positive = rng() < prevalence;
-    const saysA = rng() < (positive ? logistic(0.6 + u) : logistic(-1 + v));
-    const saysB = rng() < 0.7 ? saysA : rng() < (positive ? logistic(0.3 + u) : logistic(-1.3 + v));
-    const cell = (cm: Confusion, says: boolean) => {
-      if (positive) cm[says ? 'tp' : 'fn']++;
-      else cm[says ? 'fp' : 'tn']++;
-    };
-    cell(a, saysA);
-    cell(b, saysB);
-    if (saysA === positive && saysB !== positive) onlyA++;
-    if (saysB === positive && saysA !== positive) onlyB++;
-  }
-  return { a, b, onlyA, onlyB };
-}
+/** MOOSE-Chem-like clusters whose second judge misses more positives and accepts fewer negatives. */
+const mooseCluster = (rng: Rng): PairedCluster => mooseClusterOf(rng, 0.7, 0.3, 0.3);
 
 describe('coverage by simulation', () => {
   it('exact intervals cover a 0.1% and a 0.3% rate at ≥ 0.95 (600 items in 314 clusters)', () => {
