@@ -1,5 +1,5 @@
 /**
- * Simulates the canary quarantine test (src/server/canary-ledger.ts, the real state machine) and prints the
+ * Simulates the canary quarantine test (src/server/integrity/canary-ledger.ts, the real state machine) and prints the
  * numbers of docs/integrity.md: false alarms per 10 000 canaries per healthy replica, and the detection
  * delay of a replica switched to always `match`. `npx tsx bench/canary-cusum.ts [--seeds N] [--h H]`.
  *
@@ -8,7 +8,7 @@
  * of the set). Test test/server/canary-cusum.test.ts runs `simulate` with fewer seeds against the same bounds.
  */
 import { createRng } from '../src/math/sampling.js';
-import { createCanaryLedger, type CanaryEvent } from '../src/server/canary-ledger.js';
+import { createCanaryLedger, type CanaryEvent } from '../src/server/integrity/canary-ledger.js';
 
 export interface SimulationOptions {
   replicas: number;

@@ -28,8 +28,8 @@ import { createOfflineBackend } from '../src/judge/backends/offline.js';
 import { createRouter } from '../src/judge/routing.js';
 import { DEFAULT_RETRY_POLICY } from '../src/judge/retry.js';
 import { BACKEND_DEFAULTS } from '../src/settings/defaults.js';
-import { buildApp } from '../src/server/app.js';
-import { createMetrics } from '../src/server/metrics.js';
+import { buildApp } from '../src/server/http/app.js';
+import { createMetrics } from '../src/server/observe/metrics.js';
 import {
   startFakeOpenAI,
   universalReply,

@@ -16,8 +16,8 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.js';
 import { createOfflineBackend } from '../src/judge/backends/offline.js';
 import { createRouter } from '../src/judge/routing.js';
-import { buildApp } from '../src/server/app.js';
-import type { Plan } from '../src/server/plan.js';
+import { buildApp } from '../src/server/http/app.js';
+import type { Plan } from '../src/server/admission/plan.js';
 import { startFakeOpenAI, universalReply } from '../test/fakes/openai.js';
 
 export interface PlanBurstOptions {

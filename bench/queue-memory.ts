@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.js';
 import { createOfflineBackend } from '../src/judge/backends/offline.js';
 import { createRouter } from '../src/judge/routing.js';
-import { buildApp } from '../src/server/app.js';
+import { buildApp } from '../src/server/http/app.js';
 import { startFakeOpenAI } from '../test/fakes/openai.js';
 import { loadCorpus, rolloutBody } from './data.js';
 

@@ -26,7 +26,7 @@ import {
   type PairResult,
   type PlayedPair,
 } from '../src/judge/tournament.js';
-import { buildApp } from '../src/server/app.js';
+import { buildApp } from '../src/server/http/app.js';
 import { installCleanup, machineBusyMs, spawnTracked, stopProcess, waitForLine } from './procs.js';
 
 const { values } = parseArgs({

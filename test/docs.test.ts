@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { ENV_VARIABLES } from '../src/config.js';
 import { ERROR_STATUS } from '../src/errors.js';
-import { createMetrics } from '../src/server/metrics.js';
+import { createMetrics } from '../src/server/observe/metrics.js';
 import { codeSpans, docTable, readDoc, ROOT_URL } from './support/markdown.js';
 
 describe('docs/api.md error-code table', () => {

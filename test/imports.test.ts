@@ -72,31 +72,61 @@ const ABLATION_PARTS: ReadonlyMap<string, readonly string[]> = new Map([
   ['docs', ['shared', 'stats', 'ablate', 'probe']],
 ]);
 
-/** `ablations/probe/run.ts` → `probe`; `ablations/records.ts` → `shared`; null outside src/ablations. */
-function ablationPart(file: string): string | null {
-  if (!file.startsWith('ablations/')) return null;
-  const rest = file.slice('ablations/'.length);
-  return rest.includes('/') ? rest.slice(0, rest.indexOf('/')) : 'shared';
+/**
+ * Inside src/server, one folder per role (issue 31): `main` is the entry file at its top; `http` the app,
+ * routes, schemas and error mapping; `serving` the judgment, comparison and rank services; `admission` what
+ * is let in and when (lanes, budget, plan); `integrity` canaries, audits and drift; `controls` the operator
+ * controls every part shares (cancel registry, stamps); `observe` metrics, transcripts and the failure log;
+ * `process` clustering and start-up. Arrows run down this list only.
+ */
+const SERVER_PARTS: ReadonlyMap<string, readonly string[]> = new Map([
+  ['observe', []],
+  ['controls', []],
+  ['admission', ['observe']],
+  ['integrity', ['observe']],
+  ['serving', ['admission', 'controls', 'observe']],
+  ['http', ['serving', 'admission', 'integrity', 'controls', 'observe']],
+  ['process', ['admission', 'controls', 'observe']],
+  ['main', ['http', 'process', 'controls', 'observe']],
+]);
+
+/**
+ * A file's part inside `folder` (`ablations/probe/run.ts` → `probe`); a file at the folder's top is in
+ * part `top` (`ablations/records.ts` → `shared`, `server/main.ts` → `main`); null outside the folder.
+ */
+function partOf(file: string, folder: string, top: string): string | null {
+  if (!file.startsWith(`${folder}/`)) return null;
+  const rest = file.slice(folder.length + 1);
+  return rest.includes('/') ? rest.slice(0, rest.indexOf('/')) : top;
 }
 
-/** Each import inside src/ablations that breaks ABLATION_PARTS, as `from -> to`. */
-function ablationViolations(graph: Graph): string[] {
+/** Each import inside `folder` that breaks `parts`, as `from -> to`. */
+function partViolations(
+  graph: Graph,
+  folder: string,
+  top: string,
+  parts: ReadonlyMap<string, readonly string[]>,
+): string[] {
   const out: string[] = [];
   for (const [file, edges] of graph) {
-    const part = ablationPart(file);
+    const part = partOf(file, folder, top);
     if (part === null) continue;
-    const allowed = ABLATION_PARTS.get(part);
+    const allowed = parts.get(part);
     if (allowed === undefined) {
-      out.push(`${file}: folder '${part}' is not in ABLATION_PARTS`);
+      out.push(`${file}: folder '${part}' is not in the parts of ${folder}`);
       continue;
     }
     for (const to of edges.relative) {
-      const target = ablationPart(to);
+      const target = partOf(to, folder, top);
       if (target !== null && target !== part && !allowed.includes(target)) out.push(`${file} -> ${to}`);
     }
   }
   return out;
 }
+
+const ablationViolations = (graph: Graph): string[] =>
+  partViolations(graph, 'ablations', 'shared', ABLATION_PARTS);
+const serverViolations = (graph: Graph): string[] => partViolations(graph, 'server', 'main', SERVER_PARTS);
 
 type Graph = ReadonlyMap<string, { relative: string[]; packages: string[] }>;
 
@@ -252,7 +282,7 @@ describe('src/ layering', () => {
       'config.ts',
       'judge/run.ts',
       'judge/backends/openai.ts',
-      'server/app.ts',
+      'server/http/app.ts',
       'roles/index.ts',
     ])
       expect(graph.has(file)).toBe(true);
@@ -288,13 +318,34 @@ describe('src/ layering', () => {
     ]);
   });
 
+  it('keeps src/server grouped by role: at most 12 entries at its top, no arrow up the parts', () => {
+    expect(serverViolations(graph)).toEqual([]);
+    const top = readdirSync(join(SRC, 'server'), { withFileTypes: true });
+    expect(top.length).toBeLessThanOrEqual(12);
+    expect(
+      top
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name)
+        .sort(),
+    ).toEqual([...SERVER_PARTS.keys()].filter((p) => p !== 'main').sort());
+  });
+
+  it('flags a server part importing one above it', () => {
+    const bad: Graph = new Map([
+      ['server/controls/stamps.ts', { relative: ['server/http/context.ts'], packages: [] }],
+      ['server/http/context.ts', { relative: ['server/serving/results.ts'], packages: [] }],
+      ['server/serving/results.ts', { relative: [], packages: [] }],
+    ]);
+    expect(serverViolations(bad)).toEqual(['server/controls/stamps.ts -> server/http/context.ts']);
+  });
+
   it('has no import cycle anywhere', () => {
     expect(importCycles(graph)).toEqual([]);
   });
 
   it('never reaches src/ablations (statistics, reports) from the server entry point', () => {
     const files = [...reachable(graph, 'server/main.ts')];
-    expect(files).toContain('server/app.ts');
+    expect(files).toContain('server/http/app.ts');
     expect(files).toContain('judge/run.ts');
     expect(files.filter((f) => f.startsWith('ablations/'))).toEqual([]);
   });

@@ -1,6 +1,6 @@
 /**
  * The sequential test behind replica quarantine: a Bernoulli CUSUM (Page 1954) on a replica's canary
- * errors. Pure functions; the canary ledger (`server/canary-ledger.ts`) keeps the state and the reference.
+ * errors. Pure functions; the canary ledger (`server/integrity/canary-ledger.ts`) keeps the state and the reference.
  *
  * H0: the replica's canary error rate is q0, the reference (its fleet's, floored); H1: it is q1 = q0 + margin.
  * Each canary adds its log-likelihood ratio — ln(q1/q0) when wrong, ln((1−q1)/(1−q0)) when right — to

@@ -15,12 +15,12 @@ import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
 import { createRedisCanaryLog } from '../state/canary-log.js';
 import type { SharedState } from '../state/types.js';
-import { buildApp } from './app.js';
+import { buildApp } from './http/app.js';
 import { createWorkerCancelRelay } from './controls/cancel-relay.js';
-import { joinCluster, runPrimary, workerShare } from './cluster.js';
-import { createClusterMetrics, createMetrics } from './metrics.js';
-import { startupFields } from './startup.js';
-import { createFileTranscriptSink, type TranscriptSink } from './transcripts.js';
+import { joinCluster, runPrimary, workerShare } from './process/cluster.js';
+import { createClusterMetrics, createMetrics } from './observe/metrics.js';
+import { startupFields } from './process/startup.js';
+import { createFileTranscriptSink, type TranscriptSink } from './observe/transcripts.js';
 
 const OFFLINE_BANNER = [
   '',

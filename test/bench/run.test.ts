@@ -53,7 +53,7 @@ describe('bench helpers', () => {
   });
 
   it('attributes self and inclusive time in a cpuprofile', () => {
-    const frame = (functionName: string, url = 'file:///app/dist/server/app.js') => ({
+    const frame = (functionName: string, url = 'file:///app/dist/server/http/app.js') => ({
       functionName,
       url,
       lineNumber: 0,

@@ -18,7 +18,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { ENV_VARIABLES, loadConfig } from '../../src/config.js';
-import { createMetrics } from '../../src/server/metrics.js';
+import { createMetrics } from '../../src/server/observe/metrics.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- manifests are checked field by field
 type Json = any;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { REJECTION_REASONS } from '../../src/judge/degenerate.js';
-import { candidateFromQuery, questionFromMessages } from '../../src/server/routes/adapters.js';
+import { candidateFromQuery, questionFromMessages } from '../../src/server/http/routes/adapters.js';
 import { stripChatTokens } from '../../src/text/chat-tokens.js';
 import { candidate, GOOD, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
-import { Admission, COLD_CALL_MS } from '../../src/server/admission.js';
+import { Admission, COLD_CALL_MS } from '../../src/server/admission/admission.js';
 
 const analysts2 = getPreset('default')!; // 3 calls
 const ordinary = getPreset('ordinary')!; // 4 calls

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { buildApp } from '../../src/server/app.js';
+import { buildApp } from '../../src/server/http/app.js';
 import { candidate, GROUND_TRUTH, QUESTION, waitFor, useHarness } from './helpers.js';
 
 let app: FastifyInstance | undefined;

@@ -1,5 +1,5 @@
 /**
- * The token budget (src/server/budget.ts): JUDGE_TOKEN_BUDGET per JUDGE_BUDGET_WINDOW_S against the fake
+ * The token budget (src/server/admission/budget.ts): JUDGE_TOKEN_BUDGET per JUDGE_BUDGET_WINDOW_S against the fake
  * backend's reported usage; with REDIS_URL shared through a real redis-server.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -7,10 +7,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { buildApp } from '../../src/server/app.js';
-import { callTokens, createTokenBudget, type BudgetStatus as ReadyBudget } from '../../src/server/budget.js';
-import { workerShare } from '../../src/server/cluster.js';
-import { createMetrics } from '../../src/server/metrics.js';
+import { buildApp } from '../../src/server/http/app.js';
+import {
+  callTokens,
+  createTokenBudget,
+  type BudgetStatus as ReadyBudget,
+} from '../../src/server/admission/budget.js';
+import { workerShare } from '../../src/server/process/cluster.js';
+import { createMetrics } from '../../src/server/observe/metrics.js';
 import { createRedisState, type RedisState } from '../../src/state/redis.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { describeRedis, startRedis, type RedisServer } from '../fakes/redis.js';

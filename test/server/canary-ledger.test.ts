@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { detectionDelay, falseAlarms } from '../../bench/canary-cusum.js';
-import { createCanaryLedger, type CanaryEvent } from '../../src/server/canary-ledger.js';
+import { createCanaryLedger, type CanaryEvent } from '../../src/server/integrity/canary-ledger.js';
 
 const options = { margin: 0.2, threshold: 10, floor: 0.05, window: 200 };
 

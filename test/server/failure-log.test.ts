@@ -7,8 +7,8 @@ import { failedJudgment, okJudgment } from '../../src/judge/judgment.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
-import { buildApp } from '../../src/server/app.js';
-import { createFailureMonitor } from '../../src/server/failure-log.js';
+import { buildApp } from '../../src/server/http/app.js';
+import { createFailureMonitor } from '../../src/server/observe/failure-log.js';
 import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
 import { candidate, GROUND_TRUTH, logLines, QUESTION } from './helpers.js';
 

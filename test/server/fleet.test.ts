@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { buildApp } from '../../src/server/app.js';
-import { createMetrics } from '../../src/server/metrics.js';
+import { buildApp } from '../../src/server/http/app.js';
+import { createMetrics } from '../../src/server/observe/metrics.js';
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { candidate, GROUND_TRUTH, markerJudge, QUESTION } from './helpers.js';
 

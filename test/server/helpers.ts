@@ -10,9 +10,9 @@ import { createOpenAICompatibleBackend } from '../../src/judge/backends/openai.j
 import type { BreakerOptions } from '../../src/judge/replicas.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
-import { buildApp } from '../../src/server/app.js';
-import { createMetrics, type Metrics } from '../../src/server/metrics.js';
-import type { TranscriptSink } from '../../src/server/transcripts.js';
+import { buildApp } from '../../src/server/http/app.js';
+import { createMetrics, type Metrics } from '../../src/server/observe/metrics.js';
+import type { TranscriptSink } from '../../src/server/observe/transcripts.js';
 import {
   startFakeOpenAI,
   universalReply,

@@ -4,7 +4,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 
 import { ERROR_STATUS, RewardError } from '../../src/errors.js';
-import { CODE_BY_STATUS, clientErrorResponse, toHttpFailure } from '../../src/server/http-errors.js';
+import { CODE_BY_STATUS, clientErrorResponse, toHttpFailure } from '../../src/server/http/http-errors.js';
 import { offlineApp } from './helpers.js';
 
 /** Every error class Fastify itself defines, with the status it carries. */

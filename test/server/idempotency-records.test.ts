@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 
 import { describe, expect, it } from 'vitest';
 
-import { createIdempotencyRecords, itemsDigest } from '../../src/server/idempotency.js';
+import { createIdempotencyRecords, itemsDigest } from '../../src/server/serving/idempotency.js';
 import { createLocalIdempotency } from '../../src/state/local.js';
 
 const OPTIONS = { windowMs: 1000, lingerMs: 0, maxEntries: 2, maxItems: 100 };

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 import { afterEach, beforeAll, afterAll, describe, expect, it } from 'vitest';
 
-import { createFileTranscriptSink } from '../../src/server/transcripts.js';
+import { createFileTranscriptSink } from '../../src/server/observe/transcripts.js';
 import { counterValue } from './helpers.js';
 import {
   CANARY_MARK,

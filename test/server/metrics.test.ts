@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
 import type { Judgment } from '../../src/judge/types.js';
-import { createMetrics } from '../../src/server/metrics.js';
+import { createMetrics } from '../../src/server/observe/metrics.js';
 import { candidate, GROUND_TRUTH, type Harness, useHarness } from './helpers.js';
 
 const CALLS = getPreset('default')!.llmCallsPerJudgment;

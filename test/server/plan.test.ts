@@ -1,14 +1,14 @@
-/** POST /v1/plan and `npm run plan` (src/server/plan.ts, src/server/cli-plan.ts) against the fake backend. */
+/** POST /v1/plan and `npm run plan` (src/server/admission/plan.ts, src/server/process/cli-plan.ts) against the fake backend. */
 import { execFile } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-import type { Plan } from '../../src/server/plan.js';
+import type { Plan } from '../../src/server/admission/plan.js';
 import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 
-const CLI = fileURLToPath(new URL('../../src/server/cli-plan.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/server/process/cli-plan.ts', import.meta.url));
 
 describe('POST /v1/plan', () => {
   const start = useHarness();

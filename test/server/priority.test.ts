@@ -1,12 +1,12 @@
 /**
- * The priority lane (src/server/priority.ts): high judgments wait ahead of queued normal ones, for a run
+ * The priority lane (src/server/admission/priority.ts): high judgments wait ahead of queued normal ones, for a run
  * slot and for a backend slot, and have their own admission budget (HIGH_PRIORITY_SHARE).
  */
 import { describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config.js';
 import { getPreset } from '../../src/judge/presets.js';
-import { Admission } from '../../src/server/admission.js';
+import { Admission } from '../../src/server/admission/admission.js';
 import { rankJudge } from '../fakes/comparative.js';
 import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 

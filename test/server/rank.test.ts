@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { REJECTION_REASONS } from '../../src/judge/degenerate.js';
-import { createFileTranscriptSink } from '../../src/server/transcripts.js';
+import { createFileTranscriptSink } from '../../src/server/observe/transcripts.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
 import { useTempDirs } from '../support/temp-dirs.js';

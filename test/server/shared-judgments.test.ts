@@ -11,7 +11,7 @@ import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
 import type { Judgment } from '../../src/judge/types.js';
-import { decodeStored, encodeStored } from '../../src/server/shared-judgments.js';
+import { decodeStored, encodeStored } from '../../src/server/serving/shared-judgments.js';
 import { GROUND_TRUTH, QUESTION, candidate, startHarness } from './helpers.js';
 
 async function judgments(): Promise<Judgment[]> {

@@ -11,7 +11,7 @@ import { judgmentKey } from '../../src/judge/key.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
-import { decodeStored, encodeStored } from '../../src/server/shared-judgments.js';
+import { decodeStored, encodeStored } from '../../src/server/serving/shared-judgments.js';
 import { judgeModelOf, votesOf } from '../../src/server/controls/stamps.js';
 import { GROUND_TRUTH, QUESTION, candidate } from './helpers.js';
 

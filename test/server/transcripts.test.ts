@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { getPreset } from '../../src/judge/presets.js';
-import { createFileTranscriptSink, type TranscriptSink } from '../../src/server/transcripts.js';
+import { createFileTranscriptSink, type TranscriptSink } from '../../src/server/observe/transcripts.js';
 import { candidate, GROUND_TRUTH, QUESTION, startHarness, type Harness } from './helpers.js';
 
 let h: Harness | undefined;

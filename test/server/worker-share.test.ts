@@ -1,8 +1,8 @@
-/** WORKERS=N: each worker's share of the per-server backend limits (src/server/cluster.ts `workerShare`). */
+/** WORKERS=N: each worker's share of the per-server backend limits (src/server/process/cluster.ts `workerShare`). */
 import { describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config.js';
-import { workerShare } from '../../src/server/cluster.js';
+import { workerShare } from '../../src/server/process/cluster.js';
 
 const env = {
   JUDGE_BASE_URL: 'http://127.0.0.1:9/v1',

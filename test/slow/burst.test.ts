@@ -20,7 +20,7 @@ import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
-import { buildApp } from '../../src/server/app.js';
+import { buildApp } from '../../src/server/http/app.js';
 import type { ClientReport } from './load-client.js';
 
 const ROLLOUTS = 6144;

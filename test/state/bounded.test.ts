@@ -74,7 +74,7 @@ describe('evictOldest', () => {
         'judge/cache.ts',
         'judge/stagger.ts',
         'server/controls/cancel.ts',
-        'server/idempotency.ts',
+        'server/serving/idempotency.ts',
         'state/local.ts',
         'state/redis-cancels.ts',
         'state/redis.ts',

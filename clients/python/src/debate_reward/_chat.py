@@ -1,7 +1,7 @@
 """What the server's trainer adapters read from a rollout, for adapters that run in the client
 (`slime_binary_rm`): chat-template control tokens removed, a prompt's last user turn as the question, and
 a label's ground truth and optional question. A port of `src/text/chat-tokens.ts` and of
-`questionFromMessages` / `labelParts` in `src/server/routes/adapters.ts`: change them together (the
+`questionFromMessages` / `labelParts` in `src/server/http/routes/adapters.ts`: change them together (the
 tests check that the server keys the same judgment for `/slime` and for this)."""
 
 from __future__ import annotations

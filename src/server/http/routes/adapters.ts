@@ -1,0 +1,314 @@
+/**
+ * Trainer adapters: the request/response shapes trainers already speak.
+ * - POST /get_reward  OpenRLHF (`--remote_rm_url http://host:8080/get_reward`)
+ * - POST /slime       slime (`--rm-type remote_rm --rm-url http://host:8080/slime --reward-key reward`)
+ * - POST /verify      NeMo-Gym resource-server verify
+ * Each takes `?graph=NAME` (a preset) since the trainers' bodies are fixed.
+ */
+import type { FastifyInstance } from 'fastify';
+
+import { RewardError } from '../../../errors.js';
+import { itemStatus } from '../../controls/cancel.js';
+import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
+import { requestControls } from '../request-controls.js';
+import type { GraphChoice, JudgedItem } from '../../serving/judge-service.js';
+import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../../text/chat-tokens.js';
+import { REJECTION_REASONS } from '../../../judge/degenerate.js';
+import { traceOpenedBy, type ReasoningFormat } from '../../../text/reasoning.js';
+import { laneOf, PRIORITY_HEADER } from '../../admission/priority.js';
+import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
+import { stampsOf, votesOf } from '../../controls/stamps.js';
+
+/** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
+ * NFKC differences in the decode), without control tokens. Without a prompt the whole query is the
+ * rollout. A query that does not start with its prompt is refused: judging prompt + response would reward
+ * the prompt. */
+export function candidateFromQuery(query: string, prompt: string | undefined, index = 0): string {
+  if (prompt === undefined || stripChatTokens(prompt) === '') return stripChatTokens(query);
+  const response = responseAfterPrompt(query, prompt);
+  if (response === undefined) {
+    throw new RewardError(
+      'RW_PROMPT_MISMATCH',
+      `query[${index}] does not start with prompts[${index}] (after removing control tokens and whitespace); refusing to judge the prompt as part of the rollout`,
+      { details: { index } },
+    );
+  }
+  return response;
+}
+
+/**
+ * The rollout with the reasoning-trace opener its prompt ended with (`<think>` from a Qwen3 / DeepSeek-R1
+ * template) put back, so a trace the policy never closed is found (`truncated_reasoning`).
+ */
+export function withPromptTrace(
+  candidate: string,
+  prompt: string | readonly unknown[] | undefined,
+  format: ReasoningFormat,
+): string {
+  if (typeof prompt !== 'string') return candidate;
+  const opener = traceOpenedBy(prompt, format);
+  return opener === undefined ? candidate : `${opener}${candidate}`;
+}
+
+/** Per reason, 1 for the items rejected for it (OpenRLHF logs each list's mean: the reason's rate). */
+function rejectionLogs(judged: readonly JudgedItem[]): Record<string, number[]> {
+  const logs: Record<string, number[]> = {};
+  for (const reason of REJECTION_REASONS) {
+    logs[`rejected_${reason}`] = judged.map((j) =>
+      j.judgment.status === 'rejected_input' && j.judgment.reason === reason ? 1 : 0,
+    );
+  }
+  return logs;
+}
+
+/** Every text-bearing part of a message's content (`text`, `output_text`, `input_text`, a `refusal`). */
+function partsText(content: Message['content']): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  const texts: string[] = [];
+  for (const part of content) {
+    const refusal: unknown = part['refusal'];
+    if (typeof part.text === 'string' && part.text !== '') texts.push(part.text);
+    else if (typeof refusal === 'string' && refusal !== '') texts.push(refusal);
+  }
+  return texts.join('\n');
+}
+
+/** A prompt as a trainer sends it: a chat-templated string's last user turn (else the string without
+ * control tokens), or a chat's last user message, else every message's text. */
+export function questionFromMessages(messages: string | readonly Message[]): string {
+  if (typeof messages === 'string') return lastUserTurn(messages) ?? stripChatTokens(messages);
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role === 'user') return stripChatTokens(partsText(m.content));
+  }
+  return stripChatTokens(messages.map((m) => partsText(m.content)).join('\n'));
+}
+
+/** A label: the ground truth, `{ground_truth, question?}`, or that object as a JSON string (as some
+ * trainers' datasets store it); the parsed object goes through the same checks as an inline one. */
+export function labelParts(label: Label, schemas: Schemas, at: ReadonlyArray<PropertyKey>): LabelFields {
+  if (typeof label !== 'string') {
+    const parsed = parseOr400(schemas.LabelObject, label, 'body', at);
+    return { groundTruth: parsed.ground_truth, question: parsed.question };
+  }
+  const trimmed = label.trim();
+  if (trimmed.startsWith('{') && trimmed.endsWith('}')) {
+    let json: unknown;
+    try {
+      json = JSON.parse(trimmed);
+    } catch {
+      json = undefined;
+    }
+    if (json !== null && typeof json === 'object' && Object.hasOwn(json, 'ground_truth')) {
+      const parsed = parseOr400(schemas.LabelObject, json, 'body (a JSON-string label)', at);
+      return { groundTruth: parsed.ground_truth, question: parsed.question };
+    }
+  }
+  return { groundTruth: parseOr400(schemas.GroundTruth, label, 'body', at), question: undefined };
+}
+
+interface LabelFields {
+  groundTruth: string;
+  question: string | undefined;
+}
+
+/** A NeMo-Gym row's own id: `rollout_id`, else its `(_ng_task_index, _ng_rollout_index)` pair. */
+function nemoGymId(row: Record<string, unknown>): string | number | undefined {
+  const rolloutId = row['rollout_id'];
+  if (typeof rolloutId === 'string' || typeof rolloutId === 'number') return rolloutId;
+  const task = row['_ng_task_index'];
+  const rollout = row['_ng_rollout_index'];
+  return Number.isInteger(task) && Number.isInteger(rollout)
+    ? `ng:${String(task)}:${String(rollout)}`
+    : undefined;
+}
+
+/** A cancelled item is no failure to retry (its trainer gave it up): it answers reward null, never a 503. */
+const isCancelledItem = (item: JudgedItem): boolean => itemStatus(item.judgment) === 'cancelled';
+/** The id POST /v1/cancel {"request_ids"} names a NeMo-Gym row by: its rollout id or index pair. */
+function verifyId(row: Record<string, unknown>): string | undefined {
+  const id = nemoGymId(row);
+  return id === undefined ? undefined : String(id);
+}
+
+const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null && !isCancelledItem(item);
+
+/** What `/slime` and `/verify` report about the judgment behind their reward. */
+function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) {
+  const j = judged.judgment;
+  return {
+    score: j.score,
+    status: itemStatus(j),
+    verdict: j.verdict,
+    cached: judged.cached,
+    judgment_id: judged.judgmentId,
+    ...(j.reason === undefined ? {} : { reason: j.reason }),
+    reasoning_chars: judged.reasoningChars ?? 0,
+    graph: { name: choice.graph.name, hash: choice.graph.hash },
+    backend,
+  };
+}
+
+function failureError(items: readonly JudgedItem[]): RewardError {
+  const failed: Array<{ index: number; status: string; error: string | undefined }> = [];
+  for (const [index, item] of items.entries()) {
+    if (isFailure(item))
+      failed.push({ index, status: item.judgment.status, error: item.judgment.error?.code });
+  }
+  return new RewardError(
+    'RW_JUDGE_FAILED',
+    `${failed.length} of ${items.length} judgments failed (no reward to give; set FAILURE_REWARD to answer a fixed reward instead)`,
+    { details: { failed: failed.slice(0, 50), retry_after_s: 1 } },
+  );
+}
+
+export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
+  const { schemas, service, config } = ctx;
+  const failureReward = config.failureReward;
+
+  const graphFor = (query: unknown): GraphChoice => {
+    const q = parseOr400(AdapterQuery, query, 'query string');
+    return q.graph === undefined ? ctx.defaultGraph : presetChoice(q.graph);
+  };
+
+  app.post('/get_reward', async (request, reply) => {
+    const choice = graphFor(request.query);
+    const body = parseOr400(schemas.OpenRlhf, request.body);
+    if (body.query.length === 0) return { rewards: [], scores: [], extra_logs: {} };
+    const items = body.query.map((query, i) => {
+      const prompt = body.prompts?.[i];
+      const { groundTruth, question } = labelParts(body.labels[i] ?? '', schemas, ['labels', i]);
+      return {
+        graph: choice,
+        input: {
+          // Same question as a per-rollout call with the chat's messages: the last user turn.
+          question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
+          candidate: withPromptTrace(candidateFromQuery(query, prompt, i), prompt, config.reasoningFormat),
+          groundTruth,
+        },
+      };
+    });
+    const judged = await service.judge({
+      items,
+      ...requestControls(ctx, request, reply, '/get_reward', {}),
+      idempotencyKey: idempotencyKey('get_reward', request, undefined),
+      priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+    });
+    if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
+    const fallback = failureReward ?? 0;
+    const votes = judged.map((j) => votesOf(j.judgment));
+    return {
+      rewards: judged.map((j) => (isCancelledItem(j) ? null : (j.judgment.reward ?? fallback))),
+      // Operator stamps (issue 21) beside extra_logs, whose values must stay numbers.
+      votes,
+      ...stampsOf(
+        judged.map((j) => j.judgment),
+        choice.graph,
+        ctx.router,
+      ),
+      scores: judged.map((j) => j.judgment.score ?? fallback),
+      // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
+      extra_logs: {
+        judge_failed: judged.map((j) => (isFailure(j) ? 1 : 0)),
+        rejected_input: judged.map((j) => (j.judgment.status === 'rejected_input' ? 1 : 0)),
+        // A deciding reply that contradicts itself: a rising mean is a judge (or prompt) problem.
+        incoherent: judged.map((j) => (j.judgment.incoherent ? 1 : 0)),
+        cached: judged.map((j) => (j.cached ? 1 : 0)),
+        score: judged.map((j) => j.judgment.score ?? 0),
+        latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
+        // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
+        reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
+        ...rejectionLogs(judged),
+        cancelled: judged.map((j) => (isCancelledItem(j) ? 1 : 0)),
+        votes: votes.map((v) => v.length),
+        votes_match_share: votes.map((v) =>
+          v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
+        ),
+      },
+    };
+  });
+
+  app.post('/slime', async (request, reply) => {
+    const choice = graphFor(request.query);
+    const body = parseOr400(schemas.Slime, request.body);
+    const { groundTruth, question } = labelParts(body.label, schemas, ['label']);
+    const judged = await service.judgeOne(
+      {
+        graph: choice,
+        input: {
+          question: question ?? questionFromMessages(body.prompt),
+          candidate: withPromptTrace(stripChatTokens(body.response), body.prompt, config.reasoningFormat),
+          groundTruth,
+        },
+      },
+      {
+        // Cancellable by its rollout_id too (POST /v1/cancel {"request_ids"}).
+        ...requestControls(ctx, request, reply, '/slime', {
+          request_id: body.rollout_id === undefined ? undefined : String(body.rollout_id),
+        }),
+        idempotencyKey: idempotencyKey('slime', request, body.rollout_id),
+        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+      },
+    );
+    if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
+    const j = judged.judgment;
+    return {
+      reward: isCancelledItem(judged) ? null : (j.reward ?? failureReward ?? 0),
+      ...judgeSummary(judged, choice, ctx.router.name),
+      votes: votesOf(j),
+      ...stampsOf([j], choice.graph, ctx.router),
+      ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
+    };
+  });
+
+  app.post('/verify', async (request, reply) => {
+    const choice = graphFor(request.query);
+    const body = parseOr400(schemas.Verify, request.body);
+    // The answer is the last assistant `message` item: never a `reasoning` or `function_call` item, nor an
+    // earlier message (a preamble before a tool call).
+    const texts: string[] = [];
+    for (const item of body.response.output) {
+      if (item.type !== 'message' || (item.role !== undefined && item.role !== 'assistant')) continue;
+      const content = item.content;
+      texts.length = 0;
+      if (typeof content === 'string') texts.push(content);
+      else if (content !== undefined) texts.push(partsText(content));
+    }
+    const input = body.responses_create_params.input;
+    const question =
+      body.question ??
+      questionFromMessages(
+        typeof input === 'string'
+          ? input
+          : input.map((m) => ({ role: m.role ?? 'user', content: m.content })),
+      );
+    const judged = await service.judgeOne(
+      {
+        graph: choice,
+        input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
+      },
+      {
+        ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),
+        idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
+        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+      },
+    );
+    const j = judged.judgment;
+    const judge = judgeSummary(judged, choice, ctx.router.name);
+    const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
+    if (j.reward !== null) return { ...body, reward: j.reward, judge, ...stamps };
+    // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
+    // failures file via _ng_failure_class) instead of training on a made-up 0.
+    return {
+      ...body,
+      reward: failureReward ?? 0,
+      instance_config: { ...body.instance_config, mask_sample: true },
+      failure_reason: j.error?.message ?? j.status,
+      _ng_failure_class: isCancelledItem(judged) ? 'cancelled' : 'judge_failed',
+      judge,
+      ...stamps,
+      ...(isCancelledItem(judged) ? { reward: null } : {}),
+    };
+  });
+}

@@ -1,0 +1,629 @@
+/**
+ * Every Prometheus metric of the service (DESIGN §7), on its own Registry so each app (and each test) gets
+ * fresh counters. Labels take bounded values only: route patterns, status codes, preset names or `custom`,
+ * roles, models from config (capped), outcomes and statuses.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+import type { PairJudgment } from '../../judge/compare.js';
+import { REJECTION_REASONS } from '../../judge/degenerate.js';
+import type { Backend, CallEvent, Judgment, ReplicaSnapshot, RetryEvent } from '../../judge/types.js';
+import type { StateObserver } from '../../state/types.js';
+
+/**
+ * prom-client's default gauges whose `_total` suffix breaks the Prometheus rule that only counters end in
+ * `_total` (`promtool check metrics`). Each is the sum over `type` of the labelled gauge of the same name
+ * without the suffix (`sum(nodejs_active_handles)`), so leaving them out loses nothing.
+ */
+const MISNAMED_DEFAULT_GAUGES = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
+/** Distinct model / role label values kept before the rest are reported as `other`. */
+const MAX_LABEL_VALUES = 32;
+
+/** Caps the number of distinct values a label can take (a routing file or inline graph names models). */
+function boundedLabel(max: number): (value: string) => string {
+  const seen = new Set<string>();
+  return (value) => {
+    if (seen.has(value)) return value;
+    if (seen.size >= max) return 'other';
+    seen.add(value);
+    return value;
+  };
+}
+
+/** Running mean of the last `size` rewards (ring buffer). */
+class RecentWindow {
+  readonly #values: Float64Array;
+  #count = 0;
+  #next = 0;
+  #sum = 0;
+  constructor(size: number) {
+    this.#values = new Float64Array(size);
+  }
+  push(value: number): number {
+    if (this.#count === this.#values.length) this.#sum -= this.#values[this.#next] ?? 0;
+    else this.#count += 1;
+    this.#values[this.#next] = value;
+    this.#sum += value;
+    this.#next = (this.#next + 1) % this.#values.length;
+    return this.#sum / this.#count;
+  }
+}
+
+export interface Metrics {
+  registry: Registry;
+  requests: Counter<'route' | 'code'>;
+  requestDuration: Histogram<'route'>;
+  /** Error answers by route pattern and RW_* code (the HTTP status alone hides e.g. a prompt mismatch). */
+  requestErrors: Counter<'route' | 'code'>;
+  judgments: Counter<'graph' | 'status' | 'verdict'>;
+  judgmentDuration: Histogram<'graph'>;
+  llmCalls: Counter<'role' | 'model' | 'outcome'>;
+  llmCallDuration: Histogram<'role' | 'model'>;
+  llmTokens: Counter<'role' | 'model' | 'kind'>;
+  cachedPromptTokens: Counter<'backend' | 'role'>;
+  cacheLookups: Counter<'result'>;
+  inflightJudgments: Gauge;
+  queueDepth: Gauge;
+  /** Seconds the admitted backlog needs at the measured drain rate. */
+  predictedWait: Gauge;
+  /** Estimated judge capacity, backend calls per second. */
+  drainRate: Gauge;
+  admissionRefusals: Counter<'reason'>;
+  idempotencyLookups: Counter<'result'>;
+  recentMean: Gauge<'graph'>;
+  /** Transcript lines that could not be written (the reward is still answered). */
+  transcriptErrors: Counter;
+  /** Computed judgments in which a deciding reply contradicts itself (confidence < 0.5), by graph. */
+  incoherentJudgments: Counter<'graph'>;
+  /** Backend retries wanted, by backend and result (`allowed` or `denied` by the retry budget). */
+  backendRetries: Counter<'backend' | 'result'>;
+  /** Feeds reward_backend_retries_total; pass as the engine's JudgeObserver.onRetry. */
+  observeRetry(event: RetryEvent): void;
+  comparisons: Counter<'criterion' | 'status'>;
+  positionBiasEvents: Counter<'criterion'>;
+  comparisonDuration: Histogram<'criterion'>;
+  comparisonCacheLookups: Counter<'result'>;
+  rankPositionBiasRate: Histogram<'route' | 'criterion'>;
+  /** Counts one computed pairwise comparison (both orders) under its criterion. */
+  observeComparison(criterion: string, judgment: PairJudgment): void;
+  /** 1 while REDIS_URL is set but Redis is unreachable (judging continues on local state). */
+  sharedStateDegraded: Gauge;
+  sharedStateErrors: Counter<'op'>;
+  /** JUDGE_TOKEN_BUDGET: tokens left in the current window (absent without a budget). */
+  budgetRemainingTokens: Gauge<'window_s'>;
+  /** JUDGE_TOKEN_BUDGET: the budget of a window (absent without a budget), for alerts on the share left. */
+  budgetLimitTokens: Gauge<'window_s'>;
+  /** Feeds the reward_shared_state_* metrics; pass to `createRedisState`. */
+  stateObserver: StateObserver;
+  /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
+  observeCall(event: CallEvent): void;
+  /** Counts one computed judgment under its graph label (a preset name or `custom`). */
+  observeJudgment(graph: string, judgment: Judgment): void;
+  /** Reads the backends' per-replica state at every scrape (reward_backend_replica_*). */
+  watchBackends(source: () => readonly Backend[]): void;
+  /** Candidates answered `rejected_input` (a real 0, no LLM call), by reason; every reason starts at 0. */
+  rejectedInputs: Counter<'reason'>;
+  /** Judgments (and comparisons) POST /v1/cancel aborted, by route of the cancelled request. */
+  cancelledJudgments: Counter<'route'>;
+  /** Canaries, quarantine, audits and drift (docs/integrity.md). */
+  integrity: IntegrityMetrics;
+}
+
+/** One graph's drift gauges over the recent window; null where undefined (no judgment, no variance). */
+export interface DriftReading {
+  graph: string;
+  acceptRate: number | null;
+  candidateChars: number | null;
+  lengthRewardCorrelation: number | null;
+  rejectedInputRate: number | null;
+}
+
+export interface IntegrityMetrics {
+  canaryJudgments: Counter<'backend' | 'replica' | 'outcome'>;
+  canaryMemberStances: Counter<'node' | 'role' | 'label' | 'outcome'>;
+  suspectJudgments: Counter<'backend' | 'replica'>;
+  canaryFleetAlert: Gauge;
+  auditJudgments: Counter<'outcome' | 'first_verdict'>;
+  /** Read at every scrape (reward_drift_*). */
+  watchDrift(source: () => readonly DriftReading[]): void;
+}
+
+function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
+  let driftSource: () => readonly DriftReading[] = () => [];
+  const driftGauge = (name: string, help: string, read: (d: DriftReading) => number | null): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['graph'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const d of driftSource()) {
+          const value = read(d);
+          if (value !== null) this.labels(d.graph).set(value);
+        }
+      },
+    });
+  };
+  driftGauge(
+    'reward_drift_accept_rate',
+    'Share of reward 1 among the recent window of computed judgments with a reward, by graph.',
+    (d) => d.acceptRate,
+  );
+  driftGauge(
+    'reward_drift_candidate_chars',
+    'Mean candidate length in characters over the recent window of computed judgments, by graph.',
+    (d) => d.candidateChars,
+  );
+  driftGauge(
+    'reward_drift_length_reward_correlation',
+    'Pearson correlation of candidate length and reward over the recent window (a policy learning to babble), by graph.',
+    (d) => d.lengthRewardCorrelation,
+  );
+  driftGauge(
+    'reward_drift_rejected_input_rate',
+    'Share of rejected_input (degenerate candidates) over the recent window of computed judgments, by graph.',
+    (d) => d.rejectedInputRate,
+  );
+  return {
+    canaryJudgments: new Counter({
+      name: 'reward_canary_judgments_total',
+      help: 'Canary judgments by the replica they were pinned to and outcome: correct, wrong (verdict ≠ label) or failed.',
+      labelNames: ['backend', 'replica', 'outcome'] as const,
+      registers,
+    }),
+    canaryMemberStances: new Counter({
+      name: 'reward_canary_member_stances_total',
+      help: 'Committee members’ stances on canaries, by node, role, the canary’s label and outcome (correct, wrong): online TPR/TNR.',
+      labelNames: ['node', 'role', 'label', 'outcome'] as const,
+      registers,
+    }),
+    suspectJudgments: new Counter({
+      name: 'reward_suspect_judgments_total',
+      help: 'Real judgments a replica produced since its last good canary, counted when it is quarantined.',
+      labelNames: ['backend', 'replica'] as const,
+      registers,
+    }),
+    canaryFleetAlert: new Gauge({
+      name: 'reward_canary_fleet_alert',
+      help: '1 while more replicas fail their canaries than may be quarantined (a fleet-wide drop): serving goes on.',
+      registers,
+    }),
+    auditJudgments: new Counter({
+      name: 'reward_audit_judgments_total',
+      help: 'Real judgments judged again in the background, by outcome (agree, disagree, failed) and the first verdict.',
+      labelNames: ['outcome', 'first_verdict'] as const,
+      registers,
+    }),
+    watchDrift(source) {
+      driftSource = source;
+    },
+  };
+}
+
+const CIRCUIT_STATE = { closed: 0, half_open: 1, open: 2 } as const satisfies Record<
+  ReplicaSnapshot['state'],
+  number
+>;
+
+export interface MetricsOptions {
+  /** Judgments behind reward_recent_mean (default 512). */
+  recentWindow?: number | undefined;
+}
+
+/** Builds a fresh Registry with every metric plus prom-client's default process metrics (less three). */
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(name);
+  const registers = [registry];
+  const windowSize = options.recentWindow ?? 512;
+
+  const requests = new Counter({
+    name: 'reward_requests_total',
+    help: 'HTTP requests answered, by route pattern and status code.',
+    labelNames: ['route', 'code'] as const,
+    registers,
+  });
+  const requestErrors = new Counter({
+    name: 'reward_request_errors_total',
+    help: 'Error answers by route pattern and error code (RW_CLIENT_ABORTED: counted, nothing sent).',
+    labelNames: ['route', 'code'] as const,
+    registers,
+  });
+  const requestDuration = new Histogram({
+    name: 'reward_request_duration_seconds',
+    help: 'HTTP request duration by route pattern.',
+    labelNames: ['route'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const judgments = new Counter({
+    name: 'reward_judgments_total',
+    help: 'Judgments computed (cache hits excluded), by graph, status and verdict (`none` on failure).',
+    labelNames: ['graph', 'status', 'verdict'] as const,
+    registers,
+  });
+  const judgmentDuration = new Histogram({
+    name: 'reward_judgment_duration_seconds',
+    help: 'Duration of one computed judgment, by graph.',
+    labelNames: ['graph'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const llmCalls = new Counter({
+    name: 'reward_llm_calls_total',
+    help: 'LLM calls made by judge nodes (re-asks included), by role, model and outcome (ok or an RW_* code).',
+    labelNames: ['role', 'model', 'outcome'] as const,
+    registers,
+  });
+  const llmCallDuration = new Histogram({
+    name: 'reward_llm_call_duration_seconds',
+    help: 'LLM call duration (retries included), by role and model.',
+    labelNames: ['role', 'model'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const llmTokens = new Counter({
+    name: 'reward_llm_tokens_total',
+    help: 'Tokens reported by the backend, by role, model and kind (prompt or completion).',
+    labelNames: ['role', 'model', 'kind'] as const,
+    registers,
+  });
+  const cachedPromptTokens = new Counter({
+    name: 'reward_backend_cached_prompt_tokens_total',
+    help:
+      'Prompt tokens the backend served from its prefix cache (usage.prompt_tokens_details.cached_tokens), ' +
+      'by backend and role; calls whose backend does not report the field are not counted.',
+    labelNames: ['backend', 'role'] as const,
+    registers,
+  });
+  const cacheLookups = new Counter({
+    name: 'reward_cache_lookups_total',
+    help: 'Judgment lookups: hit (completed judgment cached), coalesced (joined one in flight), miss (computed).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const inflightJudgments = new Gauge({
+    name: 'reward_inflight_judgments',
+    help: 'Judgments running now (holding a run slot).',
+    registers,
+  });
+  const queueDepth = new Gauge({
+    name: 'reward_queue_depth',
+    help: 'Judgments admitted and waiting for a run slot.',
+    registers,
+  });
+  const predictedWait = new Gauge({
+    name: 'reward_predicted_wait_seconds',
+    help: 'Seconds the admitted backlog needs at the measured drain rate; above the request deadline, new work is refused.',
+    registers,
+  });
+  const drainRate = new Gauge({
+    name: 'reward_drain_calls_per_second',
+    help: 'Estimated judge capacity in backend calls per second (measured while backlogged, else modelled).',
+    registers,
+  });
+  const admissionRefusals = new Counter({
+    name: 'reward_admission_refusals_total',
+    help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late), memory (queue full) or priority (HIGH_PRIORITY_SHARE).',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const idempotencyLookups = new Counter({
+    name: 'reward_idempotency_lookups_total',
+    help: 'Requests carrying an idempotency id: hit (same id and items answered within the window, by this process or, with REDIS_URL, another) or miss.',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const recentMean = new Gauge({
+    name: 'reward_recent_mean',
+    // WORKERS>1: the mean over workers' windows (each sees a round-robin share of the traffic).
+    aggregator: 'average',
+    help: 'Mean reward of the last RECENT_WINDOW judgments that carry a reward (ok, rejected_input), by graph.',
+    labelNames: ['graph'] as const,
+    registers,
+  });
+  const transcriptErrors = new Counter({
+    name: 'reward_transcript_write_errors_total',
+    help: 'Transcript lines that could not be written.',
+    registers,
+  });
+
+  // Replica metrics are read from the backends at scrape time: the engine keeps the counts, so the
+  // transport needs no metrics dependency. Labels: backend names and replica hosts, both from config.
+  let backendSource: () => readonly Backend[] = () => [];
+  const snapshots = (): ReplicaSnapshot[] => backendSource().flatMap((b) => b.replicas?.() ?? []);
+  const replicaGauge = (name: string, help: string, read: (r: ReplicaSnapshot) => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['backend', 'replica'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const r of snapshots()) this.labels(r.backend, r.replica).set(read(r));
+      },
+    });
+  };
+  replicaGauge(
+    'reward_backend_replica_up',
+    'Whether the replica takes calls: 1 while its circuit is closed or half-open, 0 while open.',
+    (r) => (r.state === 'open' ? 0 : 1),
+  );
+  replicaGauge(
+    'reward_backend_replica_circuit_state',
+    'Circuit breaker state of the replica: 0 closed, 1 half-open (probing), 2 open.',
+    (r) => CIRCUIT_STATE[r.state],
+  );
+  replicaGauge(
+    'reward_backend_replica_inflight',
+    'HTTP attempts in flight to the replica.',
+    (r) => r.inflight,
+  );
+  replicaGauge(
+    'reward_backend_replica_waiting',
+    'Calls queued in this server for one of the replica’s in-flight slots.',
+    (r) => r.waiting,
+  );
+  replicaGauge(
+    'reward_backend_replica_inflight_limit',
+    'Adaptive in-flight limit of the replica (AIMD on latency; at most max_inflight).',
+    (r) => r.limit,
+  );
+  new Counter({
+    name: 'reward_backend_replica_attempts_total',
+    help: 'HTTP attempts to the replica by outcome: ok, unparsable, timeout, connection, http_429, http_503, http_5xx, http_4xx, deadline, aborted.',
+    labelNames: ['backend', 'replica', 'outcome'] as const,
+    registers,
+    collect() {
+      // Cumulative counts kept by the replica: re-stated at each scrape, so they never go down.
+      this.reset();
+      for (const r of snapshots()) {
+        for (const [outcome, n] of r.attempts) this.labels(r.backend, r.replica, outcome).inc(n);
+      }
+    },
+  });
+  replicaGauge(
+    'reward_backend_replica_quarantined',
+    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
+    (r) => (r.quarantined === true ? 1 : 0),
+  );
+  const integrity = createIntegrityMetrics(registers);
+  new Counter({
+    name: 'reward_backend_replica_circuit_opens_total',
+    help: 'Times the replica’s circuit breaker opened.',
+    labelNames: ['backend', 'replica'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of snapshots()) this.labels(r.backend, r.replica).inc(r.circuitOpens);
+    },
+  });
+  new Counter({
+    name: 'reward_backend_response_format_switches_total',
+    help: 'Times the replica’s response format switched: to json_object on evidence that it refuses the schema, back to json_schema when a re-probe is accepted.',
+    labelNames: ['backend', 'replica', 'to'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of snapshots()) {
+        for (const [to, n] of r.responseFormatSwitches ?? []) this.labels(r.backend, r.replica, to).inc(n);
+      }
+    },
+  });
+  new Counter({
+    name: 'reward_backend_staggered_calls_total',
+    help: 'Calls held back briefly so a sibling call with the same prompt prefix could prefill it first.',
+    labelNames: ['backend'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const b of backendSource()) {
+        const n = b.staggeredCalls?.();
+        if (n !== undefined) this.labels(b.name).inc(n);
+      }
+    },
+  });
+  const incoherentJudgments = new Counter({
+    name: 'reward_incoherent_judgments_total',
+    help: 'Computed judgments in which a deciding reply gave its own stance a confidence below 0.5 (no_match with P(match) 0.9), by graph.',
+    labelNames: ['graph'] as const,
+    registers,
+  });
+  const backendRetries = new Counter({
+    name: 'reward_backend_retries_total',
+    help: 'Retries of judge backend calls, by backend and result: allowed or denied by the retry budget.',
+    labelNames: ['backend', 'result'] as const,
+    registers,
+  });
+  const sharedStateDegraded = new Gauge({
+    name: 'reward_shared_state_degraded',
+    help: 'REDIS_URL is set but Redis is unreachable: 1 while judging runs on local state (cache, leases, buckets).',
+    // WORKERS>1: 1 when any worker is degraded.
+    aggregator: 'max',
+    registers,
+  });
+  const sharedStateErrors = new Counter({
+    name: 'reward_shared_state_errors_total',
+    help: 'Shared-state operations that failed and were answered from local state, by store (judgments, leases, buckets, idempotency, flush, decode).',
+    labelNames: ['op'] as const,
+    registers,
+  });
+
+  const budgetRemainingTokens = new Gauge({
+    name: 'reward_budget_remaining_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens left in the current window, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1: the worker with the least left (without REDIS_URL each worker has its share).
+    aggregator: 'min',
+    registers,
+  });
+  const budgetLimitTokens = new Gauge({
+    name: 'reward_budget_limit_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens a window allows, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1 without REDIS_URL: a worker's share, the budget reward_budget_remaining_tokens is left of.
+    aggregator: 'min',
+    registers,
+  });
+
+  const comparisons = new Counter({
+    name: 'reward_comparisons_total',
+    help: 'Pairwise comparisons computed (both orders; cache hits excluded), by criterion and status.',
+    labelNames: ['criterion', 'status'] as const,
+    registers,
+  });
+  const positionBiasEvents = new Counter({
+    name: 'reward_position_bias_events_total',
+    help: 'Computed comparisons whose two orders disagreed (counted as ties), by criterion.',
+    labelNames: ['criterion'] as const,
+    registers,
+  });
+  const comparisonDuration = new Histogram({
+    name: 'reward_comparison_duration_seconds',
+    help: 'Duration of one computed comparison (both orders), by criterion.',
+    labelNames: ['criterion'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const comparisonCacheLookups = new Counter({
+    name: 'reward_comparison_cache_lookups_total',
+    help: 'Comparison lookups: hit (cached), coalesced (joined one in flight), miss (computed).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const rankPositionBiasRate = new Histogram({
+    name: 'reward_rank_position_bias_rate',
+    help: 'Per ranking request: share of its judged comparisons whose two orders disagreed, by route and criterion.',
+    labelNames: ['route', 'criterion'] as const,
+    buckets: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1],
+    registers,
+  });
+
+  const rejectedInputs = new Counter({
+    name: 'reward_rejected_inputs_total',
+    help: 'Candidates answered rejected_input (a real 0 without an LLM call) per request item or ranked candidate, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  for (const reason of REJECTION_REASONS) rejectedInputs.labels(reason).inc(0);
+  const cancelledJudgments = new Counter({
+    name: 'reward_cancelled_judgments_total',
+    help: 'Judgments (and comparisons) aborted by POST /v1/cancel because only cancelled requests waited for them, by route of the cancelled request.',
+    labelNames: ['route'] as const,
+    registers,
+  });
+
+  const modelLabel = boundedLabel(MAX_LABEL_VALUES);
+  const roleLabel = boundedLabel(MAX_LABEL_VALUES);
+  const backendLabel = boundedLabel(MAX_LABEL_VALUES);
+  const windows = new Map<string, RecentWindow>();
+
+  return {
+    registry,
+    cancelledJudgments,
+    requests,
+    requestErrors,
+    requestDuration,
+    judgments,
+    judgmentDuration,
+    llmCalls,
+    llmCallDuration,
+    llmTokens,
+    cachedPromptTokens,
+    cacheLookups,
+    inflightJudgments,
+    queueDepth,
+    predictedWait,
+    drainRate,
+    admissionRefusals,
+    idempotencyLookups,
+    recentMean,
+    transcriptErrors,
+    incoherentJudgments,
+    backendRetries,
+    observeRetry(event) {
+      backendRetries.labels(backendLabel(event.backend), event.allowed ? 'allowed' : 'denied').inc();
+    },
+    comparisons,
+    positionBiasEvents,
+    comparisonDuration,
+    comparisonCacheLookups,
+    rankPositionBiasRate,
+    observeComparison(criterion, judgment) {
+      comparisons.labels(criterion, judgment.status).inc();
+      comparisonDuration.labels(criterion).observe(judgment.latencyMs / 1000);
+      if (judgment.positionBias) positionBiasEvents.labels(criterion).inc();
+    },
+    sharedStateDegraded,
+    sharedStateErrors,
+    budgetRemainingTokens,
+    budgetLimitTokens,
+    stateObserver: {
+      onDegraded: (degraded) => sharedStateDegraded.set(degraded ? 1 : 0),
+      onError: (op) => sharedStateErrors.labels(op).inc(),
+    },
+    observeCall(event) {
+      const role = roleLabel(event.role);
+      const model = modelLabel(event.model);
+      llmCalls.labels(role, model, event.outcome).inc();
+      llmCallDuration.labels(role, model).observe(event.latencyMs / 1000);
+      if (event.promptTokens > 0) llmTokens.labels(role, model, 'prompt').inc(event.promptTokens);
+      if (event.completionTokens > 0) llmTokens.labels(role, model, 'completion').inc(event.completionTokens);
+      // A reported 0 creates the series (the backend reports the field); unreported leaves it absent.
+      if (event.cachedPromptTokens !== null) {
+        cachedPromptTokens.labels(backendLabel(event.backend), role).inc(event.cachedPromptTokens);
+      }
+    },
+    watchBackends(source) {
+      backendSource = source;
+    },
+    rejectedInputs,
+    integrity,
+    observeJudgment(graph, judgment) {
+      judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
+      judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);
+      if (judgment.incoherent) incoherentJudgments.labels(graph).inc();
+      if (judgment.reward !== null) {
+        let window = windows.get(graph);
+        if (window === undefined) {
+          window = new RecentWindow(windowSize);
+          windows.set(graph, window);
+        }
+        recentMean.labels(graph).set(window.push(judgment.reward));
+      }
+    },
+  };
+}
+
+/** The primary's own metrics under WORKERS>1, merged into every worker's /metrics answer. */
+export interface ClusterMetrics {
+  registry: Registry;
+  workers: Gauge;
+  restarts: Counter<'reason'>;
+}
+
+export function createClusterMetrics(): ClusterMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  return {
+    registry,
+    workers: new Gauge({
+      name: 'reward_workers',
+      help: 'Worker processes alive (WORKERS>1).',
+      registers,
+    }),
+    restarts: new Counter({
+      name: 'reward_worker_restarts_total',
+      help: 'Workers that died and were replaced, by reason: crash (non-zero exit), signal (killed), exit (exited 0 unasked).',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+  };
+}

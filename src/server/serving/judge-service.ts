@@ -1,0 +1,585 @@
+/**
+ * The serving-side judging service: coalescing (LRU + single-flight), admission by predicted completion
+ * (whole request or nothing), the per-request deadline, idempotent retries, metrics and transcripts.
+ * Routes hand it items and get one `JudgedItem` per item back, in order; it never rejects for a judge
+ * failure, only for overload.
+ *
+ * A flight (one judgment in progress) runs under the latest deadline of the requests waiting for it: a
+ * retry that joins it extends it. A request with an idempotency id (`request_id`, `rollout_id`, a NeMo-Gym
+ * rollout index, an `Idempotency-Key` header) is remembered for IDEMPOTENCY_WINDOW_MS: a retry with the
+ * same id and the same items gets the completed judgments back even after the LRU dropped them, and when
+ * its client disconnects, its flights are held for IDEMPOTENCY_LINGER_MS so the retry can join them. With
+ * REDIS_URL the records are shared (`idempotency.ts`), and judgments another process is computing (a retry
+ * that landed here, a duplicate) are waited for through their leases, not admitted (or refused) as new work.
+ */
+import { randomUUID } from 'node:crypto';
+
+import { RewardError } from '../../errors.js';
+import { JudgmentCache } from '../../judge/cache.js';
+import { prepareInput, type ReasoningFormat } from '../../judge/candidate.js';
+import type { CompiledGraph } from '../../judge/graph.js';
+import { failedJudgment } from '../../judge/judgment.js';
+import { judgmentKey } from '../../judge/key.js';
+import { runJudgment, type RunOptions } from '../../judge/run.js';
+import type { Judgment, JudgmentInput, Router } from '../../judge/types.js';
+import {
+  admitWhole,
+  callObserver,
+  overloadError,
+  type Admission,
+  type Refusal,
+  type Ticket,
+} from '../admission/admission.js';
+import {
+  createIdempotencyRecords,
+  itemsDigest,
+  type IdempotencyOptions,
+  type Recalled,
+} from './idempotency.js';
+import type { Metrics } from '../observe/metrics.js';
+import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
+import type { Lane } from '../admission/priority.js';
+import { createRequestScope, DeadlineReached } from './request-scope.js';
+import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
+import type { IdempotencyStore } from '../../state/types.js';
+import { toTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
+
+/** A graph as a request chose it: the compiled graph and its metrics label (preset name or `custom`). */
+export interface GraphChoice {
+  graph: CompiledGraph;
+  label: string;
+}
+
+export interface JudgeItem {
+  graph: GraphChoice;
+  input: JudgmentInput;
+  /** Set by `judge` once the input is prepared (src/judge/candidate.ts): the engine does not prepare it again. */
+  prepared?: RunOptions['prepared'];
+}
+
+/** One item's answer. `judgmentId` is null when no judgment ran for it (deadline reached while waiting). */
+export interface JudgedItem {
+  judgmentId: string | null;
+  judgment: Judgment;
+  /** True when this request did not compute it: an LRU hit or a flight shared with another item/request. */
+  cached: boolean;
+  /** Code points of the item's reasoning trace before its answer (src/judge/candidate.ts); 0 without one. */
+  reasoningChars?: number | undefined;
+}
+
+export interface JudgeRequest {
+  items: readonly JudgeItem[];
+  /** Absolute deadline, epoch ms; unfinished items come back `timeout`. */
+  deadline: number;
+  /** Aborts when the client goes away: the request lets go of its flights. */
+  signal?: AbortSignal | undefined;
+  requestId?: string | undefined;
+  /**
+   * Idempotency id, scoped by the caller (e.g. `reward:<request_id>`): a retry with the same id and the
+   * same items joins or replays this request's judgments.
+   */
+  idempotencyKey?: string | undefined;
+  /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
+  cancel?: AbortSignal | undefined;
+  /** The priority lane of the request's new judgments (priority.ts); default normal. */
+  priority?: Lane | undefined;
+}
+
+export interface JudgeService {
+  judge(request: JudgeRequest): Promise<JudgedItem[]>;
+  /** `judge` for a single item. */
+  judgeOne(item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem>;
+  /** Aborts every judgment in flight (shutdown after the grace period). */
+  abortAll(): void;
+  readonly cache: JudgmentCache<StoredJudgment>;
+}
+
+export interface StoredJudgment {
+  id: string;
+  judgment: Judgment;
+}
+
+export interface JudgeServiceOptions {
+  router: Router;
+  metrics: Metrics;
+  admission: Admission;
+  cacheSize: number;
+  candidateLimits: { minChars: number; maxChars: number };
+  /** REASONING_FORMAT: where a candidate's reasoning trace ends (default `auto`). */
+  reasoningFormat?: ReasoningFormat | undefined;
+  transcripts?: TranscriptSink | undefined;
+  onInternalError?: ((err: unknown) => void) | undefined;
+  /** Called on every refusal (the app rate-limits the log line). */
+  onRefusal?: ((refusal: Refusal) => void) | undefined;
+  /** Epoch-ms clock (default Date.now); the same one as the request deadlines. */
+  now?: (() => number) | undefined;
+  idempotency?: IdempotencyOptions | undefined;
+  /** REDIS_URL: the cache and single-flight shared with other workers and replicas. */
+  shared?: SharedJudgments | undefined;
+  /** REDIS_URL: idempotency records shared with other workers and replicas. */
+  sharedRecords?: IdempotencyStore | undefined;
+  /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
+  onAbandoned?: (() => void) | undefined;
+  /** Told about every judgment computed here (not cache hits): canaries, audits, drift (`integrity.ts`). */
+  onComputed?: ((item: JudgeItem, stored: StoredJudgment) => void) | undefined;
+}
+
+const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536, maxItems: 10_000 };
+
+/** How often a request takes over a judgment another process's deadline cut short. */
+const MAX_TAKEOVERS = 2;
+/** ... when at least this much of its own deadline is left (less could not finish a judgment anyway). */
+const TAKEOVER_MIN_MS = 1000;
+
+function isCacheable(stored: StoredJudgment): boolean {
+  return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
+}
+
+type SyntheticCode =
+  'RW_JUDGE_TIMEOUT' | 'RW_CLIENT_ABORTED' | 'RW_SHUTTING_DOWN' | 'RW_OVERLOADED' | 'RW_INTERNAL';
+type SyntheticStatus = 'timeout' | 'judge_error' | 'overloaded';
+
+/** Why a request got no judgment for an item. Only the last case is a bug worth logging. */
+function classify(
+  err: unknown,
+  request: AbortSignal,
+): { status: SyntheticStatus; code: SyntheticCode; message: string; internal: boolean } {
+  if (request.reason instanceof DeadlineReached) {
+    return {
+      status: 'timeout',
+      code: 'RW_JUDGE_TIMEOUT',
+      message: 'request deadline reached before the judgment finished',
+      internal: false,
+    };
+  }
+  if (request.aborted) {
+    return {
+      status: 'judge_error',
+      code: 'RW_CLIENT_ABORTED',
+      message: 'aborted by the caller',
+      internal: false,
+    };
+  }
+  if (err instanceof RewardError && err.code === 'RW_JUDGE_TIMEOUT') {
+    // Waited for another replica's judgment (a shared lease) until the deadline.
+    return { status: 'timeout', code: 'RW_JUDGE_TIMEOUT', message: err.message, internal: false };
+  }
+  if (err instanceof RewardError && err.code === 'RW_OVERLOADED') {
+    // Taken over from another process that gave it up, when this one had no room for it.
+    return { status: 'overloaded', code: 'RW_OVERLOADED', message: err.message, internal: false };
+  }
+  if (err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN') {
+    // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
+    return { status: 'judge_error', code: 'RW_SHUTTING_DOWN', message: err.message, internal: false };
+  }
+  return { status: 'judge_error', code: 'RW_INTERNAL', message: 'internal error', internal: true };
+}
+
+const SYNTHETIC_REASONS: Record<SyntheticStatus, { reason: string; stopReason: string }> = {
+  timeout: { reason: 'deadline', stopReason: 'deadline' },
+  judge_error: { reason: 'internal error', stopReason: 'node_failed' },
+  overloaded: { reason: 'overloaded', stopReason: 'not_admitted' },
+};
+
+/** A judgment that never ran: the deadline came first, there was no room for it, or something broke. */
+function syntheticFailure(
+  graph: CompiledGraph,
+  status: SyntheticStatus,
+  code: SyntheticCode,
+  message: string,
+  latencyMs: number,
+): Judgment {
+  return failedJudgment(graph, { status, code, message, ...SYNTHETIC_REASONS[status] }, { latencyMs });
+}
+
+/** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
+function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undefined>): JudgedItem[] {
+  return items.map(
+    (item, i) =>
+      results[i] ?? {
+        judgmentId: null,
+        judgment: syntheticFailure(item.graph.graph, 'judge_error', 'RW_INTERNAL', 'internal error', 0),
+        cached: false,
+      },
+  );
+}
+
+export function createJudgeService(options: JudgeServiceOptions): JudgeService {
+  const { router, metrics, admission, transcripts } = options;
+  const cache = new JudgmentCache<StoredJudgment>({
+    maxEntries: options.cacheSize,
+    isCacheable,
+    onAbandon: options.onAbandoned,
+  });
+  const observer = callObserver(metrics, admission);
+  const hit = metrics.cacheLookups.labels('hit');
+  const coalesced = metrics.cacheLookups.labels('coalesced');
+  const miss = metrics.cacheLookups.labels('miss');
+  const sharedHit = metrics.cacheLookups.labels('shared_hit');
+  const sharedCoalesced = metrics.cacheLookups.labels('shared_coalesced');
+  /** Judgments another process computed: the items that receive them are `cached` here. */
+  const fromElsewhere = new WeakSet<StoredJudgment>();
+
+  /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
+  const flightDeadlines = new Map<string, { at: number }>();
+  const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
+  const now = options.now ?? Date.now;
+  const records = createIdempotencyRecords({
+    ...idem,
+    shared: options.sharedRecords,
+    now,
+    onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
+  });
+
+  /**
+   * One flight. With a shared tier, first the cross-process lease: another holder's outcome is taken as
+   * it lands (no run slot held while waiting); else compute and hand the outcome to its waiters.
+   * `miss` counts the judgments this process computes.
+   */
+  const compute = async (
+    key: string,
+    item: JudgeItem,
+    signal: AbortSignal,
+    deadline: { at: number },
+    admitted: Ticket | undefined,
+    requestId: string | undefined,
+  ): Promise<StoredJudgment> => {
+    if (options.shared === undefined) {
+      miss.inc();
+      return computeHere(item, signal, deadline, admitted ?? admission.admit(item.graph.graph), requestId);
+    }
+    let flight: SharedFlight;
+    try {
+      flight = await acquireShared(key, signal, deadline);
+    } catch (err) {
+      admitted?.done(undefined);
+      throw err;
+    }
+    if (flight.kind === 'landed') {
+      admitted?.done(undefined);
+      // Stored by the time this process asked (its write raced our lookup) is a hit; waited for, coalesced.
+      (flight.waited ? sharedCoalesced : sharedHit).inc();
+      fromElsewhere.add(flight.stored);
+      return flight.stored;
+    }
+    let ticket = admitted;
+    if (ticket === undefined) {
+      // It was being computed elsewhere, and that process gave it up (its clients left, or it died): it is
+      // new work here now, admitted like any other, so a retry cannot queue past MAX_QUEUED_JUDGMENTS.
+      const decision = admission.decide([item.graph.graph], deadline.at - now());
+      if (!decision.ok) {
+        void flight.abandon();
+        throw refuse(decision.refusal, 1);
+      }
+      ticket = admission.admit(item.graph.graph);
+    }
+    miss.inc();
+    let stored: StoredJudgment;
+    try {
+      stored = await computeHere(item, signal, deadline, ticket, requestId);
+    } catch (err) {
+      void flight.abandon();
+      throw err;
+    }
+    // Aborted here (every waiter here left or was cancelled): a waiter elsewhere takes it over rather than
+    // receiving this process's abort as its outcome.
+    if (signal.aborted) {
+      void flight.abandon();
+      return stored;
+    }
+    // Not awaited: the answer does not wait for Redis (the local LRU already has it).
+    void flight.complete(stored, isCacheable(stored));
+    return stored;
+  };
+
+  /**
+   * The shared lease of `key`, or the outcome another process published. An outcome cut by that process's
+   * own deadline (status `timeout`) while this request still has time is not taken: this process asks again
+   * and, the lease being free, computes the judgment itself.
+   */
+  const acquireShared = async (
+    key: string,
+    signal: AbortSignal,
+    deadline: { at: number },
+  ): Promise<SharedFlight> => {
+    const shared = options.shared;
+    if (shared === undefined) throw new Error('no shared tier');
+    let flight = await shared.acquire(key, signal, deadline.at);
+    for (let i = 0; i < MAX_TAKEOVERS && flight.kind === 'landed'; i++) {
+      const cutShort = flight.stored.judgment.status === 'timeout';
+      if (!cutShort || deadline.at - now() < TAKEOVER_MIN_MS) break;
+      flight = await shared.acquire(key, signal, deadline.at);
+    }
+    return flight;
+  };
+
+  /** Wait for a run slot, run, count, write the transcript. */
+  const computeHere = (
+    item: JudgeItem,
+    signal: AbortSignal,
+    deadline: { at: number },
+    ticket: Ticket,
+    requestId: string | undefined,
+  ): Promise<StoredJudgment> =>
+    admission.run(
+      ticket,
+      signal,
+      () =>
+        runJudgment(item.graph.graph, item.input, {
+          router,
+          // Read again by the engine whenever it needs it: a joining retry moves it later.
+          get deadline() {
+            return deadline.at;
+          },
+          signal,
+          observer,
+          limits: options.candidateLimits,
+          reasoningFormat: options.reasoningFormat,
+          urgent: ticket.lane === 'high',
+          prepared: item.prepared,
+        }),
+      async (judgment) => {
+        metrics.observeJudgment(item.graph.label, judgment);
+        const stored: StoredJudgment = { id: randomUUID(), judgment };
+        options.onComputed?.(item, stored);
+        if (transcripts !== undefined)
+          await transcripts.write(
+            toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
+          );
+        return stored;
+      },
+    );
+
+  const refuse = (refusal: Refusal, n: number): RewardError =>
+    overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
+
+  /** The request's idempotency record: answered (completed judgments only, never failures). */
+  const remember = (id: string, items: string, results: readonly JudgedItem[]): void => {
+    records.answered(
+      id,
+      items,
+      results.map((r) =>
+        r.judgmentId !== null && isCacheable({ id: r.judgmentId, judgment: r.judgment })
+          ? { id: r.judgmentId, judgment: r.judgment }
+          : undefined,
+      ),
+    );
+  };
+
+  /** Completed judgments in the shared tier for keys this process has neither cached nor in flight. */
+  const lookupElsewhere = async (keys: readonly string[]): Promise<SharedLookup | undefined> => {
+    if (options.shared === undefined) return undefined;
+    const wanted = [...new Set(keys.filter((k) => !cache.has(k) && !cache.holds(k)))];
+    if (wanted.length === 0) return undefined;
+    const lookup = await options.shared.lookup(wanted);
+    for (const [key, stored] of lookup.found) cache.remember(key, stored);
+    return lookup;
+  };
+
+  /**
+   * What is judged (src/judge/candidate.ts), at the one door every route's items come through: each item's
+   * texts normalised and its candidate's final answer extracted before anything is keyed, cached or judged.
+   */
+  const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
+    const prepared = request.items.map((item) =>
+      prepareInput(item.input, { reasoningFormat: options.reasoningFormat, limits: options.candidateLimits }),
+    );
+    const judged = await judgePrepared({
+      ...request,
+      items: request.items.map((item, i) => {
+        const p = prepared[i];
+        return p === undefined
+          ? item
+          : { graph: item.graph, input: p.input, prepared: { rejection: p.rejection } };
+      }),
+    });
+    return judged.map((j, i) => {
+      const p = prepared[i];
+      if (p?.rejection !== undefined && j.judgment.status === 'rejected_input')
+        metrics.rejectedInputs.labels(p.rejection).inc();
+      return { ...j, reasoningChars: p?.reasoningChars ?? 0 };
+    });
+  };
+
+  const judgePrepared = async (request: JudgeRequest): Promise<JudgedItem[]> => {
+    const { items, deadline } = request;
+    const startedAt = Date.now();
+    const keys: string[] = [];
+    const results: Array<JudgedItem | undefined> = [];
+    /** Index of the item that starts each new flight. */
+    const starters = new Map<string, number>();
+    for (const item of items) keys.push(judgmentKey(item.graph.graph, item.input, router));
+    const id = request.idempotencyKey;
+    const itemsKey = id === undefined ? '' : itemsDigest(keys);
+    let hits = 0;
+    // Shared tier first (awaited, the record and the judgments in parallel), so that what follows stays
+    // synchronous: nothing awaits between the admission decision and the start of the flights.
+    let record: Recalled | undefined = id === undefined ? undefined : records.recallHere(id, itemsKey);
+    let elsewhere: SharedLookup | undefined;
+    if (options.shared !== undefined || options.sharedRecords !== undefined) {
+      const elsewhereRecord =
+        record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
+      // Items this process's record replays need no shared lookup (all of them: no round trip at all).
+      const replayed = record?.kind === 'here' ? record.done : undefined;
+      const unanswered = replayed === undefined ? keys : keys.filter((_, i) => replayed[i] === undefined);
+      [record, elsewhere] = await Promise.all([elsewhereRecord, lookupElsewhere(unanswered)]);
+    }
+    if (id !== undefined) metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
+    const replay = record?.kind === 'here' ? record.done : undefined;
+    let sharedHits = 0;
+    for (let i = 0; i < items.length; i++) {
+      const key = keys[i] ?? '';
+      // Found elsewhere just now (and remembered in the LRU by the lookup): a shared hit.
+      const remembered = replay?.[i];
+      const remote = remembered === undefined ? elsewhere?.found.get(key) : undefined;
+      const cached = remembered ?? remote ?? cache.get(key);
+      if (cached !== undefined) {
+        results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
+        hits += 1;
+        if (remote !== undefined) sharedHits += 1;
+      } else if (!cache.has(key) && !starters.has(key)) {
+        starters.set(key, i);
+      }
+    }
+    // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
+    // work: this process waits for them through their leases, holding no run slot, so they are not admitted
+    // (nor refused) here. Only keys nobody computes count against this server's capacity.
+    const graphs: CompiledGraph[] = [];
+    for (const [key, i] of starters) {
+      const item = items[i];
+      if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
+    }
+    // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
+    // starts, the unanswered items are `cancelled`.
+    if (isCancelled(request.cancel)) {
+      for (const [i, item] of items.entries()) {
+        results[i] ??= {
+          judgmentId: null,
+          judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+          cached: false,
+        };
+      }
+      return complete(items, results);
+    }
+    // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
+    const lane = request.priority ?? 'normal';
+    admitWhole(
+      admission,
+      graphs,
+      deadline - now(),
+      'judgments',
+      'split it into smaller requests',
+      { metrics, onRefusal: options.onRefusal },
+      lane,
+    );
+    if (hits > sharedHits) hit.inc(hits - sharedHits);
+    if (sharedHits > 0) sharedHit.inc(sharedHits);
+    const joined = items.length - hits - starters.size;
+    if (joined > 0) coalesced.inc(joined);
+    if (hits === items.length) {
+      const answered = complete(items, results);
+      if (id !== undefined) remember(id, itemsKey, answered);
+      return answered;
+    }
+
+    // A client that gave an idempotency id may retry: its flights are held a little for the retry to join.
+    const scope = createRequestScope({
+      deadline,
+      signal: request.signal,
+      fanOut: items.length,
+      cancel: request.cancel,
+      holdMs: () => (id === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now())),
+    });
+
+    const waits: Promise<void>[] = [];
+    for (const [i, item] of items.entries()) {
+      if (results[i] !== undefined) continue;
+      const key = keys[i] ?? '';
+      const own = starters.get(key) === i;
+      let flight: Promise<StoredJudgment> | undefined;
+      if (own) {
+        const flightDeadline = { at: deadline };
+        flightDeadlines.set(key, flightDeadline);
+        // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
+        // then, if the holder gives it up).
+        const ticket =
+          elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph, lane);
+        flight = cache.run(
+          key,
+          (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),
+          scope.signal,
+        );
+        const forget = (): void => {
+          if (flightDeadlines.get(key) === flightDeadline) flightDeadlines.delete(key);
+        };
+        flight.then(forget, forget);
+      } else {
+        flight = cache.join(key, scope.signal);
+        // The flight now also answers this request: it may run until this request's deadline.
+        const running = flightDeadlines.get(key);
+        if (flight !== undefined && running !== undefined && running.at < deadline) running.at = deadline;
+      }
+      const settle = (judged: JudgedItem): void => {
+        results[i] = judged;
+      };
+      // No flight to join (e.g. the request was already aborted and let go of it): `complete` answers the
+      // empty slot as a failure, never a reward.
+      if (flight === undefined) continue;
+      waits.push(
+        flight.then(
+          (stored) =>
+            settle({
+              judgmentId: stored.id,
+              judgment: stored.judgment,
+              cached: !own || fromElsewhere.has(stored),
+            }),
+          (err: unknown) => {
+            if (isCancelled(scope.signal)) {
+              settle({
+                judgmentId: null,
+                judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+                cached: false,
+              });
+              return;
+            }
+            const failure = classify(err, scope.signal);
+            if (failure.internal) options.onInternalError?.(err);
+            settle({
+              judgmentId: null,
+              judgment: syntheticFailure(
+                item.graph.graph,
+                failure.status,
+                failure.code,
+                failure.message,
+                Date.now() - startedAt,
+              ),
+              cached: false,
+            });
+          },
+        ),
+      );
+    }
+    try {
+      await Promise.all(waits);
+    } finally {
+      scope.end();
+    }
+    const answered = complete(items, results);
+    if (id !== undefined) remember(id, itemsKey, answered);
+    return answered;
+  };
+
+  const judgeOne = async (item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem> => {
+    const [judged] = await judge({ ...scope, items: [item] });
+    if (judged === undefined) throw new Error('judge service returned no item');
+    return judged;
+  };
+
+  return {
+    judge,
+    judgeOne,
+    cache,
+    // A RewardError, so the judgments it cuts report RW_SHUTTING_DOWN rather than a caller's abort.
+    abortAll: () => cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
+  };
+}
