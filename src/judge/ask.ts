@@ -98,7 +98,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           signal: options.signal,
           deadline: options.deadline,
           observer: options.observer,
-          ...(options.urgent === true ? { priority: URGENT_PRIORITY } : {}),
+          ...(options.urgent === true ? { priority: URGENT_PRIORITY, urgent: true } : {}),
         },
       );
     } catch (err) {

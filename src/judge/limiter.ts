@@ -16,6 +16,7 @@ import { RewardError } from '../errors.js';
 import { createLocalBuckets } from '../state/local.js';
 import type { BucketSpec, BucketStore } from '../state/types.js';
 import type { ChatMessage } from './types.js';
+import type { InflightControl } from './inflight-control.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
 
 export interface LimiterOptions extends RateBucketOptions {
@@ -23,6 +24,11 @@ export interface LimiterOptions extends RateBucketOptions {
   maxInflight: number;
   /** Adapt the limit below the ceiling (AIMD). Default off (the limit is `maxInflight`). */
   adaptive?: AdaptiveOptions | false | undefined;
+  /**
+   * An external control of the limit (inflight-control.ts: the engine's metrics, else a latency gradient);
+   * it takes precedence over `adaptive`.
+   */
+  control?: InflightControl | undefined;
 }
 
 export interface RateBucketOptions {
@@ -63,6 +69,12 @@ export interface AttemptSample {
   latencyMs: number;
   /** A timeout, 429 or 503: the replica is past its capacity whatever the latency says. */
   overloaded: boolean;
+  /** When the response headers arrived (epoch ms); undefined when none did. For `control`. */
+  headersAt?: number | undefined;
+  /** How it ended, for `control` (default: `other` when overloaded, else `ok`). */
+  result?: 'ok' | 'timeout' | 'other' | undefined;
+  /** Kind of call (its role), for `control`. */
+  kind?: string | undefined;
 }
 
 /** Options of one acquire; an object so callers can add fields (e.g. a priority) without breaking others. */
@@ -227,7 +239,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   let windowMin = Infinity;
   let previousMin = Infinity;
   let windowCount = 0;
-  const slots = (): number => Math.max(1, Math.floor(limit));
+  const control = options.control;
+  const slots = (): number => (control === undefined ? Math.max(1, Math.floor(limit)) : control.limit);
   const buckets = createRateBuckets(options);
   let inflight = 0;
   // Waiters by id (delete on abort is O(1)); `order` ranks them by priority, then arrival.
@@ -284,6 +297,16 @@ export function createLimiter(options: LimiterOptions): Limiter {
   };
 
   const observe = (sample: AttemptSample): void => {
+    if (control !== undefined) {
+      control.observe({
+        sentAt: sample.sentAt,
+        headersAt: sample.headersAt,
+        endedAt: sample.sentAt + sample.latencyMs,
+        result: sample.result ?? (sample.overloaded ? 'other' : 'ok'),
+        kind: sample.kind ?? '',
+      });
+      return;
+    }
     if (adaptive === undefined) return;
     if (sample.overloaded) {
       decrease(0.5, sample.sentAt);
@@ -313,6 +336,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     limit = Math.min(maxInflight, limit + (slowStart ? 1 : 1 / limit));
     admitWaiters();
   };
+
+  control?.attach(
+    () => ({ inflight, waiting: waiters.size }),
+    () => admitWaiters(),
+  );
 
   const onceRelease = (): Release => {
     let released = false;

@@ -501,6 +501,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
           signal: exec.signal,
           deadline: callDeadline,
           priority: callPriority(exec),
+          urgent: exec.options.urgent,
           observer: exec.options.observer,
           pin: exec.options.pin,
         },

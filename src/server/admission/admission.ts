@@ -22,15 +22,24 @@
  */
 import { RewardError, toError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
-import type { JudgeObserver } from '../../judge/types.js';
+import type { JudgeObserver, ReplicaSnapshot } from '../../judge/types.js';
 import type { Metrics } from '../observe/metrics.js';
+import { CapacityEstimator, type CapacityEstimate } from './capacity.js';
+import { HoldQueue, type HoldDecision, type HoldPlace } from './hold.js';
 import { HighLaneBudget, LaneQueue, type Lane } from './priority.js';
 
 /**
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
  * calls per unit, and a stable key under which its measured cost is tracked).
  */
-export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'criticalPathCalls'>;
+export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'criticalPathCalls'> & {
+  /**
+   * Decided without an LLM call (a degenerate candidate, `rejected_input`): it costs no backend calls and
+   * its zero calls are not a measurement of its graph's cost (issue 32: they pulled the smoothed calls
+   * per judgment down, so real work was charged (1 − r) of its cost).
+   */
+  readonly rejected?: boolean | undefined;
+};
 
 type Release = () => void;
 
@@ -65,7 +74,26 @@ export interface Refusal {
   waiting: number;
 }
 
-export type AdmissionDecision = { ok: true } | { ok: false; refusal: Refusal };
+/**
+ * Admit (`deadline`: the request's deadline extended to its hold window, when it fits only within that);
+ * refuse; or — only when the caller can hold it (`DecideOptions.hold`) — hold it while the capacity is
+ * uncertain (hold.ts).
+ */
+export type AdmissionDecision =
+  { ok: true; deadline?: number | undefined } | { ok: false; refusal: Refusal; hold?: undefined };
+
+/** `decideOrHold`'s answer: a decision, or hold the request (hold.ts). */
+export type HoldableDecision = AdmissionDecision | { ok: false; hold: true; refusal?: undefined };
+
+/** How a request may wait instead of being refused. */
+export interface DecideOptions {
+  /**
+   * Absolute time (epoch ms) until which the client waits for an answer, past the request's deadline
+   * (`/get_reward`: OpenRLHF's 180 s timeout, GET_REWARD_HOLD_MS): work that fits only by then is admitted
+   * with its deadline moved there rather than refused.
+   */
+  holdUntil?: number | undefined;
+}
 
 /** One admitted judgment's share of the backlog; `done` once it ended (any way). */
 export interface Ticket {
@@ -79,8 +107,15 @@ export interface AdmissionOptions {
   maxConcurrent: number;
   /** Judgments admitted and waiting for a run slot: the memory bound. */
   maxQueued: number;
-  /** Backend calls in flight at once (the default backend's max_inflight): the modelled capacity. */
+  /**
+   * Backend calls in flight at once when no replica is known (the offline backend): the modelled
+   * capacity there.
+   */
   callSlots: number;
+  /** The default backend's replicas: the capacity is estimated from what they do (capacity.ts). */
+  replicas?: (() => readonly ReplicaSnapshot[]) | undefined;
+  /** Largest event-loop lag between two epoch-ms times (src/judge/loop-lag.ts), for capacity.ts. */
+  lagMs?: ((fromMs: number, toMs: number) => number) | undefined;
   /** Calls per second the backend's rate limit allows (JUDGE_RPM / 60); default unlimited. */
   callRateLimit?: number | undefined;
   /** Epoch-ms clock (default Date.now). */
@@ -114,6 +149,13 @@ const EWMA_ALPHA = 0.1;
 /** Graph hashes whose call cost is tracked (inline graphs are client-chosen); then the static count. */
 const MAX_TRACKED_GRAPHS = 256;
 const MAX_RETRY_AFTER_S = 3600;
+/** While requests are held, how often they are decided again without another event, ms. */
+const HOLD_TICK_MS = 50;
+/**
+ * A request held this long for an uncertain capacity (or a tenth of its deadline, when sooner) is decided
+ * on the proven capacity alone, ms.
+ */
+const MAX_UNCERTAIN_HOLD_MS = 5_000;
 
 export class Admission {
   readonly maxConcurrent: number;
@@ -138,6 +180,10 @@ export class Admission {
   #busySince: number | undefined;
   /** The last time the server was seen backlogged, and the end of the backlog before the current one. */
   #lastDrain: { callsPerS: number; at: number } | undefined;
+  readonly #capacity: CapacityEstimator;
+  readonly #holds: HoldQueue;
+  #holdTimer: NodeJS.Timeout | undefined;
+  #processing = false;
 
   constructor(options: AdmissionOptions) {
     this.maxConcurrent = options.maxConcurrent;
@@ -149,6 +195,20 @@ export class Admission {
     this.#onChange = options.onChange;
     this.high = new HighLaneBudget(options.highShare ?? 0.1, this.#now);
     this.gate = options.gate;
+    this.#capacity = new CapacityEstimator({
+      replicas: options.replicas ?? (() => []),
+      lagMs: options.lagMs,
+      now: this.#now,
+    });
+    this.#holds = new HoldQueue(
+      (calls) => {
+        this.#backlogCalls += calls;
+      },
+      (calls) => {
+        this.#backlogCalls = Math.max(0, this.#backlogCalls - calls);
+        this.#changed();
+      },
+    );
   }
 
   get running(): number {
@@ -164,8 +224,9 @@ export class Admission {
     return this.#backlogCalls;
   }
 
-  /** Expected calls per judgment of `graph`: measured (smoothed), else its static count. */
+  /** Expected calls per judgment of `graph`: measured (smoothed), else its static count; 0 when rejected. */
   costOf(graph: WorkShape): number {
+    if (graph.rejected === true) return 0;
     return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
   }
 
@@ -174,13 +235,24 @@ export class Admission {
     return this.#callLatencyMs;
   }
 
-  /** Estimated drain rate in backend calls per second (> 0). */
+  /**
+   * Estimated drain rate in backend calls per second (> 0): the fleet's proven rate (capacity.ts; the
+   * lower end while its capacity is still being measured), raised by a backlog measurement.
+   */
   drainCallsPerS(): number {
+    return this.#drain().low;
+  }
+
+  /** The capacity estimate behind the drain rate (plan.ts shows it). */
+  capacity(): CapacityEstimate & { low: number; high: number } {
+    const d = this.#drain();
+    return { ...d.estimate, low: d.low, high: d.high, certain: d.certain };
+  }
+
+  /** The drain-rate range, calls/s: the replicas' estimate, capped by the RPM, raised by a measurement. */
+  #drain(): { low: number; high: number; certain: boolean; estimate: CapacityEstimate } {
     const now = this.#now();
-    const model = Math.min(
-      this.callRateLimit,
-      (this.callSlots * 1000) / (this.#callLatencyMs ?? COLD_CALL_MS),
-    );
+    const estimate = this.#capacity.estimate(this.#callLatencyMs ?? COLD_CALL_MS, this.callSlots);
     let measured = this.#measuredDrain(now);
     if (
       measured === undefined &&
@@ -188,9 +260,12 @@ export class Admission {
       now - this.#lastDrain.at < LAST_DRAIN_TTL_MS
     )
       measured = this.#lastDrain.callsPerS;
-    // A measurement is a lower bound of capacity: it is depressed by transients of the server itself (a
-    // storm of requests to parse) and by the pipeline filling at the start of a backlog.
-    return measured === undefined ? model : Math.max(measured, model);
+    // The backlog measurement counts every backend's calls (a routing file's too): it only raises.
+    const rate = (x: number): number =>
+      Math.max(1e-3, Math.min(this.callRateLimit, measured === undefined ? x : Math.max(measured, x)));
+    const low = rate(estimate.low);
+    const high = Math.max(low, rate(estimate.high));
+    return { low, high, certain: estimate.certain || high - low < 1e-9, estimate };
   }
 
   /** A graph's drain rate in judgments per second. */
@@ -203,56 +278,164 @@ export class Admission {
     return this.#backlogCalls / this.drainCallsPerS();
   }
 
-  /** True when a one-judgment request of `graph` with a full deadline would be refused now. */
+  /** Requests held while the capacity is measured (hold.ts). */
+  get held(): number {
+    return this.#holds.size;
+  }
+
+  /** True when a one-judgment request of `graph` with a full deadline would be refused (or held) now. */
   saturated(graph: WorkShape, deadlineMs: number): boolean {
-    return !this.decide([graph], deadlineMs).ok;
+    return !this.decideOrHold([graph], deadlineMs).ok;
   }
 
   /**
    * Whether the new judgments (one entry per judgment) fit: their run-slot wait within the memory bound,
-   * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs`. With nothing admitted
-   * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time out.
+   * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs` — at the proven drain
+   * rate to admit, at the optimistic one to refuse; in between (the capacity still being measured) the
+   * request is held when `options.hold`, else decided at the optimistic rate. With `options.holdUntil`
+   * the horizon extends to it (the decision then carries the new deadline). With nothing admitted or held
+   * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time
+   * out.
    */
-  decide(graphs: readonly WorkShape[], remainingMs: number, lane: Lane = 'normal'): AdmissionDecision {
+  decide(
+    graphs: readonly WorkShape[],
+    remainingMs: number,
+    lane: Lane = 'normal',
+    options: DecideOptions = {},
+  ): AdmissionDecision {
+    const d = this.#decide(graphs, remainingMs, lane, options, false);
+    if (d.ok) return d;
+    return d.refusal === undefined ? { ok: true } : { ok: false, refusal: d.refusal };
+  }
+
+  /**
+   * `decide`, for a caller that can hold the request (`hold`): an uncertain capacity holds what fits only
+   * at its upper end, and a request that arrives while others are held is held behind them.
+   */
+  decideOrHold(
+    graphs: readonly WorkShape[],
+    remainingMs: number,
+    lane: Lane = 'normal',
+    options: DecideOptions = {},
+  ): HoldableDecision {
+    // First come, first served: behind held requests, a new one is held too.
+    if (lane === 'normal' && this.#holds.size > 0 && graphs.length > 0) return { ok: false, hold: true };
+    return this.#decide(graphs, remainingMs, lane, options, true);
+  }
+
+  #decide(
+    graphs: readonly WorkShape[],
+    remainingMs: number,
+    lane: Lane,
+    options: DecideOptions,
+    holding: boolean,
+  ): HoldableDecision {
     const n = graphs.length;
     if (n === 0) return { ok: true };
     let calls = 0;
     let critical = 0;
     for (const g of graphs) {
       calls += this.costOf(g);
-      critical = Math.max(critical, g.criticalPathCalls);
+      if (g.rejected !== true) critical = Math.max(critical, g.criticalPathCalls);
     }
-    this.#observe(this.#now());
-    const drain = this.drainCallsPerS();
-    const waitS = this.#backlogCalls / drain;
+    const now = this.#now();
+    this.#observe(now);
+    const { low, high, certain } = this.#drain();
     const callS = (this.#callLatencyMs ?? COLD_CALL_MS) / 1000;
-    const completionS = Math.max((this.#backlogCalls + calls) / drain, critical * callS);
+    const completionAt = (drain: number): number =>
+      Math.max((this.#backlogCalls + calls) / drain, critical * callS);
     const horizonS = (ADMIT_WITHIN * Math.max(0, remainingMs)) / 1000;
+    const extended = options.holdUntil !== undefined && options.holdUntil > now + remainingMs;
+    const holdHorizonS =
+      extended && options.holdUntil !== undefined
+        ? (ADMIT_WITHIN * (options.holdUntil - now)) / 1000
+        : horizonS;
     const freeSlots = Math.max(0, this.maxConcurrent - this.#running);
     const queuedAfter = this.#waiters.size + Math.max(0, n - freeSlots);
-    const refusal = (reason: Refusal['reason']): AdmissionDecision => ({
+    const refusal = (reason: Refusal['reason'], drain: number): HoldableDecision => ({
       ok: false,
       refusal: {
         reason,
-        waitS,
-        completionS,
-        horizonS,
+        waitS: this.#backlogCalls / drain,
+        completionS: completionAt(drain),
+        horizonS: holdHorizonS,
         drainCallsPerS: drain,
-        neededCallsPerS: horizonS > 0 ? (this.#backlogCalls + calls) / horizonS : Infinity,
+        neededCallsPerS: holdHorizonS > 0 ? (this.#backlogCalls + calls) / holdHorizonS : Infinity,
         waiting: this.#waiters.size,
       },
     });
-    if (queuedAfter > this.maxQueued) return refusal('memory');
+    if (queuedAfter > this.maxQueued) return refusal('memory', low);
     // High work goes ahead of the queued backlog: its own budget decides, not the backlog's completion.
     // HIGH_PRIORITY_SHARE=0 turns the lane off (high requests are normal ones).
+    // Its share is of the optimistic rate while the capacity is measured: high work is small, and a lane
+    // that refused a human's curl until the fleet was calibrated would be no lane.
     if (lane === 'high' && this.high.share > 0) {
-      if (this.high.fits(calls, drain, horizonS)) return { ok: true };
-      const denied = refusal('priority');
-      if (!denied.ok) denied.refusal.waitS = this.high.waitS(calls, drain, horizonS);
+      if (this.high.fits(calls, high, horizonS)) return { ok: true };
+      const denied = refusal('priority', high);
+      if (!denied.ok && denied.refusal !== undefined)
+        denied.refusal.waitS = this.high.waitS(calls, high, horizonS);
       return denied;
     }
-    if (this.#backlogCalls > 0 && completionS > horizonS) return refusal('deadline');
-    return { ok: true };
+    if (this.#backlogCalls <= 0) return { ok: true };
+    if (completionAt(low) <= horizonS) return { ok: true };
+    const upper = certain ? low : high;
+    if (completionAt(upper) > holdHorizonS) return refusal('deadline', upper);
+    if (certain || !holding) {
+      // It fits, but only by the hold window (`holdUntil`): admitted with its deadline moved there.
+      return completionAt(upper) <= horizonS ? { ok: true } : { ok: true, deadline: options.holdUntil };
+    }
+    return { ok: false, hold: true };
+  }
+
+  /**
+   * Holds a request that `decide` answered with `hold`: it is decided again, in arrival order, whenever
+   * the estimate or the backlog changes (and every HOLD_TICK_MS). `deadline` is its own (absolute);
+   * `options.holdUntil` as for `decide`. After MAX_UNCERTAIN_HOLD_MS (or a tenth of its deadline) it is
+   * decided on the proven rate alone: admitted if it fits there, else refused.
+   */
+  hold(
+    graphs: readonly WorkShape[],
+    deadline: number,
+    signal: AbortSignal,
+    lane: Lane = 'normal',
+    options: DecideOptions = {},
+  ): HoldPlace {
+    const since = this.#now();
+    const patience = Math.min(MAX_UNCERTAIN_HOLD_MS, (deadline - since) / 10);
+    let calls = 0;
+    for (const g of graphs) calls += this.costOf(g);
+    const decideHeld = (): HoldDecision => {
+      const now = this.#now();
+      const uncertainOk = now - since < patience;
+      const d = this.#decide(graphs, deadline - now, lane, options, uncertainOk);
+      if (d.ok) return { kind: 'admit', deadline: d.deadline ?? deadline };
+      if (d.refusal === undefined) return { kind: 'wait' };
+      return { kind: 'refuse', refusal: d.refusal };
+    };
+    const place = this.#holds.hold(calls, decideHeld, signal, Math.max(deadline, options.holdUntil ?? 0));
+    this.#scheduleHolds();
+    return place;
+  }
+
+  /** Decides the held requests again, and keeps a timer doing so while any is held. */
+  #processHolds(): void {
+    if (this.#holds.size === 0 || this.#processing) return;
+    this.#processing = true;
+    try {
+      this.#holds.process();
+    } finally {
+      this.#processing = false;
+    }
+    this.#scheduleHolds();
+  }
+
+  #scheduleHolds(): void {
+    if (this.#holds.size === 0 || this.#holdTimer !== undefined) return;
+    this.#holdTimer = setTimeout(() => {
+      this.#holdTimer = undefined;
+      this.#processHolds();
+    }, HOLD_TICK_MS);
+    this.#holdTimer.unref();
   }
 
   /** Retry-After for a refusal: the predicted wait, whole seconds, 1 s – 1 h. */
@@ -265,7 +448,7 @@ export class Admission {
     const cost = this.costOf(graph);
     this.#backlogCalls += cost;
     const laneOf: Lane = lane === 'high' && this.high.share > 0 ? 'high' : 'normal';
-    if (laneOf === 'high') this.high.take(cost, this.drainCallsPerS());
+    if (laneOf === 'high') this.high.take(cost, this.#drain().high);
     let finished = false;
     return {
       lane: laneOf,
@@ -273,7 +456,7 @@ export class Admission {
         if (finished) return;
         finished = true;
         this.#backlogCalls = Math.max(0, this.#backlogCalls - cost);
-        if (calls !== undefined) this.#recordCost(graph.hash, calls);
+        if (calls !== undefined && graph.rejected !== true) this.#recordCost(graph.hash, calls);
         this.#changed();
       },
     };
@@ -283,6 +466,8 @@ export class Admission {
   recordCall(latencyMs: number): void {
     const now = this.#now();
     const busy = this.#observe(now);
+    this.#capacity.observe();
+    this.#processHolds();
     const slot = Math.floor(now / SLOT_MS);
     const i = slot % SLOTS;
     if (this.#slotIndex[i] !== slot) {
@@ -408,6 +593,8 @@ export class Admission {
 
   #changed(): void {
     this.#observe(this.#now());
+    this.#capacity.observe();
+    this.#processHolds();
     if (this.#onChange === undefined) return;
     this.#onChange({
       running: this.#running,
@@ -474,7 +661,9 @@ export function overloadError(
 /**
  * Whole request or nothing, decided before any of its new units of `noun` (one shape each) starts. A
  * request larger than the whole capacity could never be admitted (a retryable 503 would loop forever): a
- * `400` that ends with `hint`. One that does not fit now is refused (`overloadError`).
+ * `400` that ends with `hint`. One that does not fit now is refused (`overloadError`). Never holds (an
+ * uncertain capacity decides at its upper end); returns the request's deadline, moved to
+ * `options.holdUntil` when it fits only by then.
  */
 export function admitWhole(
   admission: Admission,
@@ -484,7 +673,47 @@ export function admitWhole(
   hint: string,
   reporting: RefusalReporting,
   lane: Lane = 'normal',
-): void {
+  options: DecideOptions = {},
+): { deadline?: number | undefined } {
+  if (!checkWhole(admission, shapes, noun, hint)) return {};
+  const decision = admission.decide(shapes, remainingMs, lane, options);
+  if (!decision.ok) throw overloadError(decision.refusal, shapes.length, noun, reporting);
+  return { deadline: decision.deadline };
+}
+
+/** `admitWhole` for a caller that can wait: admitted (with its deadline), or held (hold.ts). */
+export type AdmitOrHold =
+  { kind: 'admitted'; deadline?: number | undefined } | { kind: 'held'; place: HoldPlace };
+
+/**
+ * `admitWhole` that may hold the request (`Admission.hold`) instead of deciding on an uncertain capacity.
+ * `deadline` is absolute. Refusals throw as in `admitWhole`.
+ */
+export function admitOrHold(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  deadline: number,
+  signal: AbortSignal,
+  noun: 'judgments' | 'comparisons',
+  hint: string,
+  reporting: RefusalReporting,
+  lane: Lane = 'normal',
+  options: DecideOptions = {},
+): AdmitOrHold {
+  if (!checkWhole(admission, shapes, noun, hint)) return { kind: 'admitted' };
+  const decision = admission.decideOrHold(shapes, deadline - Date.now(), lane, options);
+  if (decision.ok) return { kind: 'admitted', deadline: decision.deadline };
+  if (decision.refusal !== undefined) throw overloadError(decision.refusal, shapes.length, noun, reporting);
+  return { kind: 'held', place: admission.hold(shapes, deadline, signal, lane, options) };
+}
+
+/** The checks before a decision: too large for the server ever (400), the token budget's gate; false = nothing new. */
+function checkWhole(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  noun: 'judgments' | 'comparisons',
+  hint: string,
+): boolean {
   const n = shapes.length;
   const capacity = admission.maxConcurrent + admission.maxQueued;
   if (n > capacity) {
@@ -495,9 +724,8 @@ export function admitWhole(
       { details: { [`new_${noun}`]: n, capacity } },
     );
   }
-  if (n === 0) return;
+  if (n === 0) return false;
   const gated = admission.gate?.();
   if (gated !== undefined) throw gated;
-  const decision = admission.decide(shapes, remainingMs, lane);
-  if (!decision.ok) throw overloadError(decision.refusal, n, noun, reporting);
+  return true;
 }

@@ -20,6 +20,7 @@ import { BACKEND_DEFAULTS } from '../../settings/defaults.js';
 import { createLocalBudget, createLocalState } from '../../state/local.js';
 import type { SharedState } from '../../state/types.js';
 import { createLocalCanaryLog, type CanaryLog } from '../../state/canary-log.js';
+import { acquireLoopLag } from '../../judge/loop-lag.js';
 import { Admission, callObserver, type Refusal } from '../admission/admission.js';
 import { createTokenBudget } from '../admission/budget.js';
 import { createPlanner } from '../admission/plan.js';
@@ -205,11 +206,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       for (const hook of callHooks) hook(event);
     },
   };
+  // The fleet's capacity is read from what the default backend's replicas do (admission/capacity.ts).
+  const defaultBackend = router.backends()[0];
+  const loopLag = acquireLoopLag();
   const admission = new Admission({
     maxConcurrent: config.maxConcurrentJudgments,
     maxQueued: config.maxQueuedJudgments,
     callSlots:
       config.judge.default === 'offline' ? BACKEND_DEFAULTS.maxInflight : config.judge.default.max_inflight,
+    replicas: () => defaultBackend?.replicas?.() ?? [],
+    lagMs: (from, to) => loopLag.maxLagMs(from, to),
     callRateLimit:
       config.judge.default === 'offline' || config.judge.default.rpm === undefined
         ? undefined
@@ -415,6 +421,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerCancelRoutes(app, ctx, deps.relayCancel);
   registerIntegrityRoutes(app, ctx);
   app.addHook('onClose', async () => integrity.close());
+  app.addHook('onClose', (_instance, done) => {
+    loopLag.release();
+    done();
+  });
   registerPlanRoutes(app, ctx, planner);
   return app;
 }

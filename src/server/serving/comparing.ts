@@ -198,7 +198,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void =>
+  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void => {
     admitWhole(
       admission,
       shapes,
@@ -208,6 +208,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       { metrics, onRefusal: options.onRefusal },
       lane,
     );
+  };
 
   const computePair = (
     input: PairInput,

@@ -23,13 +23,16 @@ import { judgmentKey } from '../../judge/key.js';
 import { runJudgment, type RunOptions } from '../../judge/run.js';
 import type { Judgment, JudgmentInput, Router } from '../../judge/types.js';
 import {
+  admitOrHold,
   admitWhole,
   callObserver,
   overloadError,
   type Admission,
   type Refusal,
   type Ticket,
+  type WorkShape,
 } from '../admission/admission.js';
+import type { HoldPlace } from '../admission/hold.js';
 import {
   createIdempotencyRecords,
   itemsDigest,
@@ -57,6 +60,21 @@ export interface JudgeItem {
   prepared?: RunOptions['prepared'];
 }
 
+/** What admission counts for an item: its graph, or nothing at all for a candidate rejected unjudged. */
+function shapeOf(item: JudgeItem): WorkShape {
+  const graph = item.graph.graph;
+  return item.prepared?.rejection === undefined ? graph : { ...pickShape(graph), rejected: true };
+}
+
+const pickShape = (g: CompiledGraph): WorkShape => ({
+  hash: g.hash,
+  llmCallsPerJudgment: g.llmCallsPerJudgment,
+  criticalPathCalls: g.criticalPathCalls,
+});
+
+/** A signal that never aborts (a request without a disconnect signal). */
+const NEVER = new AbortController().signal;
+
 /** One item's answer. `judgmentId` is null when no judgment ran for it (deadline reached while waiting). */
 export interface JudgedItem {
   judgmentId: string | null;
@@ -83,6 +101,12 @@ export interface JudgeRequest {
   cancel?: AbortSignal | undefined;
   /** The priority lane of the request's new judgments (priority.ts); default normal. */
   priority?: Lane | undefined;
+  /**
+   * Absolute time (epoch ms) until which the client waits for its answer (`/get_reward`: OpenRLHF's
+   * timeout, GET_REWARD_HOLD_MS): work that would not fit `deadline` but fits by then is admitted with its
+   * deadline moved there, instead of refused (admission.ts `DecideOptions.holdUntil`).
+   */
+  holdUntil?: number | undefined;
 }
 
 export interface JudgeService {
@@ -246,7 +270,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   ): Promise<StoredJudgment> => {
     if (options.shared === undefined) {
       miss.inc();
-      return computeHere(item, signal, deadline, admitted ?? admission.admit(item.graph.graph), requestId);
+      return computeHere(item, signal, deadline, admitted ?? admission.admit(shapeOf(item)), requestId);
     }
     let flight: SharedFlight;
     try {
@@ -266,12 +290,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (ticket === undefined) {
       // It was being computed elsewhere, and that process gave it up (its clients left, or it died): it is
       // new work here now, admitted like any other, so a retry cannot queue past MAX_QUEUED_JUDGMENTS.
-      const decision = admission.decide([item.graph.graph], deadline.at - now());
+      const decision = admission.decide([shapeOf(item)], deadline.at - now());
       if (!decision.ok) {
         void flight.abandon();
         throw refuse(decision.refusal, 1);
       }
-      ticket = admission.admit(item.graph.graph);
+      ticket = admission.admit(shapeOf(item));
     }
     miss.inc();
     let stored: StoredJudgment;
@@ -401,8 +425,45 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     });
   };
 
+  /**
+   * The request, decided whole: admitted at once, or held while the fleet's capacity is being measured
+   * (admission.ts `hold`) and then tried again from the start (the cache and the flights may have moved
+   * meanwhile; the admitted request's backlog is reserved for it until it admits its judgments).
+   */
   const judgePrepared = async (request: JudgeRequest): Promise<JudgedItem[]> => {
-    const { items, deadline } = request;
+    let place: HoldPlace | undefined;
+    try {
+      for (;;) {
+        const outcome = await judgeOnce(request, place);
+        if (outcome.kind === 'done') return outcome.results;
+        place = outcome.place;
+        const verdict = await place.verdict;
+        if (verdict.kind === 'refuse') throw refuse(verdict.refusal, outcome.newJudgments);
+        if (verdict.kind === 'gone') {
+          place.leave();
+          place = undefined;
+          // Cancelled, its client gone, or its deadline passed while held: decided now without holding
+          // (a cancelled request answers `cancelled`, an expired one is refused).
+          const last = await judgeOnce(request, undefined, true);
+          return last.kind === 'done' ? last.results : [];
+        }
+        request = { ...request, deadline: verdict.deadline };
+      }
+    } finally {
+      place?.leave();
+    }
+  };
+
+  type Once =
+    { kind: 'done'; results: JudgedItem[] } | { kind: 'held'; place: HoldPlace; newJudgments: number };
+
+  const judgeOnce = async (
+    request: JudgeRequest,
+    admitted: HoldPlace | undefined,
+    noHold = false,
+  ): Promise<Once> => {
+    let { deadline } = request;
+    const { items } = request;
     const startedAt = Date.now();
     const keys: string[] = [];
     const results: Array<JudgedItem | undefined> = [];
@@ -444,10 +505,10 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
     // work: this process waits for them through their leases, holding no run slot, so they are not admitted
     // (nor refused) here. Only keys nobody computes count against this server's capacity.
-    const graphs: CompiledGraph[] = [];
+    const shapes: WorkShape[] = [];
     for (const [key, i] of starters) {
       const item = items[i];
-      if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
+      if (item !== undefined && elsewhere?.running.has(key) !== true) shapes.push(shapeOf(item));
     }
     // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
     // starts, the unanswered items are `cancelled`.
@@ -459,19 +520,43 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           cached: false,
         };
       }
-      return complete(items, results);
+      return { kind: 'done', results: complete(items, results) };
     }
-    // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
+    // Whole request or nothing: decided before any judgment starts (nothing awaits in between). A request
+    // admitted while held has its calls reserved already.
     const lane = request.priority ?? 'normal';
-    admitWhole(
-      admission,
-      graphs,
-      deadline - now(),
-      'judgments',
-      'split it into smaller requests',
-      { metrics, onRefusal: options.onRefusal },
-      lane,
-    );
+    if (admitted === undefined) {
+      const reporting = { metrics, onRefusal: options.onRefusal };
+      const hint = 'split it into smaller requests';
+      const holdOptions = { holdUntil: request.holdUntil };
+      const decided = noHold
+        ? {
+            kind: 'admitted' as const,
+            ...admitWhole(
+              admission,
+              shapes,
+              deadline - now(),
+              'judgments',
+              hint,
+              reporting,
+              lane,
+              holdOptions,
+            ),
+          }
+        : admitOrHold(
+            admission,
+            shapes,
+            deadline,
+            request.signal ?? NEVER,
+            'judgments',
+            hint,
+            reporting,
+            lane,
+            holdOptions,
+          );
+      if (decided.kind === 'held') return { kind: 'held', place: decided.place, newJudgments: shapes.length };
+      if (decided.deadline !== undefined) deadline = decided.deadline;
+    }
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;
@@ -479,7 +564,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (hits === items.length) {
       const answered = complete(items, results);
       if (id !== undefined) remember(id, itemsKey, answered);
-      return answered;
+      return { kind: 'done', results: answered };
     }
 
     // A client that gave an idempotency id may retry: its flights are held a little for the retry to join.
@@ -503,7 +588,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
         const ticket =
-          elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph, lane);
+          elsewhere?.running.has(key) === true ? undefined : admission.admit(shapeOf(item), lane);
         flight = cache.run(
           key,
           (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),
@@ -566,7 +651,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     }
     const answered = complete(items, results);
     if (id !== undefined) remember(id, itemsKey, answered);
-    return answered;
+    return { kind: 'done', results: answered };
   };
 
   const judgeOne = async (item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem> => {

@@ -5,12 +5,12 @@
  * - POST /verify      NeMo-Gym resource-server verify
  * Each takes `?graph=NAME` (a preset) since the trainers' bodies are fixed.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 import { RewardError } from '../../../errors.js';
 import { itemStatus } from '../../controls/cancel.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
-import { requestControls } from '../request-controls.js';
+import { clientDeadlineMs, requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-service.js';
 import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../../text/chat-tokens.js';
 import { REJECTION_REASONS } from '../../../judge/degenerate.js';
@@ -163,6 +163,18 @@ function failureError(items: readonly JudgedItem[]): RewardError {
   );
 }
 
+/**
+ * Until when a `/get_reward` request may be answered (GET_REWARD_HOLD_MS after it arrived), unless its
+ * client sent a deadline of its own (that one then holds). OpenRLHF's remote reward client gives each
+ * attempt 180 s and then retries 5 times 1 s apart, ignoring Retry-After: holding work that fits this
+ * window is better than a refusal its retries cannot wait out.
+ */
+function getRewardHoldUntil(ctx: ServerContext, request: FastifyRequest): number | undefined {
+  const holdMs = ctx.config.getRewardHoldMs;
+  if (holdMs <= 0 || clientDeadlineMs(request, undefined) !== undefined) return undefined;
+  return ctx.now() + holdMs;
+}
+
 export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, config } = ctx;
   const failureReward = config.failureReward;
@@ -194,6 +206,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       ...requestControls(ctx, request, reply, '/get_reward', {}),
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+      holdUntil: getRewardHoldUntil(ctx, request),
     });
     if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
     const fallback = failureReward ?? 0;
