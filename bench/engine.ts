@@ -35,6 +35,8 @@ export const SCALE = 0.12;
 export const STEP_MS = 8;
 export const TOKENS = 16;
 export const SLOWDOWN = 0.5;
+/** Time between two high-priority probes during a burst, ms. */
+const PROBE_EVERY_MS = 300;
 /** The default graph's critical path, in calls (analysts-2: the analysts, then the evaluator). */
 const CRITICAL_PATH = 2;
 
@@ -218,7 +220,8 @@ async function judgeOnce(url: string, corpus: Corpus, k: number, high: boolean):
     body: JSON.stringify({
       question: t.question,
       ground_truth: t.groundTruth,
-      candidate: t.candidate,
+      // Its own judgment: never one of the burst's (tripleAt wraps around), which it would wait for.
+      candidate: `${t.candidate} (validation ${k})`,
       ...(high ? { priority: 'high' } : {}),
     }),
   });
@@ -246,6 +249,7 @@ export async function runScenario(
     for (let i = 0; i < 5; i++)
       unloaded.push(await judgeOnce(server.url, corpus, scenario.from + 900_000 + i, true));
     engines.reset();
+    const burstAt = performance.now();
     const burst = client.run({
       url: `${server.url}/get_reward`,
       from: scenario.from,
@@ -257,15 +261,29 @@ export async function runScenario(
           ? {}
           : { 'x-reward-deadline-ms': String(scenario.clientDeadlineMs) },
     });
-    // High-priority probes spread over the burst: the first after the burst has landed.
-    const highs: number[] = [];
+    // High-priority probes during the burst: one every PROBE_EVERY_MS from 0.5 s on, each on its own; only
+    // those sent while the burst was still running count.
+    const highs: Array<{ at: number; ms: number }> = [];
+    let burstDone = false;
     const probes = (async () => {
+      const sent: Array<Promise<void>> = [];
       await new Promise((r) => setTimeout(r, 500));
-      for (let i = 0; i < scenario.highProbes; i++) {
-        highs.push(await judgeOnce(server.url, corpus, scenario.from + 950_000 + i, true));
-        await new Promise((r) => setTimeout(r, 200));
+      for (let i = 0; i < scenario.highProbes && !burstDone; i++) {
+        const at = performance.now() - burstAt;
+        sent.push(
+          judgeOnce(server.url, corpus, scenario.from + 950_000 + i, true).then((ms) => {
+            highs.push({ at, ms });
+            if (process.env['BENCH_DEBUG'] !== undefined)
+              console.error(`high probe ${i} at ${Math.round(at)} ms: ${Math.round(ms)} ms`);
+          }),
+        );
+        await new Promise((r) => setTimeout(r, PROBE_EVERY_MS));
       }
+      await Promise.all(sent);
     })();
+    void burst.then(() => {
+      burstDone = true;
+    });
     const debug =
       process.env['BENCH_DEBUG'] === undefined
         ? undefined
@@ -300,7 +318,9 @@ export async function runScenario(
     const wallS =
       (Math.max(...admitted.map((a) => a.answeredAt), report.startedAt) - report.startedAt) / 1000;
     const unloadedMs = median(unloaded);
-    const highMedianMs = median(highs);
+    // Probes answered after the burst's last reward were not delayed by it; keep those sent before.
+    const burstMs = report.endedAt - report.startedAt;
+    const highMedianMs = median(highs.filter((h) => h.at < burstMs).map((h) => h.ms));
     return {
       name: scenario.name,
       slots: scenario.spec.slots,
@@ -375,7 +395,7 @@ async function main(): Promise<void> {
             rollouts,
             from,
             policy: 'openrlhf',
-            highProbes: 6,
+            highProbes: 40,
           });
           from += 1_000_000;
           rows.push(r);

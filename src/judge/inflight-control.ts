@@ -15,9 +15,11 @@
  *   join the next step — and changes nothing. The limit drops to our share of R + h: (R + h) × min(1, I / (R + W)),
  *   I our calls in flight (other clients of the engine, or other `WORKERS`, hold the rest). Never raised by
  *   this rule, so a reading that lags behind our last change cannot push it down twice.
- * - W = 0 (W ≤ h in slow start), calls wait in this server for a slot, the KV cache is below KV_HIGH, and
- *   the reading was requested after our last change took effect: the engine takes everything we send. The
- *   limit doubles (slow start, until the engine first queues), then grows by h per reading.
+ * - W = 0 (W ≤ h in slow start), calls wait in this server for a slot, the engine holds about all of ours
+ *   (R + W ≥ I − h: a batch with room while our calls are still on the wire is no room for more), the KV
+ *   cache is below KV_HIGH, and the reading was requested after our last change took effect: the engine
+ *   takes everything we send. The limit doubles (slow start, until the engine first queues), then grows
+ *   by h per reading.
  * - Otherwise (0 < W ≤ h, an idle replica, a full KV cache) it holds.
  * The limit starts at INITIAL and never leaves [1, ceiling] (`JUDGE_MAX_INFLIGHT`).
  *
@@ -245,6 +247,9 @@ export function createInflightControl(options: InflightControlOptions): Inflight
     // has room.
     if (waiting > (slowStart ? h : 0)) return;
     if ((kvUsage ?? 0) >= KV_HIGH || reading.requestedAt <= lastChangeAt || !binding()) return;
+    // Our calls must be at the engine: a batch with room while many of ours are still on the wire (or
+    // answered and not read yet: a busy machine) is not room for more.
+    if (running + waiting < load().inflight - h) return;
     set(slowStart ? 2 * limit : limit + h);
     if (limit >= ceiling && running >= Math.floor(limit) - h) engineCapacity ??= ceiling;
   };

@@ -103,12 +103,12 @@ describe('the engine law', () => {
   it('takes a queue seen once, or a shallow one, for a transient: no capacity, no decrease', () => {
     const { engine, control, demand } = setup();
     demand(500);
-    engine.read(10, 0);
+    engine.read(16, 0);
     expect(control.limit).toBe(32);
     demand(500);
     // Requests that arrived mid-step: a queue at one reading, gone at the next, the batch grown.
     engine.read(20, 12);
-    engine.read(30, 0);
+    engine.read(31, 0);
     expect(control.snapshot().capacity.known).toBe(false);
     expect(control.limit).toBe(64);
     // Two in a row, but only 2 deep (the headroom's depth): still no evidence.
@@ -159,6 +159,19 @@ describe('the engine law', () => {
     expect(control.limit).toBe(18);
     engine.read(16, 0);
     expect(control.limit).toBe(20);
+  });
+
+  it('does not grow while many of our calls are not at the engine yet (a busy machine’s transit)', () => {
+    const { engine, control, demand } = setup();
+    demand(500);
+    engine.read(16, 0);
+    expect(control.limit).toBe(32);
+    demand(500);
+    // 32 of ours in flight, 12 at the engine: the batch has room, our calls are on the wire.
+    engine.read(12, 0);
+    expect(control.limit).toBe(32);
+    engine.read(31, 0);
+    expect(control.limit).toBe(64);
   });
 
   it('does not grow for an idle replica, and tells the limiter when it rises', () => {

@@ -55,6 +55,8 @@ export interface AdmissionState {
   predictedWaitS: number;
   /** Estimated drain rate, backend calls per second. */
   drainCallsPerS: number;
+  /** Requests held before admission (hold.ts). */
+  held: number;
 }
 
 /** Why a request was refused, with what a log line and the client need. */
@@ -601,6 +603,7 @@ export class Admission {
       waiting: this.#waiters.size,
       predictedWaitS: this.predictedWaitS(),
       drainCallsPerS: this.drainCallsPerS(),
+      held: this.#holds.size,
     });
   }
 }

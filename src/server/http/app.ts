@@ -227,10 +227,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       metrics.queueDepth.set(state.waiting);
       metrics.predictedWait.set(state.predictedWaitS);
       metrics.drainRate.set(state.drainCallsPerS);
+      metrics.heldRequests.set(state.held);
     },
     highShare: config.highPriorityShare,
     gate: budget === undefined ? undefined : () => budget.gate(),
   });
+  metrics.watchCapacity(() => admission.capacity().replicas);
   const planner = createPlanner(admission, {
     requestDeadlineMs: config.requestDeadlineMs,
     maxCandidates: config.maxCandidates,

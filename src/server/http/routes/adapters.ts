@@ -133,6 +133,8 @@ function verifyId(row: Record<string, unknown>): string | undefined {
 }
 
 const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null && !isCancelledItem(item);
+/** `/get_reward`: any item without a reward, a cancelled one included (OpenRLHF cannot take a null). */
+const isUnrewarded = (item: JudgedItem): boolean => item.judgment.reward === null;
 
 /** What `/slime` and `/verify` report about the judgment behind their reward. */
 function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) {
@@ -150,11 +152,11 @@ function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) 
   };
 }
 
-function failureError(items: readonly JudgedItem[]): RewardError {
+function failureError(items: readonly JudgedItem[], failing = isFailure): RewardError {
   const failed: Array<{ index: number; status: string; error: string | undefined }> = [];
   for (const [index, item] of items.entries()) {
-    if (isFailure(item))
-      failed.push({ index, status: item.judgment.status, error: item.judgment.error?.code });
+    if (failing(item))
+      failed.push({ index, status: itemStatus(item.judgment), error: item.judgment.error?.code });
   }
   return new RewardError(
     'RW_JUDGE_FAILED',
@@ -208,11 +210,13 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
       holdUntil: getRewardHoldUntil(ctx, request),
     });
-    if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
+    // OpenRLHF turns the list into a tensor: a null breaks it, and it has no skip value. A cancelled item
+    // is therefore answered like a failed one here: FAILURE_REWARD when set, else the request's 503.
+    if (failureReward === undefined && judged.some(isUnrewarded)) throw failureError(judged, isUnrewarded);
     const fallback = failureReward ?? 0;
     const votes = judged.map((j) => votesOf(j.judgment));
     return {
-      rewards: judged.map((j) => (isCancelledItem(j) ? null : (j.judgment.reward ?? fallback))),
+      rewards: judged.map((j) => j.judgment.reward ?? fallback),
       // Operator stamps (issue 21) beside extra_logs, whose values must stay numbers.
       votes,
       ...stampsOf(
