@@ -147,6 +147,10 @@ function enginePriorityValue(setting: EnginePriority): number | undefined {
   }
 }
 
+/** vLLM's 400 for a request priority without `--scheduling-policy priority`. */
+const refusesPriority = (reply: { status: number; text: string }): boolean =>
+  reply.status === 400 && /priority scheduling is not enabled/i.test(reply.text);
+
 /** The request body of one chat-completions exchange. */
 function chatBody(request: LlmRequest, format: ResponseFormat, priority: number | undefined): string {
   const params = toChatParams(request, format);
@@ -351,8 +355,20 @@ export function createOpenAICompatibleBackend(
     }, timeoutMs);
     const plan = replica.format.plan();
     let reprobeSettled = !plan.reprobe;
-    const send = (format: 'json_schema' | 'json_object') =>
-      post(replica, chatBody(request, format, previous.enginePriority), controller.signal, key, previous);
+    const send = async (format: 'json_schema' | 'json_object') => {
+      const priority = replica.priorityRefused ? undefined : previous.enginePriority;
+      const reply = await post(
+        replica,
+        chatBody(request, format, priority),
+        controller.signal,
+        key,
+        previous,
+      );
+      if (priority === undefined || !refusesPriority(reply)) return reply;
+      // The engine does not schedule by priority (vLLM without --scheduling-policy priority): stop sending it.
+      replica.priorityRefused = true;
+      return post(replica, chatBody(request, format, undefined), controller.signal, key, previous);
+    };
     try {
       let reply = await send(plan.format);
       if (plan.reprobe && isOk(reply.status)) {
@@ -746,6 +762,8 @@ interface Replica {
   attempts: Map<ReplicaOutcome, number>;
   /** The response format this replica is sent (json_schema, or json_object after a refusal). */
   format: ReplicaFormat;
+  /** It refused a request priority (`engine_priority` set, vLLM without priority scheduling): none is sent. */
+  priorityRefused: boolean;
   /**
    * Records one attempt's end: counts, breaker, the limit's control. Call before releasing its slot.
    * `headersAt`: when its response headers arrived; `kind`: its role (latencies compare within a kind).
@@ -819,6 +837,7 @@ function createReplica(
     quarantined: false,
     attempts,
     format: createFormat(label),
+    priorityRefused: false,
     settle(outcome, sentAt, headersAt, kind) {
       attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
       breaker.settle(verdictOf(outcome));

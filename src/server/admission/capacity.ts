@@ -15,7 +15,7 @@
  *   taken as certain (the model admission always had; the gradient lowers the limit if latency says so);
  * - with engine metrics: a range. `high` = its capacity (the engine's batch when it queued, else the
  *   ceiling) ÷ the unloaded latency; `low` = the largest batch the engine was seen running ÷ its recent
- *   call latency. Uncertain until measured: admission admits what fits at `low`, refuses what does not fit
+ *   call latency (twice the unloaded one before any). Uncertain until measured: admission admits what fits at `low`, refuses what does not fit
  *   at `high`, and holds the rest (hold.ts) until the measurement comes (an engine that queues is measured
  *   within a call latency plus MIN_VALID_MS).
  * Replicas whose circuit is open, or that are quarantined, count for nothing while others serve.
@@ -213,6 +213,9 @@ function modelled(r: ReplicaSnapshot, unloadedMs: number): { low: number; high: 
   }
   const capacity = control.capacity.known ? control.capacity.calls : r.maxInflight;
   const high = (capacity * 1000) / unloadedMs;
-  const low = (control.proven * 1000) / Math.max(unloadedMs, control.recentLatencyMs ?? unloadedMs);
+  // A batch is slower per step than a single sequence: without a recent latency under load, assume twice
+  // the unloaded one.
+  const loadedMs = Math.max(unloadedMs, control.recentLatencyMs ?? 2 * unloadedMs);
+  const low = (control.proven * 1000) / loadedMs;
   return { low: Math.min(low, high), high };
 }
