@@ -127,7 +127,7 @@ const JudgeEnv = z
           .map((u) => u.trim())
           .filter((u) => u !== '');
       })
-      .optional(),
+      .default(BACKEND_DEFAULTS.engineMetrics),
     JUDGE_ENGINE_METRICS_INTERVAL_MS: int(10, 60_000).default(BACKEND_DEFAULTS.engineMetricsIntervalMs),
     JUDGE_ENGINE_PRIORITY: EnginePriority.default(BACKEND_DEFAULTS.enginePriority),
     JUDGE_REPLICA_POLICY: ReplicaPolicy.default(BACKEND_DEFAULTS.replicaPolicy),
