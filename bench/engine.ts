@@ -156,8 +156,10 @@ export interface Scenario {
   policy: 'openrlhf' | 'once';
   /** The client's own deadline (`x-reward-deadline-ms`), ms; default none. */
   clientDeadlineMs?: number | undefined;
-  /** High-priority `/v1/judge` calls sent one after another during the burst. */
+  /** High-priority `/v1/judge` calls sent during the burst (one every PROBE_EVERY_MS). */
   highProbes: number;
+  /** Unloaded high-priority judgments before the burst (their median is the unloaded latency). Default 3. */
+  unloadedProbes?: number | undefined;
 }
 
 export interface ScenarioResult {
@@ -244,9 +246,9 @@ export async function runScenario(
   if (base === undefined) throw new Error(`no engine ${scenario.engine}`);
   const server = await startServer({ ...scaledEnv(base), ...scenario.env });
   try {
-    // Unloaded: 5 high-priority judgments one after another (also what the server calibrates on).
+    // Unloaded: high-priority judgments one after another (also what the server calibrates on).
     const unloaded: number[] = [];
-    for (let i = 0; i < 5; i++)
+    for (let i = 0; i < (scenario.unloadedProbes ?? 3); i++)
       unloaded.push(await judgeOnce(server.url, corpus, scenario.from + 900_000 + i, true));
     engines.reset();
     const burstAt = performance.now();
@@ -343,9 +345,15 @@ export async function runScenario(
   }
 }
 
+/**
+ * One engine spec per size: a larger batch gets longer steps (a bigger model, or longer replies), so that
+ * every size runs ~40–200 calls/s and the suite's own CPU (three processes on a shared 2-core machine)
+ * does not decide the timing. 8 slots: 8 ms steps (192 ms per call at a full batch); 32: 12 ms (288 ms);
+ * 128: 24 ms (576 ms).
+ */
 export const ENGINE_SPEC = (slots: number): EngineOptions => ({
   slots,
-  stepMs: STEP_MS,
+  stepMs: slots >= 128 ? 3 * STEP_MS : slots >= 32 ? 1.5 * STEP_MS : STEP_MS,
   tokens: TOKENS,
   slowdown: SLOWDOWN,
 });
@@ -353,7 +361,7 @@ export const ENGINE_SPEC = (slots: number): EngineOptions => ({
 /** Rollouts whose work at a full batch takes `seconds` on an engine of `slots` (3 calls per rollout). */
 export function rolloutsFor(slots: number, seconds: number): number {
   const spec = ENGINE_SPEC(slots);
-  const callS = (TOKENS * stepOf(spec, slots)) / 1000;
+  const callS = ((spec.tokens ?? TOKENS) * stepOf(spec, slots)) / 1000;
   return Math.max(16, Math.round((seconds * slots) / callS / 3));
 }
 
@@ -370,6 +378,9 @@ async function main(): Promise<void> {
       slots: { type: 'string', default: '8,32,128' },
       settings: { type: 'string', default: 'fixed,aimd,engine' },
       seconds: { type: 'string', default: '5' },
+      /** The client's deadline (`x-reward-deadline-ms`) and policy: a burst that does not fit it. */
+      'client-deadline-ms': { type: 'string' },
+      policy: { type: 'string', default: 'openrlhf' },
       markdown: { type: 'boolean', default: false },
     },
   });
@@ -394,7 +405,9 @@ async function main(): Promise<void> {
             env,
             rollouts,
             from,
-            policy: 'openrlhf',
+            policy: values.policy === 'once' ? 'once' : 'openrlhf',
+            clientDeadlineMs:
+              values['client-deadline-ms'] === undefined ? undefined : Number(values['client-deadline-ms']),
             highProbes: 40,
           });
           from += 1_000_000;

@@ -91,7 +91,7 @@ export type ControlLaw = 'engine' | 'gradient';
 /** The control's state, for metrics and the capacity estimate (src/server/admission/capacity.ts). */
 export interface ControlSnapshot {
   law: ControlLaw;
-  /** The replica's engine publishes metrics (or is still being probed), whether or not a reading is fresh. */
+  /** The replica's engine publishes metrics, whether or not a reading is fresh (not while still probed). */
   metrics: boolean;
   /** The engine's last fresh reading; undefined without one. */
   engine: Pick<EngineReading, 'kind' | 'running' | 'waiting' | 'kvUsage' | 'queueTime'> | undefined;
@@ -302,7 +302,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       const slots = Math.max(1, Math.floor(limit));
       const l = load();
       if (reading === undefined || scraper?.state === 'none') {
-        const metrics = scraper !== undefined && scraper.state !== 'none';
+        const metrics = scraper?.state === 'engine';
         return {
           law: scraper?.state === 'probing' ? 'engine' : 'gradient',
           metrics,
@@ -311,6 +311,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
             !metrics || engineCapacity !== undefined
               ? { calls: engineCapacity ?? slots, known: true }
               : { calls: Math.max(1, provenNow()), known: false },
+          // (While probed, the limit is INITIAL and the replica is modelled by it.)
           proven: metrics ? Math.max(1, provenNow()) : slots,
           // An engine whose readings are stale (or not yet in) is not measured: the limit alone says nothing
           // of its capacity.

@@ -305,7 +305,7 @@ export class Admission {
     lane: Lane = 'normal',
     options: DecideOptions = {},
   ): AdmissionDecision {
-    const d = this.#decide(graphs, remainingMs, lane, options, false);
+    const d = this.#decide(graphs, remainingMs, lane, options, 'upper');
     if (d.ok) return d;
     return d.refusal === undefined ? { ok: true } : { ok: false, refusal: d.refusal };
   }
@@ -322,7 +322,7 @@ export class Admission {
   ): HoldableDecision {
     // First come, first served: behind held requests, a new one is held too.
     if (lane === 'normal' && this.#holds.size > 0 && graphs.length > 0) return { ok: false, hold: true };
-    return this.#decide(graphs, remainingMs, lane, options, true);
+    return this.#decide(graphs, remainingMs, lane, options, 'hold');
   }
 
   #decide(
@@ -330,7 +330,8 @@ export class Admission {
     remainingMs: number,
     lane: Lane,
     options: DecideOptions,
-    holding: boolean,
+    /** While the capacity is uncertain: hold what fits only its upper end, or decide at one end. */
+    uncertain: 'hold' | 'upper' | 'lower',
   ): HoldableDecision {
     const n = graphs.length;
     if (n === 0) return { ok: true };
@@ -342,10 +343,12 @@ export class Admission {
     }
     const now = this.#now();
     this.#observe(now);
-    const { low, high, certain } = this.#drain();
-    const callS = (this.#callLatencyMs ?? COLD_CALL_MS) / 1000;
+    const { low, high, certain, estimate } = this.#drain();
+    // The last judgment admitted still needs its critical path after its first call drained, at the
+    // latency calls have now (under load a batch is slower than one call alone).
+    const callS = Math.max(this.#callLatencyMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0) / 1000;
     const completionAt = (drain: number): number =>
-      Math.max((this.#backlogCalls + calls) / drain, critical * callS);
+      (this.#backlogCalls + calls) / drain + Math.max(0, critical - 1) * callS;
     const horizonS = (ADMIT_WITHIN * Math.max(0, remainingMs)) / 1000;
     const extended = options.holdUntil !== undefined && options.holdUntil > now + remainingMs;
     const holdHorizonS =
@@ -380,9 +383,13 @@ export class Admission {
     }
     if (this.#backlogCalls <= 0) return { ok: true };
     if (completionAt(low) <= horizonS) return { ok: true };
-    const upper = certain ? low : high;
+    // While the capacity is measured, enough work to fill the engines (and their ramp) is admitted: without
+    // it they would never fill up, and never be measured.
+    if (!certain && uncertain === 'hold' && this.#backlogCalls + calls <= estimate.probeCalls)
+      return { ok: true };
+    const upper = certain || uncertain === 'lower' ? low : high;
     if (completionAt(upper) > holdHorizonS) return refusal('deadline', upper);
-    if (certain || !holding) {
+    if (certain || uncertain !== 'hold') {
       // It fits, but only by the hold window (`holdUntil`): admitted with its deadline moved there.
       return completionAt(upper) <= horizonS ? { ok: true } : { ok: true, deadline: options.holdUntil };
     }
@@ -408,8 +415,13 @@ export class Admission {
     for (const g of graphs) calls += this.costOf(g);
     const decideHeld = (): HoldDecision => {
       const now = this.#now();
-      const uncertainOk = now - since < patience;
-      const d = this.#decide(graphs, deadline - now, lane, options, uncertainOk);
+      const d = this.#decide(
+        graphs,
+        deadline - now,
+        lane,
+        options,
+        now - since < patience ? 'hold' : 'lower',
+      );
       if (d.ok) return { kind: 'admit', deadline: d.deadline ?? deadline };
       if (d.refusal === undefined) return { kind: 'wait' };
       return { kind: 'refuse', refusal: d.refusal };

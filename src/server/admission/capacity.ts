@@ -45,6 +45,13 @@ export interface CapacityEstimate {
   /** `measured` when every serving replica's rate is measured, `engine` while a range, else `model`. */
   source: 'measured' | 'engine' | 'model';
   replicas: ReplicaCapacity[];
+  /** The longest recent call latency of the serving replicas, ms (under load); undefined before one. */
+  recentLatencyMs: number | undefined;
+  /**
+   * Backend calls the serving replicas' in-flight limits allow now, twice over (a queue as long again):
+   * work that can be admitted while the capacity is uncertain, so the engines fill up and are measured.
+   */
+  probeCalls: number;
 }
 
 export interface ReplicaCapacity {
@@ -113,14 +120,27 @@ export class CapacityEstimator {
     const counted = serving.length > 0 ? serving : up.length > 0 ? up : all;
     if (all.length === 0) {
       const rate = (fallbackSlots * 1000) / unloadedMs;
-      return { low: rate, high: rate, certain: true, source: 'model', replicas: [] };
+      return {
+        low: rate,
+        high: rate,
+        certain: true,
+        source: 'model',
+        replicas: [],
+        recentLatencyMs: undefined,
+        probeCalls: 2 * fallbackSlots,
+      };
     }
     let low = 0;
     let high = 0;
     let measuredAll = counted.length > 0;
     let anyRange = false;
+    let recentLatencyMs: number | undefined;
+    let probeCalls = 0;
     const replicas: ReplicaCapacity[] = [];
     for (const r of counted) {
+      probeCalls += 2 * r.limit;
+      const recent = r.control?.recentLatencyMs;
+      if (recent !== undefined) recentLatencyMs = Math.max(recentLatencyMs ?? 0, recent);
       const track = this.#tracks.get(`${r.backend}\0${r.replica}`);
       const measured =
         track?.measured !== undefined && now - track.measured.at <= MEASURED_TTL_MS
@@ -139,6 +159,8 @@ export class CapacityEstimator {
       certain: !anyRange,
       source: measuredAll ? 'measured' : anyRange ? 'engine' : 'model',
       replicas,
+      recentLatencyMs,
+      probeCalls,
     };
   }
 
@@ -208,7 +230,10 @@ export class CapacityEstimator {
 function modelled(r: ReplicaSnapshot, unloadedMs: number): { low: number; high: number } {
   const control = r.control;
   if (control === undefined || !control.metrics) {
-    const rate = (r.limit * 1000) / unloadedMs;
+    // A replica whose metrics are still being probed (milliseconds after start-up) counts at its ceiling,
+    // as every replica did before the engine law: its starting limit says nothing of the engine.
+    const probing = control?.law === 'engine';
+    const rate = ((probing ? r.maxInflight : r.limit) * 1000) / unloadedMs;
     return { low: rate, high: rate };
   }
   const capacity = control.capacity.known ? control.capacity.calls : r.maxInflight;
