@@ -1,32 +1,32 @@
 /**
  * Admission control by predicted completion. Work is counted in backend calls: every admitted judgment
- * adds its graph's expected calls to the backlog until it ends, and the backlog drains at the measured
+ * adds its graph's expected calls to the backlog until it ends, and the backlog drains at the fleet's
  * rate (calls/s). A request is admitted, whole or not at all, while its new work is predicted to finish
- * inside the request deadline; a refused one is told the predicted wait (Retry-After). Admitted judgments
- * are never dropped for capacity: they run (FIFO for a run slot) until they finish, time out at their
- * deadline, or their callers leave.
+ * inside the request deadline (fit.ts); a refused one is told the predicted wait (Retry-After). Admitted
+ * judgments are never dropped for capacity: they run (FIFO for a run slot) until they finish, time out at
+ * their deadline, or their callers leave.
  *
- * Drain rate: the larger of a model and a measurement. Model: backend call slots / call latency
- * (smoothed over unloaded calls, those that finished while not backlogged; COLD_CALL_MS before any
- * such call),
- * capped by the backend's RPM. Measurement: calls completed per second over the last DRAIN_WINDOW_MS
- * during which the server stayed backlogged (judgments waiting for a run slot, or a backend saturated),
- * once it stayed so for MIN_BUSY_MS (an idle server measures its demand, not its capacity); the last one
- * stands in for LAST_DRAIN_TTL_MS. It raises the estimate above the model (more capacity than the
- * default backend's slots, e.g. routed backends); it never lowers it, being depressed by transients. A graph costs its smoothed measured calls per
- * judgment (its static call count until one finished), so a graph's drain rate in judgments/s is the
- * calls/s drain divided by that cost.
+ * Drain rate: what the default backend's replicas were measured to complete per second at their capacity,
+ * else modelled from their engines' capacity or in-flight limits (capacity.ts) — a range while an engine's
+ * capacity is still being measured, in which case requests that fit only its upper end are held (hold.ts)
+ * — capped by the backend's RPM and raised by what this server measured while backlogged
+ * (backlog-drain.ts; every backend's calls). A graph costs its smoothed measured calls per judgment (its
+ * static call count until one ran; a rejected input costs nothing and teaches nothing), so a graph's drain
+ * rate in judgments/s is the calls/s drain divided by that cost.
  *
  * Memory: the queue of judgments waiting for a run slot is bounded by `maxQueued` (sized from the
  * measured bytes per queued judgment, README "Configuration"), not by a small count.
  */
-import { RewardError, toError } from '../../errors.js';
+import { RewardError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { JudgeObserver, ReplicaSnapshot } from '../../judge/types.js';
 import type { Metrics } from '../observe/metrics.js';
-import { CapacityEstimator, type CapacityEstimate } from './capacity.js';
-import { HoldQueue, type HoldDecision, type HoldPlace } from './hold.js';
-import { HighLaneBudget, LaneQueue, type Lane } from './priority.js';
+import { BacklogDrain } from './backlog-drain.js';
+import { CapacityEstimator, drainRange, type CapacityEstimate } from './capacity.js';
+import { ADMIT_WITHIN, fit, horizons, refusalOf, type FitInput } from './fit.js';
+import { HoldQueue, type HoldPlace } from './hold.js';
+import { HighLaneBudget, type Lane } from './priority.js';
+import { RunSlots } from './run-slots.js';
 
 /**
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
@@ -42,10 +42,6 @@ export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'cr
 };
 
 type Release = () => void;
-
-interface Waiter {
-  resolve(release: Release): void;
-}
 
 /** What admission publishes after every change (feeds the gauges). */
 export interface AdmissionState {
@@ -135,24 +131,10 @@ export interface AdmissionOptions {
   gate?: (() => RewardError | undefined) | undefined;
 }
 
-/** Fraction of the request deadline the predicted completion must fit in (the rest absorbs error). */
-export const ADMIT_WITHIN = 0.9;
+export { ADMIT_WITHIN };
 /** Assumed latency of one backend call before any call finished, ms. */
 export const COLD_CALL_MS = 1000;
-const SLOT_MS = 250;
-const DRAIN_WINDOW_MS = 20_000;
-const SLOTS = DRAIN_WINDOW_MS / SLOT_MS;
-/** Backlogged time needed before a drain measurement counts. */
-const MIN_BUSY_MS = 8000;
-/** How long the last drain measurement stands in once the server is no longer backlogged. */
-const LAST_DRAIN_TTL_MS = 600_000;
-/** Smoothing of call latency and of calls per judgment. */
-const EWMA_ALPHA = 0.1;
-/** Graph hashes whose call cost is tracked (inline graphs are client-chosen); then the static count. */
-const MAX_TRACKED_GRAPHS = 256;
 const MAX_RETRY_AFTER_S = 3600;
-/** While requests are held, how often they are decided again without another event, ms. */
-const HOLD_TICK_MS = 50;
 /**
  * A request held this long for an uncertain capacity (or a tenth of its deadline, when sooner) is decided
  * on the proven capacity alone, ms.
@@ -164,8 +146,7 @@ export class Admission {
   readonly maxQueued: number;
   readonly callSlots: number;
   readonly callRateLimit: number;
-  #running = 0;
-  readonly #waiters = new LaneQueue<Waiter>();
+  readonly #slots: RunSlots;
   readonly high: HighLaneBudget;
   readonly gate: (() => RewardError | undefined) | undefined;
   readonly #now: () => number;
@@ -173,19 +154,9 @@ export class Admission {
   readonly #onChange: ((state: AdmissionState) => void) | undefined;
   /** Expected calls of every admitted judgment that has not ended. */
   #backlogCalls = 0;
-  #callLatencyMs: number | undefined;
-  readonly #callsPerJudgment = new Map<string, number>();
-  // Ring of SLOT_MS slots over DRAIN_WINDOW_MS: calls finished in each.
-  readonly #slotCalls = new Float64Array(SLOTS);
-  readonly #slotIndex = new Float64Array(SLOTS).fill(-1);
-  /** Since when the server has been seen backlogged at every observation; undefined when not. */
-  #busySince: number | undefined;
-  /** The last time the server was seen backlogged, and the end of the backlog before the current one. */
-  #lastDrain: { callsPerS: number; at: number } | undefined;
+  readonly #calls = new BacklogDrain();
   readonly #capacity: CapacityEstimator;
   readonly #holds: HoldQueue;
-  #holdTimer: NodeJS.Timeout | undefined;
-  #processing = false;
 
   constructor(options: AdmissionOptions) {
     this.maxConcurrent = options.maxConcurrent;
@@ -195,6 +166,7 @@ export class Admission {
     this.#now = options.now ?? Date.now;
     this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
+    this.#slots = new RunSlots(options.maxConcurrent, () => this.#changed());
     this.high = new HighLaneBudget(options.highShare ?? 0.1, this.#now);
     this.gate = options.gate;
     this.#capacity = new CapacityEstimator({
@@ -202,23 +174,18 @@ export class Admission {
       lagMs: options.lagMs,
       now: this.#now,
     });
-    this.#holds = new HoldQueue(
-      (calls) => {
-        this.#backlogCalls += calls;
-      },
-      (calls) => {
-        this.#backlogCalls = Math.max(0, this.#backlogCalls - calls);
-        this.#changed();
-      },
-    );
+    this.#holds = new HoldQueue((calls) => {
+      this.#backlogCalls = Math.max(0, this.#backlogCalls + calls);
+      if (calls < 0) this.#changed();
+    });
   }
 
   get running(): number {
-    return this.#running;
+    return this.#slots.running;
   }
 
   get waiting(): number {
-    return this.#waiters.size;
+    return this.#slots.waiting;
   }
 
   /** Expected backend calls of the admitted judgments that have not ended. */
@@ -229,12 +196,12 @@ export class Admission {
   /** Expected calls per judgment of `graph`: measured (smoothed), else its static count; 0 when rejected. */
   costOf(graph: WorkShape): number {
     if (graph.rejected === true) return 0;
-    return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
+    return this.#calls.callsPerJudgment(graph.hash) ?? graph.llmCallsPerJudgment;
   }
 
   /** Smoothed unloaded call latency, ms; undefined before any call finished unloaded (plan.ts). */
   callLatencyMs(): number | undefined {
-    return this.#callLatencyMs;
+    return this.#calls.unloadedLatencyMs;
   }
 
   /**
@@ -251,23 +218,9 @@ export class Admission {
     return { ...d.estimate, low: d.low, high: d.high, certain: d.certain };
   }
 
-  /** The drain-rate range, calls/s: the replicas' estimate, capped by the RPM, raised by a measurement. */
   #drain(): { low: number; high: number; certain: boolean; estimate: CapacityEstimate } {
-    const now = this.#now();
-    const estimate = this.#capacity.estimate(this.#callLatencyMs ?? COLD_CALL_MS, this.callSlots);
-    let measured = this.#measuredDrain(now);
-    if (
-      measured === undefined &&
-      this.#lastDrain !== undefined &&
-      now - this.#lastDrain.at < LAST_DRAIN_TTL_MS
-    )
-      measured = this.#lastDrain.callsPerS;
-    // The backlog measurement counts every backend's calls (a routing file's too): it only raises.
-    const rate = (x: number): number =>
-      Math.max(1e-3, Math.min(this.callRateLimit, measured === undefined ? x : Math.max(measured, x)));
-    const low = rate(estimate.low);
-    const high = Math.max(low, rate(estimate.high));
-    return { low, high, certain: estimate.certain || high - low < 1e-9, estimate };
+    const estimate = this.#capacity.estimate(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, this.callSlots);
+    return { ...drainRange(estimate, this.#calls.rate(this.#now()), this.callRateLimit), estimate };
   }
 
   /** A graph's drain rate in judgments per second. */
@@ -291,13 +244,9 @@ export class Admission {
   }
 
   /**
-   * Whether the new judgments (one entry per judgment) fit: their run-slot wait within the memory bound,
-   * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs` — at the proven drain
-   * rate to admit, at the optimistic one to refuse; in between (the capacity still being measured) the
-   * request is held when `options.hold`, else decided at the optimistic rate. With `options.holdUntil`
-   * the horizon extends to it (the decision then carries the new deadline). With nothing admitted or held
-   * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time
-   * out.
+   * Whether the new judgments (one entry per judgment) fit: their run-slot wait within the memory bound, and
+   * their completion after the backlog inside ADMIT_WITHIN of `remainingMs` (or `options.holdUntil`: the
+   * decision then carries the new deadline) — fit.ts; an uncertain capacity decides at its upper end.
    */
   decide(
     graphs: readonly WorkShape[],
@@ -306,8 +255,7 @@ export class Admission {
     options: DecideOptions = {},
   ): AdmissionDecision {
     const d = this.#decide(graphs, remainingMs, lane, options, 'upper');
-    if (d.ok) return d;
-    return d.refusal === undefined ? { ok: true } : { ok: false, refusal: d.refusal };
+    return d.ok || d.refusal === undefined ? { ok: true, deadline: d.ok ? d.deadline : undefined } : d;
   }
 
   /**
@@ -331,69 +279,58 @@ export class Admission {
     lane: Lane,
     options: DecideOptions,
     /** While the capacity is uncertain: hold what fits only its upper end, or decide at one end. */
-    uncertain: 'hold' | 'upper' | 'lower',
+    uncertain: FitInput['uncertain'],
   ): HoldableDecision {
     const n = graphs.length;
     if (n === 0) return { ok: true };
-    let calls = 0;
-    let critical = 0;
-    for (const g of graphs) {
-      calls += this.costOf(g);
-      if (g.rejected !== true) critical = Math.max(critical, g.criticalPathCalls);
-    }
     const now = this.#now();
     this.#observe(now);
-    const { low, high, certain, estimate } = this.#drain();
-    // The last judgment admitted still needs its critical path after its first call drained, at the
-    // latency calls have now (under load a batch is slower than one call alone).
-    const callS = Math.max(this.#callLatencyMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0) / 1000;
-    const completionAt = (drain: number): number =>
-      (this.#backlogCalls + calls) / drain + Math.max(0, critical - 1) * callS;
-    const horizonS = (ADMIT_WITHIN * Math.max(0, remainingMs)) / 1000;
-    const extended = options.holdUntil !== undefined && options.holdUntil > now + remainingMs;
-    const holdHorizonS =
-      extended && options.holdUntil !== undefined
-        ? (ADMIT_WITHIN * (options.holdUntil - now)) / 1000
-        : horizonS;
-    const freeSlots = Math.max(0, this.maxConcurrent - this.#running);
-    const queuedAfter = this.#waiters.size + Math.max(0, n - freeSlots);
-    const refusal = (reason: Refusal['reason'], drain: number): HoldableDecision => ({
-      ok: false,
-      refusal: {
-        reason,
-        waitS: this.#backlogCalls / drain,
-        completionS: completionAt(drain),
-        horizonS: holdHorizonS,
-        drainCallsPerS: drain,
-        neededCallsPerS: holdHorizonS > 0 ? (this.#backlogCalls + calls) / holdHorizonS : Infinity,
-        waiting: this.#waiters.size,
-      },
-    });
-    if (queuedAfter > this.maxQueued) return refusal('memory', low);
-    // High work goes ahead of the queued backlog: its own budget decides, not the backlog's completion.
-    // HIGH_PRIORITY_SHARE=0 turns the lane off (high requests are normal ones).
-    // Its share is of the optimistic rate while the capacity is measured: high work is small, and a lane
-    // that refused a human's curl until the fleet was calibrated would be no lane.
-    if (lane === 'high' && this.high.share > 0) {
-      if (this.high.fits(calls, high, horizonS)) return { ok: true };
-      const denied = refusal('priority', high);
-      if (!denied.ok && denied.refusal !== undefined)
-        denied.refusal.waitS = this.high.waitS(calls, high, horizonS);
-      return denied;
+    const { estimate, ...range } = this.#drain();
+    const { low, high } = range;
+    const { horizonS, holdHorizonS } = horizons(now, remainingMs, options.holdUntil);
+    const input: FitInput = {
+      ...range,
+      backlogCalls: this.#backlogCalls,
+      calls: this.#callsOf(graphs),
+      criticalPathCalls: graphs.reduce(
+        (m, g) => (g.rejected === true ? m : Math.max(m, g.criticalPathCalls)),
+        0,
+      ),
+      // Under load a batch is slower than one call alone: the tail runs at the latency calls have now.
+      callS: Math.max(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0) / 1000,
+      probeCalls: estimate.probeCalls,
+      horizonS,
+      holdHorizonS,
+      uncertain,
+    };
+    const refusal = (reason: Refusal['reason'], drain: number, waitS?: number): HoldableDecision => {
+      const r = refusalOf(input, reason, drain, this.#slots.waiting);
+      return { ok: false, refusal: waitS === undefined ? r : { ...r, waitS } };
+    };
+    const freeSlots = Math.max(0, this.maxConcurrent - this.#slots.running);
+    if (this.#slots.waiting + Math.max(0, n - freeSlots) > this.maxQueued) return refusal('memory', low);
+    // High work goes ahead of the backlog, within its own budget (HIGH_PRIORITY_SHARE=0: no lane) of the
+    // optimistic rate while the capacity is measured: high work is small, and a human's curl waits for no
+    // calibration.
+    if (lane === 'high' && this.high.share > 0)
+      return this.high.fits(input.calls, high, horizonS)
+        ? { ok: true }
+        : refusal('priority', high, this.high.waitS(input.calls, high, horizonS));
+    const verdict = fit(input);
+    switch (verdict.kind) {
+      case 'admit':
+        return { ok: true };
+      case 'extend':
+        return { ok: true, deadline: options.holdUntil };
+      case 'hold':
+        return { ok: false, hold: true };
+      case 'refuse':
+        return refusal('deadline', verdict.drain);
     }
-    if (this.#backlogCalls <= 0) return { ok: true };
-    if (completionAt(low) <= horizonS) return { ok: true };
-    // While the capacity is measured, enough work to fill the engines (and their ramp) is admitted: without
-    // it they would never fill up, and never be measured.
-    if (!certain && uncertain === 'hold' && this.#backlogCalls + calls <= estimate.probeCalls)
-      return { ok: true };
-    const upper = certain || uncertain === 'lower' ? low : high;
-    if (completionAt(upper) > holdHorizonS) return refusal('deadline', upper);
-    if (certain || uncertain !== 'hold') {
-      // It fits, but only by the hold window (`holdUntil`): admitted with its deadline moved there.
-      return completionAt(upper) <= horizonS ? { ok: true } : { ok: true, deadline: options.holdUntil };
-    }
-    return { ok: false, hold: true };
+  }
+
+  #callsOf(graphs: readonly WorkShape[]): number {
+    return graphs.reduce((sum, g) => sum + this.costOf(g), 0);
   }
 
   /**
@@ -411,45 +348,18 @@ export class Admission {
   ): HoldPlace {
     const since = this.#now();
     const patience = Math.min(MAX_UNCERTAIN_HOLD_MS, (deadline - since) / 10);
-    let calls = 0;
-    for (const g of graphs) calls += this.costOf(g);
-    const decideHeld = (): HoldDecision => {
-      const now = this.#now();
-      const d = this.#decide(
-        graphs,
-        deadline - now,
-        lane,
-        options,
-        now - since < patience ? 'hold' : 'lower',
-      );
-      if (d.ok) return { kind: 'admit', deadline: d.deadline ?? deadline };
-      if (d.refusal === undefined) return { kind: 'wait' };
-      return { kind: 'refuse', refusal: d.refusal };
-    };
-    const place = this.#holds.hold(calls, decideHeld, signal, Math.max(deadline, options.holdUntil ?? 0));
-    this.#scheduleHolds();
-    return place;
-  }
-
-  /** Decides the held requests again, and keeps a timer doing so while any is held. */
-  #processHolds(): void {
-    if (this.#holds.size === 0 || this.#processing) return;
-    this.#processing = true;
-    try {
-      this.#holds.process();
-    } finally {
-      this.#processing = false;
-    }
-    this.#scheduleHolds();
-  }
-
-  #scheduleHolds(): void {
-    if (this.#holds.size === 0 || this.#holdTimer !== undefined) return;
-    this.#holdTimer = setTimeout(() => {
-      this.#holdTimer = undefined;
-      this.#processHolds();
-    }, HOLD_TICK_MS);
-    this.#holdTimer.unref();
+    return this.#holds.hold(
+      this.#callsOf(graphs),
+      () => {
+        const now = this.#now();
+        const mode = now - since < patience ? 'hold' : 'lower';
+        const d = this.#decide(graphs, deadline - now, lane, options, mode);
+        if (d.ok) return { kind: 'admit', deadline: d.deadline ?? deadline };
+        return d.refusal === undefined ? { kind: 'wait' } : { kind: 'refuse', refusal: d.refusal };
+      },
+      signal,
+      Math.max(deadline, options.holdUntil ?? 0),
+    );
   }
 
   /** Retry-After for a refusal: the predicted wait, whole seconds, 1 s – 1 h. */
@@ -470,7 +380,7 @@ export class Admission {
         if (finished) return;
         finished = true;
         this.#backlogCalls = Math.max(0, this.#backlogCalls - cost);
-        if (calls !== undefined && graph.rejected !== true) this.#recordCost(graph.hash, calls);
+        if (calls !== undefined && graph.rejected !== true) this.#calls.recordCost(graph.hash, calls);
         this.#changed();
       },
     };
@@ -479,66 +389,21 @@ export class Admission {
   /** One backend call finished (any outcome): feeds the drain rate and, when unloaded, the call latency. */
   recordCall(latencyMs: number): void {
     const now = this.#now();
-    const busy = this.#observe(now);
+    this.#calls.record(now, latencyMs, this.#observe(now));
     this.#capacity.observe();
-    this.#processHolds();
-    const slot = Math.floor(now / SLOT_MS);
-    const i = slot % SLOTS;
-    if (this.#slotIndex[i] !== slot) {
-      this.#slotIndex[i] = slot;
-      this.#slotCalls[i] = 0;
-    }
-    this.#slotCalls[i] = (this.#slotCalls[i] ?? 0) + 1;
-    // Under saturation a call's latency includes its wait for a backend slot (and the server's own stalls
-    // under a storm of requests): not a service time.
-    if (!busy && Number.isFinite(latencyMs) && latencyMs >= 0)
-      this.#callLatencyMs =
-        this.#callLatencyMs === undefined
-          ? latencyMs
-          : this.#callLatencyMs + EWMA_ALPHA * (latencyMs - this.#callLatencyMs);
+    this.#holds.process();
   }
 
   /** Samples the backlogged state (every call, admission and slot change); true when backlogged. */
   #observe(now: number): boolean {
-    const busy = this.#waiters.size > 0 || this.#isBackendSaturated();
-    if (busy) {
-      this.#busySince ??= now;
-    } else {
-      if (this.#busySince !== undefined) {
-        const measured = this.#measuredDrain(now);
-        if (measured !== undefined) this.#lastDrain = { callsPerS: measured, at: now };
-      }
-      this.#busySince = undefined;
-    }
+    const busy = this.#slots.waiting > 0 || this.#isBackendSaturated();
+    this.#calls.observe(now, busy);
     return busy;
   }
 
-  /**
-   * Takes a run slot, waiting FIFO when all are busy. Synchronous bookkeeping: the judgment counts as
-   * running or waiting as soon as this returns. Rejects with the signal's reason if it aborts while waiting.
-   */
+  /** Takes a run slot (run-slots.ts), in `lane` when all are busy. */
   acquire(signal: AbortSignal, lane: Lane = 'normal'): Promise<Release> {
-    if (signal.aborted) return Promise.reject(toError(signal.reason));
-    if (this.#running < this.maxConcurrent) {
-      this.#running += 1;
-      this.#changed();
-      return Promise.resolve(this.#releaser());
-    }
-    return new Promise<Release>((resolve, reject) => {
-      const waiter: Waiter = {
-        resolve: (release) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(release);
-        },
-      };
-      const onAbort = (): void => {
-        if (this.#waiters.delete(waiter)) this.#changed();
-        reject(toError(signal.reason));
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.add(waiter, lane);
-      this.#changed();
-    });
+    return this.#slots.acquire(signal, lane);
   }
 
   /**
@@ -567,52 +432,14 @@ export class Admission {
     }
   }
 
-  /** Calls/s over the part of the window in which the server stayed backlogged, when long enough. */
-  #measuredDrain(now: number): number | undefined {
-    if (this.#busySince === undefined) return undefined;
-    // Whole slots only: from the first full slot after busySince to the slot now filling (excluded).
-    const current = Math.floor(now / SLOT_MS);
-    const first = Math.max(Math.floor(this.#busySince / SLOT_MS) + 1, current - SLOTS + 1);
-    if ((current - first) * SLOT_MS < MIN_BUSY_MS) return undefined;
-    let calls = 0;
-    for (let slot = first; slot < current; slot++) {
-      const i = slot % SLOTS;
-      if (this.#slotIndex[i] === slot) calls += this.#slotCalls[i] ?? 0;
-    }
-    if (calls === 0) return undefined;
-    return calls / (((current - first) * SLOT_MS) / 1000);
-  }
-
-  #recordCost(hash: string, calls: number): void {
-    const prev = this.#callsPerJudgment.get(hash);
-    if (prev === undefined && this.#callsPerJudgment.size >= MAX_TRACKED_GRAPHS) return;
-    this.#callsPerJudgment.set(hash, prev === undefined ? calls : prev + EWMA_ALPHA * (calls - prev));
-  }
-
-  #releaser(): Release {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.#waiters.shift();
-      if (next === undefined) {
-        this.#running -= 1;
-      } else {
-        // The slot passes straight to the oldest waiter (high lane first): running stays the same.
-        next.resolve(this.#releaser());
-      }
-      this.#changed();
-    };
-  }
-
   #changed(): void {
     this.#observe(this.#now());
     this.#capacity.observe();
-    this.#processHolds();
+    this.#holds.process();
     if (this.#onChange === undefined) return;
     this.#onChange({
-      running: this.#running,
-      waiting: this.#waiters.size,
+      running: this.#slots.running,
+      waiting: this.#slots.waiting,
       predictedWaitS: this.predictedWaitS(),
       drainCallsPerS: this.drainCallsPerS(),
       held: this.#holds.size,

@@ -244,3 +244,20 @@ function modelled(r: ReplicaSnapshot, unloadedMs: number): { low: number; high: 
   const low = (control.proven * 1000) / loadedMs;
   return { low: Math.min(low, high), high };
 }
+
+/**
+ * The drain-rate range admission decides on, calls/s (> 0): the replicas' estimate, capped by the RPM
+ * (`rpm`, calls/s), raised by what the server measured while backlogged (`backlog`: every backend's calls,
+ * a routing file's too, so it only raises: backlog-drain.ts).
+ */
+export function drainRange(
+  estimate: CapacityEstimate,
+  backlog: number | undefined,
+  rpm: number,
+): { low: number; high: number; certain: boolean } {
+  const rate = (x: number): number =>
+    Math.max(1e-3, Math.min(rpm, backlog === undefined ? x : Math.max(backlog, x)));
+  const low = rate(estimate.low);
+  const high = Math.max(low, rate(estimate.high));
+  return { low, high, certain: estimate.certain || high - low < 1e-9 };
+}

@@ -12,6 +12,9 @@
  */
 import type { Refusal } from './admission.js';
 
+/** While requests are held, how often they are decided again without another event, ms. */
+const TICK_MS = 50;
+
 /** How a held request's wait ended. */
 export type HoldVerdict =
   | { kind: 'admit'; deadline: number }
@@ -45,13 +48,13 @@ interface Place extends HoldPlace {
 
 export class HoldQueue {
   readonly #queue = new Set<Entry>();
-  /** Gives a reservation back to the backlog (admission's `#backlogCalls`). */
-  readonly #unreserve: (calls: number) => void;
+  #timer: NodeJS.Timeout | undefined;
+  #processing = false;
+  /** Moves calls into (> 0: a held request admitted) or out of (< 0: it left) admission's backlog. */
   readonly #reserve: (calls: number) => void;
 
-  constructor(reserve: (calls: number) => void, unreserve: (calls: number) => void) {
+  constructor(reserve: (calls: number) => void) {
     this.#reserve = reserve;
-    this.#unreserve = unreserve;
   }
 
   get size(): number {
@@ -88,7 +91,7 @@ export class HoldQueue {
         if (left) return;
         left = true;
         finish({ kind: 'gone' });
-        if (place.reservedCalls > 0) this.#unreserve(place.reservedCalls);
+        if (place.reservedCalls > 0) this.#reserve(-place.reservedCalls);
         place.reservedCalls = 0;
       },
     };
@@ -96,15 +99,36 @@ export class HoldQueue {
     this.#queue.add(entry);
     signal.addEventListener('abort', onAbort, { once: true });
     if (signal.aborted) onAbort();
+    this.#schedule();
     return place;
   }
 
-  /** Decides held requests in order until one must keep waiting. */
+  /**
+   * Decides held requests in order until one must keep waiting; call on every change of the backlog or
+   * the estimate (a timer does every TICK_MS meanwhile). Re-entrant calls (a decision that changes the
+   * backlog) return at once.
+   */
   process(): void {
-    for (const entry of this.#queue) {
-      const d = entry.decide();
-      if (d.kind === 'wait') return;
-      entry.resolve(d);
+    if (this.#queue.size === 0 || this.#processing) return;
+    this.#processing = true;
+    try {
+      for (const entry of this.#queue) {
+        const d = entry.decide();
+        if (d.kind === 'wait') break;
+        entry.resolve(d);
+      }
+    } finally {
+      this.#processing = false;
     }
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#queue.size === 0 || this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.process();
+    }, TICK_MS);
+    this.#timer.unref();
   }
 }
