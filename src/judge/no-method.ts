@@ -4,6 +4,7 @@
  * thresholds are here, and docs/inputs.md states them with the positives each rule rejects on the shared
  * labelled sets (test/judge/no-method-datasets.test.ts measures them).
  */
+import { fold } from '../text/fold.js';
 import { echoMeasure, encodedMeasure, letterMeasure, tokenMeasure } from '../text/prose.js';
 
 export type NoMethodReason = 'encoded' | 'long_token' | 'non_prose' | 'question_restated';
@@ -48,11 +49,17 @@ export function isAsking(question: string): boolean {
   return terms >= t.echoMinAskedTerms && (/\?\s*$/.test(question) || INTERROGATIVE.test(question));
 }
 
-/** Whether the candidate restates the question (the `question_restated` rule alone). */
+/** The folded copy the echo is measured on: look-alike letters, case and accents aside. */
+const echoText = (text: string): string => fold(text).replace(/\p{M}/gu, '');
+
+/**
+ * Whether the candidate restates the question (the `question_restated` rule alone), compared on the
+ * folded copy: an echo written with Cyrillic `а`, `е`, `о` for Latin letters is an echo.
+ */
 export function isQuestionRestated(candidate: string, question: string): boolean {
   const t = NO_METHOD_THRESHOLDS;
   if (question.length === 0 || !isAsking(question)) return false;
-  const e = echoMeasure(candidate, question);
+  const e = echoMeasure(echoText(candidate), echoText(question));
   return e.terms > 0 && e.shared >= t.echoMinSharedShare * e.terms && e.added <= t.echoMaxAddedTerms;
 }
 

@@ -8,7 +8,7 @@
  * superscripts), full case folding (upper- then lower-case: `ß` → `ss`, `ς` → `σ`), canonical decomposition
  * again, and the UTS #39 confusables skeleton (Unicode's own data, src/text/confusables-data.ts, generated
  * from src/text/unicode/confusables.txt: Cyrillic `а` → `a`, Greek `ο` → `o`), repeated until the result
- * folds to itself. ASCII only lower-cases (see src/ablations/unicode/confusables.ts for why). The result is
+ * folds to itself. ASCII only lower-cases (see src/ablations/docs/confusables.ts for why). The result is
  * in NFD: accents are separate combining marks, which the filler rule drops.
  *
  * Cost: one table lookup per ASCII character, one cached lookup per other code point (the cache holds up
@@ -157,7 +157,7 @@ class FoldedView implements Folded {
 }
 
 /** `buffer`, or a copy twice as large when it holds fewer than `size` entries. */
-function ensure(buffer: Uint32Array, size: number): Uint32Array {
+function ensure(buffer: Uint32Array<ArrayBuffer>, size: number): Uint32Array<ArrayBuffer> {
   if (size <= buffer.length) return buffer;
   const grown = new Uint32Array(Math.max(size, buffer.length * 2));
   grown.set(buffer);

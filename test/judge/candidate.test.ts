@@ -98,9 +98,9 @@ describe('prepareCandidate: invisible and format characters', () => {
     }
   });
 
-  it('normalises question and ground truth too (prepareInput)', () => {
-    const p = prepareInput({ question: `Q\u200B?`, groundTruth: `ＧＴ\u202E`, candidate: IDEA });
-    expect(p.input).toEqual({ question: 'Q?', groundTruth: 'GT', candidate: IDEA });
+  it('normalises question and ground truth too (prepareInput), keeping what the author wrote', () => {
+    const p = prepareInput({ question: `Q\u200B?`, groundTruth: `ＧＴ 10⁻⁴\u202E`, candidate: IDEA });
+    expect(p.input).toEqual({ question: 'Q?', groundTruth: 'ＧＴ 10⁻⁴', candidate: IDEA });
   });
 });
 

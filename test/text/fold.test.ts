@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-import { confusablesModule, parseConfusables } from '../../src/ablations/unicode/confusables.js';
+import { confusablesModule, parseConfusables } from '../../src/ablations/docs/confusables.js';
 import { CONFUSABLES_VERSION } from '../../src/text/confusables-data.js';
 import { fold, foldText } from '../../src/text/fold.js';
 
@@ -21,7 +21,7 @@ describe('the confusables table (Unicode UTS #39 data)', () => {
     expect(t.version).toBe(CONFUSABLES_VERSION);
     expect(data).toContain('# Unicode Security Mechanisms for UTS #39');
     expect(t.total).toBeGreaterThan(6000);
-    // Only ASCII sources are left out (see src/ablations/unicode/confusables.ts).
+    // Only ASCII sources are left out (see src/ablations/docs/confusables.ts).
     const ascii = data.split('\n').filter((l) => /^00[0-7][0-9A-F] ;/.test(l) && l.length > 0);
     expect(t.entries.length).toBe(t.total - ascii.length);
     expect(() => parseConfusables(`${data}\nnot a mapping line\n`)).toThrow(/unreadable line/);
