@@ -39,7 +39,8 @@ export function dedupeRepeats(text: string, minChars: number): Deduplicated {
     let out = '';
     for (let i = 0; i < parts.length; i += 2) {
       const part = parts[i] ?? '';
-      const separator = i === 0 ? '' : (parts[i - 1] ?? '');
+      // The separator before a part, unless every part before it was a repeat.
+      const separator = out === '' ? '' : (parts[i - 1] ?? '');
       const key = keyOf(part);
       if (key.length >= minChars && visible(part) >= minChars) {
         if (seen.has(key)) {
