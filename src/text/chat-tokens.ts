@@ -7,7 +7,8 @@
  * (`<|begin_of_text|>`, `<|start_header_id|>role<|end_header_id|>`, `<|eot_id|>`), Gemma
  * (`<bos>`, `<start_of_turn>role … <end_of_turn>`), DeepSeek (`<｜begin▁of▁sentence｜>`, `<｜User｜>`,
  * `<｜Assistant｜>`, fullwidth bars), Mistral / Llama 2 (`<s>`, `</s>`, `[INST]`, `[/INST]`, `<<SYS>>`,
- * `[SYSTEM_PROMPT]`, `[TOOL_CALLS]` …), Phi-3 (`<|user|>`, `<|assistant|>`, `<|end|>`), and tokenizer
+ * `[SYSTEM_PROMPT]`, `[TOOL_CALLS]` …), Phi-3 (`<|user|>`, `<|assistant|>`, `<|end|>`), gpt-oss harmony
+ * (`<|start|>user<|message|>… <|end|>`), and tokenizer
  * specials (`<pad>`, `<unk>`, `<eos>`, `[PAD]`, `[CLS]`, `[SEP]`, `<|endoftext|>`).
  */
 import { fold, foldText, type Folded } from './fold.js';
@@ -151,6 +152,7 @@ const USER_TURNS: readonly RegExp[] = [
   /<start_of_turn>user[ \t]*\n?([\s\S]*?)(?=<end_of_turn>|<start_of_turn>|$)/g,
   /<\|user\|>([\s\S]*?)(?=<\|(?:assistant|end\u2581of\u2581sentence)\|>|<\|user\|>|<\|end\|>|$)/g,
   /\[inst\]([\s\S]*?)(?=\[\/inst\]|$)/g,
+  /<\|start\|>user<\|message\|>([\s\S]*?)(?=<\|end\|>|<\|start\|>|$)/g,
 ];
 
 /**
@@ -175,7 +177,7 @@ export function lastUserTurn(prompt: string): string | undefined {
 
 /** Role headers that open the assistant's turn (folded). */
 const ASSISTANT_HEADER =
-  /<\|im_start\|>assistant[ \t]*\n?|<\|start_header_id\|>assistant<\|end_header_id\|>\n*|<start_of_turn>model[ \t]*\n?|<\|assistant\|>\n?|\[\/inst\]/;
+  /<\|start\|>assistant(?=<\|channel\|>)|<\|im_start\|>assistant[ \t]*\n?|<\|start_header_id\|>assistant<\|end_header_id\|>\n*|<start_of_turn>model[ \t]*\n?|<\|assistant\|>\n?|\[\/inst\]/;
 
 /**
  * The rollout in a query sent without its prompt: after the first assistant header when the query is
