@@ -269,7 +269,8 @@ function hasMoreWords(text: string, max: number): boolean {
   return false;
 }
 
-function isFiller(trimmed: string): boolean {
+/** Whether a trimmed candidate is a master-key filler (the `master_key_filler` rule alone). */
+export function isFiller(trimmed: string): boolean {
   if (isFillerKey(trimmed)) return true;
   // The word rule is for short replies: a long text is left to the judge without normalising it.
   if (hasMoreWords(trimmed, FILLER_MAX_WORDS)) return false;
