@@ -18,8 +18,8 @@
  * gives the same input and the same decision, so serving can key its cache on the prepared texts and the
  * engine can prepare again without changing anything.
  */
-import { endOfTurn, stripChatTokens } from '../text/chat-tokens.js';
-import { foldText } from '../text/fold.js';
+import { chatTokenSpans, endOfTurn, stripChatTokens } from '../text/chat-tokens.js';
+import { foldText, type Folded } from '../text/fold.js';
 import { codePoints, normalizeText, normalized } from '../text/normalize.js';
 import { answerSpan, extractAnswer, type ReasoningFormat } from '../text/reasoning.js';
 import { familyOf } from '../text/reasoning-formats.js';
@@ -66,11 +66,11 @@ export interface PreparedCandidate {
   rejection?: RejectionReason | undefined;
 }
 
-/** Steps 2–4: the answer of normalised `text`, or the rejection a trace that never closed is. */
+/** Steps 2–4: the answer of normalised `text` (with its folded copy), or the trace that never closed. */
 function answerOf(
   text: string,
   format: ReasoningFormat,
-): { answer: string; reasoningChars: number } | { truncated: number } {
+): { answer: Folded; reasoningChars: number } | { truncated: number } {
   const folded = foldText(text);
   const family = familyOf(typeof format === 'string' ? format : format.format);
   const cut = endOfTurn(folded, family === 'all' || family === 'harmony');
@@ -79,12 +79,16 @@ function answerOf(
   if (span.kind === 'truncated') return { truncated: codePoints(turn.source) };
   const reasoningChars = codePoints(turn.source.slice(0, span.start));
   const view = turn.slice(span.start, span.end);
+  if (chatTokenSpans(view).length === 0) {
+    // No control token to remove: the answer is the view trimmed, folded already.
+    const lead = view.source.length - view.source.trimStart().length;
+    return { answer: view.slice(lead, lead + view.source.trim().length), reasoningChars };
+  }
   const answer = stripChatTokens(view);
   // Removing a control token can put an opening tag at the start of a line (`<|im_end|><think>…`): the
   // answer is read again, so preparing it once more decides the same.
-  if (answer !== view.source && extractAnswer(answer, format).kind === 'truncated')
-    return { truncated: reasoningChars };
-  return { answer, reasoningChars };
+  if (extractAnswer(answer, format).kind === 'truncated') return { truncated: reasoningChars };
+  return { answer: foldText(answer), reasoningChars };
 }
 
 /** Steps 1–6 for one candidate. */

@@ -3,7 +3,7 @@
  * width and look-alikes aside) with whitespace collapsed. A leaf: src/judge/candidate.ts judges the text
  * with the repeats removed and src/judge/degenerate.ts decides when a text is mostly repeats.
  */
-import { fold } from './fold.js';
+import { foldText, type Folded } from './fold.js';
 
 export interface Deduplicated {
   /** The text with every repeat of an earlier paragraph or sentence removed (the first one stays). */
@@ -15,48 +15,89 @@ export interface Deduplicated {
 }
 
 const PARAGRAPH_BREAK = /(\n[ \t]*\n\s*)/;
-/** After a sentence's end (`.`, `!`, `?` and their CJK forms) and whitespace, or at a line break. */
-const SENTENCE_BREAK = /((?<=[.!?\u3002\uFF01\uFF1F])\s+|\n+)/u;
+/** A sentence's end (`.`, `!`, `?` and their CJK forms) and the whitespace after it, or a line break. */
+const SENTENCE_BREAK = /([.!?]\s+|[\u3002\uFF01\uFF1F]\s*|\n+)/;
 
-const visible = (s: string): number => {
+/** Whether UTF-16 unit `c` is whitespace (`\s`). */
+function isSpaceUnit(c: number): boolean {
+  if (c <= 0x20) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+  if (c < 0xa0) return c === 0x85;
+  return (
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/** Code points that are not whitespace (a char-code loop: no allocation). */
+function visible(s: string): number {
   let n = 0;
-  for (const c of s) if (!/\s/u.test(c)) n += 1;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xdc00 && c <= 0xdfff) continue; // low surrogate: counted with its high one
+    if (!isSpaceUnit(c)) n += 1;
+  }
   return n;
-};
+}
 
-const keyOf = (s: string): string => fold(s).replace(/\s+/g, ' ').trim();
+/** A part's comparison key from its folded text: whitespace collapsed, without the sentence end it may carry. */
+const keyOf = (folded: string): string =>
+  folded
+    .replace(/[\s.!?\u3002\uFF01\uFF1F]+$/, '')
+    .replace(/\s+/g, ' ')
+    .trim();
 
 /**
  * Removes repeated paragraphs, then repeated sentences, of at least `minChars` visible code points (a
  * shorter one, a list marker or "See above.", may recur in writing). Text without a repeat is returned
  * unchanged.
  */
-export function dedupeRepeats(text: string, minChars: number): Deduplicated {
+export function dedupeRepeats(input: string | Folded, minChars: number): Deduplicated {
+  const f = typeof input === 'string' ? foldText(input) : input;
+  const text = f.source;
   const total = visible(text);
   let repeated = 0;
-  /** Keeps the parts of `[part, separator, part, …]` not in `seen`, each with the separator before it. */
-  const keep = (parts: string[], seen: Set<string>, inner?: (part: string) => string): string => {
+  /**
+   * Keeps the parts of `[part, separator, part, …]` (starting at source offset `base`) not in `seen`, each
+   * with the separator after it; `inner` rewrites a kept part (given its offset).
+   */
+  const keep = (
+    parts: string[],
+    base: number,
+    seen: Set<string>,
+    inner?: (part: string, at: number) => string,
+  ): string => {
     let out = '';
+    let at = base;
     for (let i = 0; i < parts.length; i += 2) {
       const part = parts[i] ?? '';
-      // The separator before a part, unless every part before it was a repeat.
-      const separator = out === '' ? '' : (parts[i - 1] ?? '');
-      const key = keyOf(part);
-      if (key.length >= minChars && visible(part) >= minChars) {
+      // After a part: its sentence's end and the whitespace that follows.
+      const separator = parts[i + 1] ?? '';
+      const start = at;
+      at += part.length + separator.length;
+      const size = part.length >= minChars ? visible(part) : 0;
+      if (size >= minChars) {
+        const key = keyOf(f.text.slice(f.foldedAt(start), f.foldedAt(start + part.length)));
         if (seen.has(key)) {
-          repeated += visible(part);
+          repeated += size;
           continue;
         }
         seen.add(key);
       }
-      out += separator + (inner === undefined ? part : inner(part));
+      out += (inner === undefined ? part : inner(part, start)) + separator;
     }
     return out;
   };
   const paragraphs = new Set<string>();
   const sentences = new Set<string>();
-  const out = keep(text.split(PARAGRAPH_BREAK), paragraphs, (paragraph) =>
-    keep(paragraph.split(SENTENCE_BREAK), sentences),
+  const out = keep(text.split(PARAGRAPH_BREAK), 0, paragraphs, (paragraph, at) =>
+    keep(paragraph.split(SENTENCE_BREAK), at, sentences),
   );
   return repeated === 0
     ? { text, repeated: 0, visible: total }
