@@ -27,7 +27,8 @@ const ZH = '我们提出一种对比学习方法，通过大批量图文对齐�
 const MIXED =
   'Les résultats montrent une amélioration de 12 % sur ImageNet (lr 10⁻⁴, 2⁸ pas). Мы проверяем при 300 K. ';
 let sentences = '';
-for (let i = 0; sentences.length < 9000; i++) sentences += `Sentence ${i} adds its own words about encoders. `;
+for (let i = 0; sentences.length < 9000; i++)
+  sentences += `Sentence ${i} adds its own words about encoders. `;
 
 const KINDS: Record<string, string> = {
   'idea, 1k chars': IDEA.repeat(9),

@@ -354,7 +354,8 @@ export const PROBES: readonly ProbeDef[] = [
   {
     name: 'repetition-padding',
     metric: 'attack',
-    description: 'a non-matching idea with its first sentence repeated 40 times, and that sentence alone × 40',
+    description:
+      'a non-matching idea with its first sentence repeated 40 times, and that sentence alone × 40',
     from: 'negatives',
     variants: (item) => repetitionPadding(item.candidate),
   },
