@@ -12,7 +12,7 @@ import { defaultMaxTokens } from './budgets.js';
 import { addKnown, observeFailedCall, observeReply, toFailure, URGENT_PRIORITY } from './calls.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
 import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
-import type { RunOptions } from './run.js';
+import type { RunOptions } from './run-options.js';
 import type {
   ChatMessage,
   DebateMonitor,
