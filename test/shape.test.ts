@@ -194,12 +194,18 @@ describe('the shape rule checks itself on a synthetic source', () => {
 describe('src/ and bench/', () => {
   it(`have no function over ${MAX_LINES} lines outside the listed tables and the capped temporary list`, () => {
     const measured: Measured[] = [];
+    let files = 0;
     for (const dir of ['src', 'bench']) {
       for (const file of sources(join(ROOT, dir))) {
-        measured.push(...measure(relative(ROOT, file), readFileSync(file, 'utf8')));
+        files += 1;
+        const text = readFileSync(file, 'utf8');
+        // A file of at most MAX_LINES lines holds no longer function: not parsed (the parse is the cost).
+        if (text.split('\n').length <= MAX_LINES) continue;
+        measured.push(...measure(relative(ROOT, file), text));
       }
     }
-    expect(measured.length).toBeGreaterThan(1000);
+    expect(files).toBeGreaterThan(150);
+    expect(measured.length).toBeGreaterThan(500);
     expect(violations(measured, TABLES, TEMPORARY)).toEqual([]);
   });
 });
