@@ -2,6 +2,7 @@
  * What is judged (DESIGN §12, §13): the one path every candidate takes before a judge sees it, whichever
  * route or tool sent it. Routes pass the rollout as the policy wrote it (control tokens included) and
  * never prepare text themselves. In order:
+ * 0. a NUL or an unpaired surrogate (src/judge/invalid-text.ts): `invalid_text`, before anything reads it;
  * 1. the normaliser (src/text/normalize.ts: NFC, format/invisible characters removed, combining-mark runs
  *    cut); a candidate that was mostly invisible is `control_only`. Then the folded copy the rules match on
  *    (src/text/fold.ts: NFKD, case folding, the UTS #39 skeleton), with offsets back to this text;
@@ -31,6 +32,7 @@ import {
   type CandidateLimits,
   type RejectionReason,
 } from './degenerate.js';
+import { invalidTextKeyForm, isInvalidText } from './invalid-text.js';
 import type { JudgmentInput } from './types.js';
 
 export type { ReasoningFormat, ReasoningSpec } from '../text/reasoning.js';
@@ -93,6 +95,8 @@ function answerOf(
 
 /** Steps 1–6 for one candidate. */
 export function prepareCandidate(raw: string, options: CandidateOptions = {}): PreparedCandidate {
+  if (isInvalidText(raw))
+    return { candidate: invalidTextKeyForm(raw), reasoningChars: 0, rejection: 'invalid_text' };
   const limits = options.limits ?? DEFAULT_CANDIDATE_LIMITS;
   const n = normalizeText(raw);
   if (n.invisible > 0 && n.invisible >= MAX_INVISIBLE_SHARE * (n.invisible + n.visible)) {

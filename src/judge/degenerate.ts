@@ -35,6 +35,7 @@ export type RejectionReason =
   | 'too_short'
   | 'truncated_reasoning'
   | 'repetitive'
+  | 'invalid_text'
   | NoMethodReason;
 
 /** Every rejection reason, for metrics series and per-reason trainer logs. */
@@ -46,6 +47,7 @@ export const REJECTION_REASONS: readonly RejectionReason[] = [
   'too_short',
   'truncated_reasoning',
   'repetitive',
+  'invalid_text',
   'encoded',
   'long_token',
   'non_prose',

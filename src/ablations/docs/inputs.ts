@@ -7,6 +7,7 @@
  */
 import { MAX_INVISIBLE_SHARE, prepareCandidate } from '../../judge/candidate.js';
 import { DEFAULT_CANDIDATE_LIMITS, isFiller, isRepetitive, REPETITION } from '../../judge/degenerate.js';
+import { isInvalidText } from '../../judge/invalid-text.js';
 import { noMethodRules } from '../../judge/no-method.js';
 import { endOfTurn, stripChatTokens } from '../../text/chat-tokens.js';
 import { foldText } from '../../text/fold.js';
@@ -17,6 +18,7 @@ import { dedupeRepeats } from '../../text/repetition.js';
 
 /** Every rule that can reject an idea without a judge, in the order of the table's columns. */
 export const MEASURED_RULES = [
+  'invalid_text',
   'control_only',
   'truncated_reasoning',
   'master_key_filler',
@@ -40,6 +42,7 @@ export interface LegitText {
 /** Each rule alone on one text, under the default format and limits (the path applies them in order). */
 export function rulesBroken(text: string, question: string): Set<MeasuredRule> {
   const out = new Set<MeasuredRule>();
+  if (isInvalidText(text)) out.add('invalid_text');
   const n = normalizeText(text);
   if (n.invisible > 0 && n.invisible >= MAX_INVISIBLE_SHARE * (n.invisible + n.visible))
     out.add('control_only');
@@ -65,6 +68,7 @@ export function rulesBroken(text: string, question: string): Set<MeasuredRule> {
 
 function zeroCounts(): Record<MeasuredRule, number> {
   return {
+    invalid_text: 0,
     control_only: 0,
     truncated_reasoning: 0,
     master_key_filler: 0,

@@ -146,6 +146,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
   metrics.watchBackends(() => router.backends());
+  metrics.requestDeadline.set(config.requestDeadlineMs / 1000);
   const state = deps.state ?? createLocalState();
   let defaultGraph;
   try {

@@ -71,6 +71,8 @@ export interface Metrics {
   queueDepth: Gauge;
   /** Seconds the admitted backlog needs at the measured drain rate. */
   predictedWait: Gauge;
+  /** REQUEST_DEADLINE_MS in seconds, set once at start-up. */
+  requestDeadline: Gauge;
   /** Estimated judge capacity, backend calls per second. */
   drainRate: Gauge;
   admissionRefusals: Counter<'reason'>;
@@ -302,6 +304,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const predictedWait = new Gauge({
     name: 'reward_predicted_wait_seconds',
     help: 'Seconds the admitted backlog needs at the measured drain rate; above the request deadline, new work is refused.',
+    registers,
+  });
+  const requestDeadline = new Gauge({
+    name: 'reward_request_deadline_seconds',
+    help: 'REQUEST_DEADLINE_MS in seconds: the longest a request may wait; the predicted-wait alert compares against it.',
     registers,
   });
   const drainRate = new Gauge({
@@ -541,6 +548,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     inflightJudgments,
     queueDepth,
     predictedWait,
+    requestDeadline,
     drainRate,
     admissionRefusals,
     idempotencyLookups,
