@@ -96,9 +96,11 @@ export function dedupeRepeats(input: string | Folded, minChars: number): Dedupli
   };
   const paragraphs = new Set<string>();
   const sentences = new Set<string>();
-  const out = keep(text.split(PARAGRAPH_BREAK), 0, paragraphs, (paragraph, at) =>
-    keep(paragraph.split(SENTENCE_BREAK), at, sentences),
-  );
+  const byParagraph = text.split(PARAGRAPH_BREAK);
+  const bySentence = (paragraph: string, at: number): string =>
+    keep(paragraph.split(SENTENCE_BREAK), at, sentences);
+  // One paragraph: no paragraph can repeat (and its key would fold the whole text once more).
+  const out = byParagraph.length === 1 ? bySentence(text, 0) : keep(byParagraph, 0, paragraphs, bySentence);
   return repeated === 0
     ? { text, repeated: 0, visible: total }
     : { text: out.trim(), repeated, visible: total };
