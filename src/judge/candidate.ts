@@ -25,6 +25,13 @@ import type { JudgmentInput } from './types.js';
 export type { ReasoningFormat } from '../text/reasoning.js';
 export { REASONING_FORMATS } from '../text/reasoning.js';
 
+/**
+ * The version of the preparation rules (steps 1–4 and the rules they apply): part of every judgment key
+ * (src/judge/key.ts), so a verdict cached under other rules is not replayed. Bump it with any change that
+ * can turn an input's preparation into another text or another decision.
+ */
+export const PREPARATION_VERSION = '1';
+
 /** A candidate whose invisible characters are at least this share of its non-whitespace code points is `control_only`. */
 export const MAX_INVISIBLE_SHARE = 0.5;
 

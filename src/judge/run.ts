@@ -9,6 +9,7 @@ import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { defaultMaxTokens, promptTokens as countPrompt, raisedBudget } from './budgets.js';
 import {
   addKnown,
+  cutByMovedDeadline,
   deadlineScope,
   observeFailedCall,
   observeReply,
@@ -66,9 +67,6 @@ export interface RunOptions {
    */
   prepared?: { rejection?: RejectionReason | undefined } | undefined;
 }
-
-/** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
-const DEADLINE_CUT_MARGIN_MS = 50;
 
 interface Execution {
   graph: CompiledGraph;
@@ -510,12 +508,7 @@ async function runNode(exec: Execution, r: ResolvedNode, round: number): Promise
       attempts += 1;
       // Cut by the deadline it was given, which has moved later since (a request joined the judgment):
       // ask again under the new one; not a re-ask, the reply never came.
-      const extended =
-        failure.code === 'RW_JUDGE_TIMEOUT' &&
-        !exec.signal.aborted &&
-        Date.now() >= callDeadline - DEADLINE_CUT_MARGIN_MS &&
-        exec.options.deadline > callDeadline &&
-        exec.options.deadline > Date.now();
+      const extended = cutByMovedDeadline(failure.code, exec.signal, callDeadline, exec.options.deadline);
       observeFailedCall(
         exec.options.observer,
         role.name,

@@ -111,7 +111,7 @@ describe('POST /v1/rank', () => {
     expect(await counterValue(h.metrics.positionBiasEvents, { criterion: 'match' })).toBe(15);
   });
 
-  it('drops a comparison that fails after retries (never a loss) and gives a candidate with none null', async () => {
+  it('drops a comparison that fails after retries (never a loss); a candidate left with none makes the group no reward', async () => {
     const h = await harness({
       env: { JUDGE_MAX_RETRIES: '1' },
       // Calls that meet the circuit opened by RANK0's failures wait 50 ms for it, not the production 5 s.
@@ -123,13 +123,13 @@ describe('POST /v1/rank', () => {
     });
     const { status, body } = await rank(h, { reward_mode: 'top_k', top_k: 2 });
     expect(status).toBe(200);
-    expect(body.scores[3]).toBeNull();
-    expect(body.rewards[3]).toBeNull();
-    expect(body.ci[3]).toBeNull();
     expect(body.results[3]).toMatchObject({ rank: null, wins: 0, losses: 0, ties: 0, failed: 5 });
     expect(body.comparisons).toMatchObject({ scheduled: 15, ok: 10, failed: 5 });
     expect(body.ranking).toEqual(ORDER);
-    expect(body.rewards).toEqual([0, 0, 1, null, 1, 0]);
+    // Without candidate 3 nobody knows who the best two are: no reward for the group (not [0, 0, 1, null, 1, 0]).
+    expect(body.rewards).toEqual([null, null, null, null, null, null]);
+    expect(body.scores).toEqual([null, null, null, null, null, null]);
+    expect(body.results.map((r: Json) => r.status)).toEqual(Array(6).fill('judge_error'));
     const failed = body.pairs.filter((p: Json) => p.status === 'judge_error');
     expect(failed).toHaveLength(5);
     expect(failed.every((p: Json) => p.winner === null && p.error_code === 'RW_JUDGE_UNAVAILABLE')).toBe(
@@ -519,6 +519,7 @@ describe('group adapters', () => {
     expect(body.scores[2]).toBeGreaterThan(body.scores[4]);
     expect(Object.keys(body.extra_logs).sort()).toEqual(
       [
+        'cancelled',
         'comparisons_failed',
         'group_size',
         'judge_failed',
@@ -533,7 +534,7 @@ describe('group adapters', () => {
     expect(body.extra_logs.wins).toEqual([0, 2, 2, 0, 1, 1]);
   });
 
-  it('OpenRLHF: 503 RW_JUDGE_FAILED for a rollout without any comparison, FAILURE_REWARD instead when set; 400 for a lone rollout', async () => {
+  it('OpenRLHF: 503 RW_JUDGE_FAILED for the group of a rollout without any comparison, FAILURE_REWARD instead when set; 400 for a lone rollout', async () => {
     const fail = (b: FakeChatRequest): FakeReply =>
       JSON.stringify(b.messages).includes('RANK3') ? { kind: 'status', status: 500 } : rankJudge(b);
     const payload = {
@@ -544,7 +545,9 @@ describe('group adapters', () => {
     const h = await harness({ fake: { fallback: fail } });
     const refused = await h.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
     expect(refused.statusCode).toBe(503);
-    expect(refused.json()).toMatchObject({ code: 'RW_JUDGE_FAILED', details: { failed: [2] } });
+    // Rollout 2 (RANK3) has no comparison: its group (rollouts 0, 2, 4) has no reward, the other group does.
+    expect(refused.json().code).toBe('RW_JUDGE_FAILED');
+    expect(refused.json().details.failed.map((f: Json) => f.index)).toEqual([0, 2, 4]);
     const lone = await h.app.inject({
       method: 'POST',
       url: '/get_reward/rank',
@@ -552,11 +555,14 @@ describe('group adapters', () => {
     });
     expect(lone.statusCode).toBe(400);
     expect(lone.json().message).toContain('single rollout');
-    const withFallback = await harness({ env: { FAILURE_REWARD: '0' }, fake: { fallback: fail } });
+    const withFallback = await harness({ env: { FAILURE_REWARD: '0.25' }, fake: { fallback: fail } });
     const fallback = await withFallback.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
     expect(fallback.statusCode).toBe(200);
-    expect(fallback.json().rewards[2]).toBe(0);
-    expect(fallback.json().extra_logs.judge_failed).toEqual([0, 0, 1, 0, 0, 0]);
+    const rewards = fallback.json().rewards;
+    expect([rewards[0], rewards[2], rewards[4]]).toEqual([0.25, 0.25, 0.25]);
+    expect(rewards[1]).toBeGreaterThan(rewards[5]);
+    expect(rewards[5]).toBeGreaterThan(rewards[3]);
+    expect(fallback.json().extra_logs.judge_failed).toEqual([1, 0, 1, 0, 1, 0]);
   });
 
   it('OpenRLHF /get_reward/rank asks about the last user turn, as /slime/rank does (the same comparisons)', async () => {

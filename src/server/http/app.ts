@@ -283,7 +283,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     limits: config.candidateLimits,
     reasoningFormat: config.reasoningFormat,
     router,
-    observer: callObserver(metrics, admission),
+    // Metered like every other backend call: canary and audit tokens count against JUDGE_TOKEN_BUDGET.
+    observer: callObserver(metered, admission),
     metrics: metrics.integrity,
     log: deps.canaryLog ?? createLocalCanaryLog(),
     transcripts: deps.transcripts,
