@@ -27,6 +27,8 @@ const PROCESS_SUITES = [
   'test/server/canary-built.test.ts',
   // issue 32: the ranking routes' rewards (rejected, failed, cancelled) on the built server
   'test/server/rank-rewards-built.test.ts',
+  // issue 32: redis-server: replicas' keys, lease-wait deadlines, takeovers and the budget across an outage
+  'test/server/shared-seams.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',

@@ -473,6 +473,18 @@ describe('POST /v1/best-of-n', () => {
     expect(neither.body.details.map((d: Json) => d.path)).toEqual(['criterion']);
   });
 
+  it('a single degenerate candidate: no best (null), the reason per candidate, counted like any rejection', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const { body } = await rank(h, { candidates: ['Thought process:'] }, '/v1/best-of-n');
+    expect(body).toMatchObject({ best_index: null, calls: 0, reason: 'the only candidate is degenerate' });
+    expect(await counterValue(h.metrics.rejectedInputs, { reason: 'master_key_filler' })).toBe(1);
+    expect(body.results).toEqual([{ index: 0, status: 'rejected_input', reason: 'master_key_filler' }]);
+    const real = await rank(h, { candidates: [IDEAS[0]] }, '/v1/best-of-n');
+    expect(real.body).toMatchObject({ best_index: 0, results: [{ index: 0, status: 'ok' }] });
+    expect(await counterValue(h.metrics.rejectedInputs)).toBe(1);
+    expect(h.fake.callCount).toBe(0);
+  });
+
   it('takes the body /v1/rank takes: with a ground truth and no criterion it judges on match', async () => {
     const h = await harness({ fake: { fallback: rankJudge } });
     const ranked = await rank(h, { candidates: IDEAS.slice(0, 3) });
