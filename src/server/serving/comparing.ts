@@ -20,6 +20,7 @@ import {
   canonicalPair,
   comparePair,
   mirrorPair,
+  type ComparativeOptions,
   normalizeShared,
   pickBest,
   type PairInput,
@@ -366,6 +367,41 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     return cache.join(key, signal);
   };
 
+  /**
+   * A unit's options: its flight's signal and deadline (read through the flight as joiners move it: never
+   * spread these options), the lane, the candidates' known preparations.
+   */
+  const unitOptions = (
+    signal: AbortSignal,
+    deadline: FlightDeadline,
+    lane: Lane,
+    known: ReadonlyMap<string, PreparedCandidate>,
+    judges?: number,
+  ): ComparativeOptions & { judges?: number | undefined } => ({
+    router,
+    get deadline() {
+      return deadline.at;
+    },
+    signal,
+    observer,
+    judges,
+    limits: options.candidateLimits,
+    reasoningFormat: options.reasoningFormat,
+    urgent: lane === 'high',
+    preparedText: (text) => known.get(text),
+  });
+
+  /** Runs a unit in a run slot, or at once when it is decided without a call (a rejected candidate). */
+  const runUnit = <J extends { usage: { calls: number } }>(
+    decided: boolean,
+    shape: WorkShape,
+    lane: Lane,
+    signal: AbortSignal,
+    work: () => Promise<J>,
+    after: (judgment: J) => Stored | Promise<Stored>,
+  ): Promise<Stored> =>
+    decided ? work().then(after) : admission.run(admission.admit(shape, lane), signal, work, after);
+
   const computePair = (
     input: PairInput,
     judges: number,
@@ -375,34 +411,23 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     requestId: string | undefined,
     lane: Lane,
     known: ReadonlyMap<string, PreparedCandidate>,
-  ): Promise<Stored> => {
-    const compare = (): Promise<PairJudgment> =>
-      comparePair(input, {
-        router,
-        get deadline() {
-          return deadline.at;
-        },
-        signal,
-        observer,
-        judges,
-        limits: options.candidateLimits,
-        reasoningFormat: options.reasoningFormat,
-        urgent: lane === 'high',
-        preparedText: (text) => known.get(text),
-      });
-    const record = async (judgment: PairJudgment): Promise<Stored> => {
-      metrics.observeComparison(input.criterion, judgment);
-      const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
-      if (transcripts !== undefined)
-        await transcripts.write(
-          toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
-        );
-      return stored;
-    };
-    // A pair with a rejected candidate makes no call: no run slot, no backlog (src/judge/compare.ts).
-    if (decided) return compare().then(record);
-    return admission.run(admission.admit(pairShape(judges), lane), signal, compare, record);
-  };
+  ): Promise<Stored> =>
+    runUnit(
+      decided,
+      pairShape(judges),
+      lane,
+      signal,
+      () => comparePair(input, unitOptions(signal, deadline, lane, known, judges)),
+      async (judgment) => {
+        metrics.observeComparison(input.criterion, judgment);
+        const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
+        if (transcripts !== undefined)
+          await transcripts.write(
+            toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
+          );
+        return stored;
+      },
+    );
 
   const prepare: ComparisonService['prepare'] = (shared, candidates) => {
     const prepared = prepareGroup(shared, candidates, settings);
@@ -481,29 +506,21 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
   };
 
+  // Fewer than two real candidates: decided without a call (src/judge/compare.ts), no run slot.
   const computePick = (
     input: PickInput,
+    decided: boolean,
     signal: AbortSignal,
     deadline: FlightDeadline,
     lane: Lane,
     known: ReadonlyMap<string, PreparedCandidate>,
   ): Promise<Stored> =>
-    admission.run(
-      admission.admit(PICK_SHAPE, lane),
+    runUnit(
+      decided,
+      PICK_SHAPE,
+      lane,
       signal,
-      () =>
-        pickBest(input, {
-          router,
-          get deadline() {
-            return deadline.at;
-          },
-          signal,
-          observer,
-          limits: options.candidateLimits,
-          reasoningFormat: options.reasoningFormat,
-          urgent: lane === 'high',
-          preparedText: (text) => known.get(text),
-        }),
+      () => pickBest(input, unitOptions(signal, deadline, lane, known)),
       (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
     );
 
@@ -519,7 +536,8 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
     const own = !cache.has(key);
     const lane = scopeIn.priority ?? 'normal';
-    if (own) admit([PICK_SHAPE], scopeIn.deadline, lane);
+    const decided = rejections.filter((r) => r === undefined).length < 2;
+    if (own && !decided) admit([PICK_SHAPE], scopeIn.deadline, lane);
     const scope = createRequestScope({
       deadline: scopeIn.deadline,
       signal: scopeIn.signal,
@@ -529,7 +547,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     const started = Date.now();
     try {
       const flight = fly(key, own, scopeIn.deadline, scope.signal, (signal, deadline) =>
-        computePick(input, signal, deadline, lane, texts.known),
+        computePick(input, decided, signal, deadline, lane, texts.known),
       );
       if (flight === undefined) throw new Error('no pick flight to join');
       const stored = await flight;
