@@ -1,6 +1,7 @@
 /**
  * What is judged (DESIGN §12): the one path every candidate takes before a judge sees it, whichever route
  * or tool sent it. In order:
+ * 0. a NUL or an unpaired surrogate (src/judge/invalid-text.ts): `invalid_text`, before anything reads it;
  * 1. the normaliser (src/text/normalize.ts: NFKC, format/invisible characters removed, combining-mark runs
  *    cut); a candidate that was mostly invisible is `control_only`;
  * 2. the final answer after a reasoning trace (src/text/reasoning.ts, `REASONING_FORMAT`); a trace that
@@ -20,6 +21,7 @@ import {
   type CandidateLimits,
   type RejectionReason,
 } from './degenerate.js';
+import { invalidTextKeyForm, isInvalidText } from './invalid-text.js';
 import type { JudgmentInput } from './types.js';
 
 export type { ReasoningFormat } from '../text/reasoning.js';
@@ -55,8 +57,10 @@ export interface PreparedCandidate {
   rejection?: RejectionReason | undefined;
 }
 
-/** Steps 1–4 for one candidate. */
+/** Steps 0–4 for one candidate. */
 export function prepareCandidate(raw: string, options: CandidateOptions = {}): PreparedCandidate {
+  if (isInvalidText(raw))
+    return { candidate: invalidTextKeyForm(raw), reasoningChars: 0, rejection: 'invalid_text' };
   const limits = options.limits ?? DEFAULT_CANDIDATE_LIMITS;
   const n = normalizeText(raw);
   if (n.invisible > 0 && n.invisible >= MAX_INVISIBLE_SHARE * (n.invisible + n.visible)) {

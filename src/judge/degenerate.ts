@@ -31,6 +31,7 @@ export type RejectionReason =
   | 'master_key_filler'
   | 'too_short'
   | 'truncated_reasoning'
+  | 'invalid_text'
   | NoMethodReason;
 
 /** Every rejection reason, for metrics series and per-reason trainer logs. */
@@ -41,6 +42,7 @@ export const REJECTION_REASONS: readonly RejectionReason[] = [
   'master_key_filler',
   'too_short',
   'truncated_reasoning',
+  'invalid_text',
   'encoded',
   'long_token',
   'non_prose',

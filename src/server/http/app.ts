@@ -283,8 +283,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     limits: config.candidateLimits,
     reasoningFormat: config.reasoningFormat,
     router,
-    // Metered like every other backend call: canary and audit tokens count against JUDGE_TOKEN_BUDGET.
-    observer: callObserver(metered, admission),
+    observer: callObserver(metered, admission), // canary and audit tokens count against the budget
     metrics: metrics.integrity,
     log: deps.canaryLog ?? createLocalCanaryLog(),
     transcripts: deps.transcripts,

@@ -24,6 +24,7 @@ import {
   trainerFailure,
   trainerReward,
   trainerScore,
+  type Outcome,
 } from '../../serving/outcomes.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
@@ -143,6 +144,29 @@ function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) 
   };
 }
 
+/** OpenRLHF's `extra_logs`: it logs the mean of each list, so the same keys for every item, numbers only. */
+function openRlhfLogs(
+  judged: readonly JudgedItem[],
+  outcomes: readonly Outcome[],
+  votes: ReadonlyArray<ReadonlyArray<{ stance: string }>>,
+): Record<string, number[]> {
+  return {
+    ...failureLogs(outcomes),
+    // A deciding reply that contradicts itself: a rising mean is a judge (or prompt) problem.
+    incoherent: judged.map((j) => (j.judgment.incoherent ? 1 : 0)),
+    cached: judged.map((j) => (j.cached ? 1 : 0)),
+    score: judged.map((j) => j.judgment.score ?? 0),
+    latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
+    // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
+    reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
+    ...rejectionLogs(outcomes),
+    votes: votes.map((v) => v.length),
+    votes_match_share: votes.map((v) =>
+      v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
+    ),
+  };
+}
+
 export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, config } = ctx;
   const failureReward = config.failureReward;
@@ -189,22 +213,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         ctx.router,
       ),
       scores: outcomes.map((o) => trainerScore(o, failureReward)),
-      // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
-      extra_logs: {
-        ...failureLogs(outcomes),
-        // A deciding reply that contradicts itself: a rising mean is a judge (or prompt) problem.
-        incoherent: judged.map((j) => (j.judgment.incoherent ? 1 : 0)),
-        cached: judged.map((j) => (j.cached ? 1 : 0)),
-        score: judged.map((j) => j.judgment.score ?? 0),
-        latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
-        // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
-        reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
-        ...rejectionLogs(outcomes),
-        votes: votes.map((v) => v.length),
-        votes_match_share: votes.map((v) =>
-          v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
-        ),
-      },
+      extra_logs: openRlhfLogs(judged, outcomes, votes),
     };
   });
 
