@@ -12,6 +12,7 @@
 import type { Config, ENV_VARIABLES } from '../../config.js';
 import type { KeySettings } from '../../judge/key.js';
 
+/** Whether a configuration variable is part of the judgment key, and through what. */
 export type KeyDecision =
   /** A `KeySettings` field: how a candidate is prepared. */
   | { in: 'settings' }
@@ -32,6 +33,7 @@ const SCALE = none('where state is shared: the key itself is what replicas agree
 const INTEGRITY = none('canaries and audits run beside real work and never replace a served judgment');
 const VALIDATION = none('request validation: a refused request has no judgment to replay');
 
+/** Per configuration variable: in the key (and how), or why not. */
 export const KEY_DECISIONS: { readonly [K in keyof typeof ENV_VARIABLES]: KeyDecision } = {
   PORT: SERVING,
   HOST: SERVING,
