@@ -180,9 +180,38 @@ export interface Standings {
 
 export interface StandingsOptions {
   method?: ScoreMethod | undefined;
+  /**
+   * Candidates that are no ideas (rejected inputs): each loses to every other candidate by rule, without a
+   * comparison — in the fit and in wins/losses, not in `comparisons` nor the position-bias rate. Two of them
+   * have no outcome between them. So the real candidates' scores count their wins over these (beating a
+   * filler is a real outcome), and a lone real idea among them is scored.
+   */
+  rejected?: ReadonlySet<number> | undefined;
   /** Posterior draws of the score intervals (default DEFAULT_SCORE_DRAWS). */
   draws?: number | undefined;
   seed?: number | undefined;
+}
+
+/** Every candidate not in `rejected` beats every one in it (each such outcome counted in `rows`). */
+function addRejectedLosses(
+  rows: ReadonlyArray<{ index: number; wins: number; losses: number }>,
+  outcomes: Outcome[],
+  rejected: ReadonlySet<number> | undefined,
+): void {
+  if (rejected === undefined || rejected.size === 0) return;
+  for (const real of rows) {
+    if (rejected.has(real.index)) continue;
+    for (const lost of rows) {
+      if (!rejected.has(lost.index)) continue;
+      real.wins += 1;
+      lost.losses += 1;
+      outcomes.push(
+        real.index < lost.index
+          ? { i: real.index, j: lost.index, winner: 'i' }
+          : { i: lost.index, j: real.index, winner: 'j' },
+      );
+    }
+  }
 }
 
 /** Standings, ranking and counts from the played pairs. */
@@ -223,6 +252,7 @@ export function standings<R extends PairResult>(
     }
     outcomes.push({ i: p.i, j: p.j, winner: pref === 'a' ? 'i' : pref === 'b' ? 'j' : 'tie' });
   }
+  addRejectedLosses(rows, outcomes, options.rejected);
   const scores = scoreOutcomes(g, outcomes, options.method);
   const cis = scoreIntervals(g, outcomes, {
     method: options.method,

@@ -36,15 +36,10 @@ const failed = (code: ErrorCode = 'RW_JUDGE_UNAVAILABLE'): Pair => ({
     error: { code, message: code },
   },
 });
-/** The pair as the comparison service decides it when a candidate is rejected (no call). */
-const decided = (rejected: readonly boolean[], i: number, j: number): Pair => ({
-  preference: rejected[i] === rejected[j] ? 'tie' : rejected[i] === true ? 'b' : 'a',
-  positionBias: false,
-  judged: false,
-  judgment: { status: 'rejected_input' },
-});
-
-/** All pairs of `g` candidates: rejected pairs decided, the others from `result(i, j)` (by index: lower wins). */
+/**
+ * All pairs of the real candidates of `g` (as the comparison service plays them: rejected ones are no idea to
+ * compare, the standings decide their losses), each from `result(i, j)` (by default the lower index wins).
+ */
 function outcomes(
   g: number,
   rejections: Array<string | undefined>,
@@ -52,13 +47,11 @@ function outcomes(
   mode: RewardMode = 'top_k',
   k = 1,
 ) {
-  const rejected = rejections.map((r) => r !== undefined);
-  const played: Array<PlayedPair<Pair>> = allPairs(g).map((p) => ({
-    ...p,
-    round: 1,
-    result: rejected[p.i] === true || rejected[p.j] === true ? decided(rejected, p.i, p.j) : result(p.i, p.j),
-  }));
-  const r = rankOutcomes(standings(g, played), played, rejections, mode, k);
+  const rejected = new Set(rejections.flatMap((r, i) => (r === undefined ? [] : [i])));
+  const played: Array<PlayedPair<Pair>> = allPairs(g)
+    .filter((p) => !rejected.has(p.i) && !rejected.has(p.j))
+    .map((p) => ({ ...p, round: 1, result: result(p.i, p.j) }));
+  const r = rankOutcomes(standings(g, played, { rejected }), played, rejections, mode, k);
   return { ...r, rewards: r.candidates.map((c) => rewardOf(c.outcome)) };
 }
 

@@ -318,13 +318,36 @@ describe('POST /v1/rank', () => {
     expect(h.fake.callCount).toBe(0);
   });
 
-  it('decides a degenerate candidate without calls: it loses every comparison', async () => {
+  it('decides a degenerate candidate without calls: it loses to every idea, the schedule compares the ideas', async () => {
     const h = await harness({ fake: { fallback: rankJudge } });
     const { body } = await rank(h, { candidates: [IDEAS[0], 'Thought process:', IDEAS[1]] });
     expect(h.fake.callCount).toBe(2);
-    expect(body.results[1]).toMatchObject({ wins: 0, losses: 2, rank: 3 });
-    expect(body.pairs.filter((p: Json) => p.status === 'rejected_input')).toHaveLength(2);
+    expect(body.results[1]).toMatchObject({
+      status: 'rejected_input',
+      reason: 'master_key_filler',
+      wins: 0,
+      losses: 2,
+      rank: 3,
+      reward: 0,
+    });
+    // The one comparison played is between the two ideas; the filler's losses are decided by rule.
+    expect(body.pairs).toHaveLength(1);
+    expect(body.pairs[0]).toMatchObject({ i: 0, j: 2, status: 'ok' });
     expect(body.position_bias.judged).toBe(1);
+  });
+
+  it('plays a circular schedule among the ideas: fillers between them do not keep them apart', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    // Circular over all four would compare each idea with fillers only, never with the other idea.
+    const { body } = await rank(h, {
+      candidates: [IDEAS[0], ':', IDEAS[2], '...'],
+      schedule: 'circular',
+      reward_mode: 'top_k',
+      top_k: 1,
+    });
+    expect(body.pairs.map((p: Json) => [p.i, p.j])).toEqual([[0, 2]]);
+    // IDEAS[2] has RANK5, IDEAS[0] RANK3: the better idea gets the one reward.
+    expect(body.rewards).toEqual([0, 0, 1, 0]);
   });
 
   it('cancels the comparisons of a client that disconnects', async () => {

@@ -7,8 +7,9 @@
  *
  * Every candidate is prepared once per request, here (`prepare`: src/judge/candidate.ts), and what its
  * preparation decided comes back with the pairs (`rejections`), so routes say why a candidate is not an idea
- * without preparing it again. A pair with a rejected candidate is decided without an LLM call (it loses to
- * any real idea, ties another rejected one) and takes no admission slot. A flight runs under the latest
+ * without preparing it again. The schedule is played among a group's real candidates only: a rejected one is
+ * no idea to compare (the standings decide its outcomes: it loses to every real one), so a circular or Swiss
+ * schedule compares the real ideas with each other rather than with fillers. A flight runs under the latest
  * deadline of the requests waiting for it (`flight-deadlines.ts`).
  */
 import { randomUUID } from 'node:crypto';
@@ -33,7 +34,6 @@ import {
   circularPairs,
   plannedPairs,
   runTournament,
-  swissRounds,
   type PairResult,
   type Pairing,
   type PlayedPair,
@@ -240,17 +240,24 @@ function prepareGroup<T extends { question: string; groundTruth: string | null }
   return { shared: normal, candidates: texts, rejections, known };
 }
 
-/** A group as it is played: its request, its candidates prepared. */
-type PlayGroup = TournamentGroup & PreparedGroup<TournamentGroup['shared']>;
+/**
+ * A group as it is played: its request, its candidates prepared, and the indices of its real ones (the
+ * schedule is played among them: a rejected candidate is no idea to compare, `standings` decides its pairs).
+ */
+type PlayGroup = TournamentGroup & PreparedGroup<TournamentGroup['shared']> & { real: number[] };
 
 /** A pair as it is keyed and played: canonical input, whether it was swapped, its key. */
 interface KeyedPair {
   input: PairInput;
   swapped: boolean;
   key: string;
-  /** A candidate is not an idea: decided without an LLM call, so it takes no admission slot. */
-  decided: boolean;
 }
+
+/** A schedule's pairing of the real candidates (0-based among them) as the group's own indices. */
+const inGroup = (group: PlayGroup, p: Pairing): Pairing => ({
+  i: group.real[p.i] ?? -1,
+  j: group.real[p.j] ?? -1,
+});
 
 /** Each pair's canonical input and key, hashed once: fixed schedules key a pair when planning and playing. */
 function pairKeys(group: PlayGroup, router: Router, settings: KeySettings): (p: Pairing) => KeyedPair {
@@ -266,8 +273,7 @@ function pairKeys(group: PlayGroup, router: Router, settings: KeySettings): (p: 
         b: group.candidates[p.j] ?? '',
       });
       const unit = { kind: 'pair' as const, input: c.input, judges: group.judges };
-      const decided = group.rejections[p.i] !== undefined || group.rejections[p.j] !== undefined;
-      k = { ...c, key: comparativeKey(router, unit, settings), decided };
+      k = { ...c, key: comparativeKey(router, unit, settings) };
       memo.set(at, k);
     }
     return k;
@@ -275,8 +281,8 @@ function pairKeys(group: PlayGroup, router: Router, settings: KeySettings): (p: 
 }
 
 /**
- * What a request's tournaments would start, for admission: fixed schedules, exactly the new comparisons of
- * two real candidates; Swiss, at most its rounds' pairs among its real candidates.
+ * What a request's tournaments would start, for admission: fixed schedules, exactly their new comparisons;
+ * Swiss, its most pairs (each among the group's real candidates).
  */
 function newComparisons(
   groups: readonly PlayGroup[],
@@ -287,17 +293,15 @@ function newComparisons(
   let fanOut = 0;
   const keys = new Set<string>();
   groups.forEach((group, k) => {
-    const g = group.candidates.length;
+    const g = group.real.length;
     fanOut += plannedPairs(group.schedule, g);
     if (group.schedule === 'swiss') {
-      const real = group.rejections.filter((r) => r === undefined).length;
-      const most = Math.min(plannedPairs('swiss', g), swissRounds(g) * Math.floor(real / 2));
-      for (let n = 0; n < most; n++) shapes.push(pairShape(group.judges));
+      for (let n = 0; n < plannedPairs('swiss', g); n++) shapes.push(pairShape(group.judges));
       return;
     }
     for (const p of group.schedule === 'all_pairs' ? allPairs(g) : circularPairs(g)) {
-      const pair = keyed[k]?.(p);
-      if (pair === undefined || pair.decided || isKnown(pair.key) || keys.has(pair.key)) continue;
+      const pair = keyed[k]?.(inGroup(group, p));
+      if (pair === undefined || isKnown(pair.key) || keys.has(pair.key)) continue;
       keys.add(pair.key);
       shapes.push(pairShape(group.judges));
     }
@@ -391,31 +395,17 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     preparedText: (text) => known.get(text),
   });
 
-  /** Runs a unit in a run slot, or at once when it is decided without a call (a rejected candidate). */
-  const runUnit = <J extends { usage: { calls: number } }>(
-    decided: boolean,
-    shape: WorkShape,
-    lane: Lane,
-    signal: AbortSignal,
-    work: () => Promise<J>,
-    after: (judgment: J) => Stored | Promise<Stored>,
-  ): Promise<Stored> =>
-    decided ? work().then(after) : admission.run(admission.admit(shape, lane), signal, work, after);
-
   const computePair = (
     input: PairInput,
     judges: number,
-    decided: boolean,
     signal: AbortSignal,
     deadline: FlightDeadline,
     requestId: string | undefined,
     lane: Lane,
     known: ReadonlyMap<string, PreparedCandidate>,
   ): Promise<Stored> =>
-    runUnit(
-      decided,
-      pairShape(judges),
-      lane,
+    admission.run(
+      admission.admit(pairShape(judges), lane),
       signal,
       () => comparePair(input, unitOptions(signal, deadline, lane, known, judges)),
       async (judgment) => {
@@ -436,7 +426,11 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   const tournaments: ComparisonService['tournaments'] = async (rawGroups, request) => {
-    const groups = rawGroups.map((g): PlayGroup => ({ ...g, ...prepare(g.shared, g.candidates) }));
+    const groups = rawGroups.map((g): PlayGroup => {
+      const prepared = prepare(g.shared, g.candidates);
+      const real = prepared.rejections.flatMap((r, k) => (r === undefined ? [k] : []));
+      return { ...g, ...prepared, real };
+    });
     const played = await playTournaments(groups, request);
     return groups.map((g, k) => ({ played: played[k] ?? [], rejections: g.rejections }));
   };
@@ -465,16 +459,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       }
       const own = !cache.has(key);
       const flight = fly(key, own, request.deadline, scope.signal, (signal, deadline) =>
-        computePair(
-          input,
-          group.judges,
-          pair.decided,
-          signal,
-          deadline,
-          request.requestId,
-          lane,
-          group.known,
-        ),
+        computePair(input, group.judges, signal, deadline, request.requestId, lane, group.known),
       );
       try {
         if (flight === undefined) throw new Error('no comparison flight to join');
@@ -496,9 +481,9 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         groups.map((group, k) => {
           const pairInput = keyed[k];
           if (pairInput === undefined) throw new Error('group without keys');
-          return runTournament<ComparedPair>(group.candidates.length, group.schedule, (p) =>
-            play(group, pairInput(p)),
-          );
+          return runTournament<ComparedPair>(group.real.length, group.schedule, (p) =>
+            play(group, pairInput(inGroup(group, p))),
+          ).then((played) => played.map((p) => ({ ...p, ...inGroup(group, p) })));
         }),
       );
     } finally {
@@ -514,15 +499,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     deadline: FlightDeadline,
     lane: Lane,
     known: ReadonlyMap<string, PreparedCandidate>,
-  ): Promise<Stored> =>
-    runUnit(
-      decided,
-      PICK_SHAPE,
-      lane,
-      signal,
-      () => pickBest(input, unitOptions(signal, deadline, lane, known)),
-      (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
-    );
+  ): Promise<Stored> => {
+    const run = (): Promise<PickJudgment> => pickBest(input, unitOptions(signal, deadline, lane, known));
+    const store = (judgment: PickJudgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment });
+    if (decided) return run().then(store);
+    return admission.run(admission.admit(PICK_SHAPE, lane), signal, run, store);
+  };
 
   const pick: ComparisonService['pick'] = async (rawInput, scopeIn) => {
     const texts = prepare(rawInput, rawInput.candidates);

@@ -238,7 +238,8 @@ export function createRankService(options: RankServiceOptions): RankService {
     const played = await comparisons.tournaments(groups, scope);
     return groups.map((group, k) => {
       const t = played[k] ?? { played: [], rejections: [] };
-      const s = standings(group.candidates.length, t.played, { method: group.method });
+      const rejected = new Set(t.rejections.flatMap((r, k) => (r === undefined ? [] : [k])));
+      const s = standings(group.candidates.length, t.played, { method: group.method, rejected });
       if (s.positionBias.rate !== null) {
         metrics.rankPositionBiasRate.labels(route, group.shared.criterion).observe(s.positionBias.rate);
       }
