@@ -7,8 +7,8 @@
  *   version (PROMPT_VERSION / COMPARATIVE_PROMPT_VERSION);
  * - who answers: every LLM node's route (backend, model, temperature, top_p, max_tokens);
  * - what is judged: the prepared texts, and the settings of their preparation — the preparation rules'
- *   version (PREPARATION_VERSION), REASONING_FORMAT and MIN/MAX_CANDIDATE_CHARS (`KeySettings`): with
- *   other settings the same raw rollout may be rejected, or judged on another answer.
+ *   version (PREPARATION_VERSION), REASONING_FORMAT (and REASONING_MARKERS) and MIN/MAX_CANDIDATE_CHARS
+ *   (`KeySettings`): with other settings the same raw rollout may be rejected, or judged on another answer.
  *
  * Which configuration variables are in the key, and why each other one is not, is decided variable by
  * variable in `src/server/serving/key-settings.ts` (a test fails on a variable without a decision). Texts are
@@ -17,7 +17,7 @@
 import { createHash } from 'node:crypto';
 
 import { COMPARATIVE_PROMPT_VERSION, comparison, PROMPT_VERSION } from '../roles/index.js';
-import { PREPARATION_VERSION, type ReasoningFormat } from './candidate.js';
+import { PREPARATION_VERSION, reasoningKey, type ReasoningFormat } from './candidate.js';
 import { comparisonNodeId, type PairInput, type PickInput, type RatingInput } from './compare.js';
 import { DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
 import { allNodes, type CompiledGraph } from './graph.js';
@@ -25,7 +25,7 @@ import type { JudgmentInput, Router } from './types.js';
 
 /** The settings outside graph and routes that change what is judged (how a candidate is prepared). */
 export interface KeySettings {
-  /** REASONING_FORMAT: where the answer after a reasoning trace starts. */
+  /** REASONING_FORMAT (with REASONING_MARKERS' pairs): where the answer after a reasoning trace starts. */
   reasoningFormat: ReasoningFormat;
   /** MIN_CANDIDATE_CHARS / MAX_CANDIDATE_CHARS: what is too short or too long to judge. */
   limits: CandidateLimits;
@@ -50,7 +50,7 @@ export type ComparativeUnit =
 
 function settingsPart(settings: KeySettings): string {
   const { minChars, maxChars } = settings.limits;
-  return `|prep=${PREPARATION_VERSION}/${settings.reasoningFormat}/${minChars}/${maxChars}`;
+  return `|prep=${PREPARATION_VERSION}/${reasoningKey(settings.reasoningFormat)}/${minChars}/${maxChars}`;
 }
 
 function routePart(router: Router, node: { id: string; role: string }): string {

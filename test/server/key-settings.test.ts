@@ -40,6 +40,7 @@ const ALTERNATIVES: Record<string, () => Record<string, string>> = {
   MIN_CANDIDATE_CHARS: () => ({ MIN_CANDIDATE_CHARS: '5' }),
   MAX_CANDIDATE_CHARS: () => ({ MAX_CANDIDATE_CHARS: '9000' }),
   REASONING_FORMAT: () => ({ REASONING_FORMAT: 'none' }),
+  REASONING_MARKERS: () => ({ REASONING_MARKERS: '<reflect>,</reflect>' }),
 };
 
 /** Both keys of one prepared judgment and one pair under the configuration `env` gives. */

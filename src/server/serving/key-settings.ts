@@ -83,6 +83,7 @@ export const KEY_DECISIONS: { readonly [K in keyof typeof ENV_VARIABLES]: KeyDec
   INLINE_MAX_ROUNDS: VALIDATION,
   INLINE_MAX_TOKENS: VALIDATION,
   REASONING_FORMAT: { in: 'settings' },
+  REASONING_MARKERS: { in: 'settings' },
   MAX_QUEUED_JUDGMENTS: CAPACITY,
   MAX_CONCURRENT_JUDGMENTS: CAPACITY,
   CACHE_SIZE: none('how many judgments the cache keeps, not which'),
