@@ -147,6 +147,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
   metrics.watchBackends(() => router.backends());
+  metrics.requestDeadline.set(config.requestDeadlineMs / 1000);
   const state = deps.state ?? createLocalState();
   let defaultGraph;
   try {
@@ -290,7 +291,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     limits: config.candidateLimits,
     reasoningFormat: config.reasoningFormat,
     router,
-    observer: callObserver(metrics, admission),
+    observer: callObserver(metered, admission), // canary and audit tokens count against the budget
     metrics: metrics.integrity,
     log: deps.canaryLog ?? createLocalCanaryLog(),
     transcripts: deps.transcripts,

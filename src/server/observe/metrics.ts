@@ -85,6 +85,8 @@ export interface Metrics {
   queueDepth: Gauge;
   /** Seconds the admitted backlog needs at the measured drain rate. */
   predictedWait: Gauge;
+  /** REQUEST_DEADLINE_MS in seconds, set once at start-up. */
+  requestDeadline: Gauge;
   /** Estimated judge capacity, backend calls per second. */
   drainRate: Gauge;
   admissionRefusals: Counter<'reason'>;
@@ -325,6 +327,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const heldRequests = new Gauge({
     name: 'reward_admission_held_requests',
     help: 'Requests held before admission, in arrival order, while the judge fleet’s capacity is being measured.',
+    registers,
+  });
+  const requestDeadline = new Gauge({
+    name: 'reward_request_deadline_seconds',
+    help: 'REQUEST_DEADLINE_MS in seconds: the longest a request may wait; the predicted-wait alert compares against it.',
     registers,
   });
   const drainRate = new Gauge({
@@ -629,6 +636,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     inflightJudgments,
     queueDepth,
     predictedWait,
+    requestDeadline,
     drainRate,
     admissionRefusals,
     idempotencyLookups,
