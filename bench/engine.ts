@@ -212,24 +212,35 @@ async function startServer(
   return { app, router, url: `http://127.0.0.1:${port}` };
 }
 
-/** One high-priority `/v1/judge`, ms. */
+/** Tries of a probe refused with 503 (it waits the scaled Retry-After between them, as a client would). */
+const PROBE_TRIES = 20;
+
+/**
+ * One high-priority `/v1/judge`, ms until it was answered: a 503 (a setting whose capacity estimate leaves
+ * the high lane's share too small) is retried after its scaled Retry-After, and the wait counts.
+ */
 async function judgeOnce(url: string, corpus: Corpus, k: number, high: boolean): Promise<number> {
   const t = tripleAt(corpus, k);
   const started = performance.now();
-  const res = await request(`${url}/v1/judge`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      question: t.question,
-      ground_truth: t.groundTruth,
-      // Its own judgment: never one of the burst's (tripleAt wraps around), which it would wait for.
-      candidate: `${t.candidate} (validation ${k})`,
-      ...(high ? { priority: 'high' } : {}),
-    }),
-  });
-  const text = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`/v1/judge answered ${res.statusCode}: ${text.slice(0, 500)}`);
-  return performance.now() - started;
+  for (let attempt = 1; ; attempt++) {
+    const res = await request(`${url}/v1/judge`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        question: t.question,
+        ground_truth: t.groundTruth,
+        // Its own judgment: never one of the burst's (tripleAt wraps around), which it would wait for.
+        candidate: `${t.candidate} (validation ${k})`,
+        ...(high ? { priority: 'high' } : {}),
+      }),
+    });
+    const text = await res.body.text();
+    if (res.statusCode === 200) return performance.now() - started;
+    const retryAfterS = Number(res.headers['retry-after'] ?? 1);
+    if (res.statusCode !== 503 || attempt >= PROBE_TRIES)
+      throw new Error(`/v1/judge answered ${res.statusCode}: ${text.slice(0, 500)}`);
+    await new Promise((r) => setTimeout(r, retryAfterS * 1000 * SCALE));
+  }
 }
 
 const stepOf = (spec: EngineOptions, batch: number): number =>

@@ -34,7 +34,7 @@
  * other errors are not latency. Without metrics it starts at the ceiling: nothing says the server is
  * smaller than the operator's ceiling until its latency does.
  */
-import type { EngineReading, EngineScraper } from './engine-metrics.js';
+import type { EngineReading, EngineScraper, ScrapeState } from './engine-metrics.js';
 
 /** Starting limit while engine metrics are expected (probing) or read. */
 export const INITIAL = 16;
@@ -135,6 +135,50 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
 
+/**
+ * Whether the requests that left the engine's queue between two readings waited there long (vLLM's queue
+ * histogram): at least QUEUE_EVIDENCE of a recent call. A queue of step boundaries is gone within a step.
+ * True when the engine does not publish it (or no call finished yet).
+ */
+function queuedLong(
+  a: EngineReading['queueTime'] | undefined,
+  b: EngineReading['queueTime'] | undefined,
+  recentLatencyMs: number | undefined,
+): boolean {
+  if (a === undefined || b === undefined || recentLatencyMs === undefined) return true;
+  const count = b.count - a.count;
+  if (count <= 0) return true;
+  return ((b.sumS - a.sumS) * 1000) / count >= QUEUE_EVIDENCE * recentLatencyMs;
+}
+
+/**
+ * The snapshot of a replica without a fresh engine reading: its engine probed, stale (`engine`), or
+ * without metrics (`none`: the gradient's limit of `slots` models it).
+ */
+function unreadSnapshot(
+  state: ScrapeState,
+  slots: number,
+  load: ControlLoad,
+  known: { engineCapacity: number | undefined; proven: number; recentLatencyMs: number | undefined },
+): ControlSnapshot {
+  const metrics = state === 'engine';
+  return {
+    law: state === 'probing' ? 'engine' : 'gradient',
+    metrics,
+    engine: undefined,
+    capacity:
+      !metrics || known.engineCapacity !== undefined
+        ? { calls: known.engineCapacity ?? slots, known: true }
+        : { calls: Math.max(1, known.proven), known: false },
+    // (While probed, the limit is INITIAL and the replica is modelled by it.)
+    proven: metrics ? Math.max(1, known.proven) : slots,
+    // An engine whose readings are stale (or not yet in) is not measured: the limit alone says nothing of
+    // its capacity.
+    saturated: !metrics && load.waiting > 0 && load.inflight >= slots,
+    recentLatencyMs: known.recentLatencyMs,
+  };
+}
+
 /** The lowest latency per kind over the current and the previous BASELINE_PERIOD_MS. */
 function createBaselines(now: () => number) {
   const current = new Map<string, number>();
@@ -175,20 +219,6 @@ export function createInflightControl(options: InflightControlOptions): Inflight
   const queueing: Array<{ running: number; at: number }> = [];
   /** The previous reading's batch, queue and queue-time histogram. */
   let previous: Pick<EngineReading, 'running' | 'waiting' | 'queueTime'> | undefined;
-  /**
-   * Whether the requests that left the engine's queue between two readings waited there long (vLLM's queue
-   * histogram): at least QUEUE_EVIDENCE of a recent call. A queue of step boundaries is gone within a step.
-   * True when the engine does not publish it.
-   */
-  const queuedLong = (
-    a: EngineReading['queueTime'] | undefined,
-    b: EngineReading['queueTime'] | undefined,
-  ): boolean => {
-    if (a === undefined || b === undefined || recentLatencyMs === undefined) return true;
-    const count = b.count - a.count;
-    if (count <= 0) return true;
-    return ((b.sumS - a.sumS) * 1000) / count >= QUEUE_EVIDENCE * recentLatencyMs;
-  };
   let proven = { calls: 0, at: -Infinity };
   let recentLatencyMs: number | undefined;
   const baselines = createBaselines(now);
@@ -229,7 +259,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       before !== undefined &&
       before.waiting >= deep &&
       running <= before.running + h &&
-      queuedLong(before.queueTime, reading.queueTime);
+      queuedLong(before.queueTime, reading.queueTime, recentLatencyMs);
     if (lasting) {
       queueing.push({ running: Math.max(running, before.running), at: reading.at });
       while (queueing.length > 0 && (queueing[0]?.at ?? 0) < reading.at - CAPACITY_WINDOW_MS)
@@ -302,22 +332,8 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       const slots = Math.max(1, Math.floor(limit));
       const l = load();
       if (reading === undefined || scraper?.state === 'none') {
-        const metrics = scraper?.state === 'engine';
-        return {
-          law: scraper?.state === 'probing' ? 'engine' : 'gradient',
-          metrics,
-          engine: undefined,
-          capacity:
-            !metrics || engineCapacity !== undefined
-              ? { calls: engineCapacity ?? slots, known: true }
-              : { calls: Math.max(1, provenNow()), known: false },
-          // (While probed, the limit is INITIAL and the replica is modelled by it.)
-          proven: metrics ? Math.max(1, provenNow()) : slots,
-          // An engine whose readings are stale (or not yet in) is not measured: the limit alone says nothing
-          // of its capacity.
-          saturated: !metrics && l.waiting > 0 && l.inflight >= slots,
-          recentLatencyMs,
-        };
+        const known = { engineCapacity, proven: provenNow(), recentLatencyMs };
+        return unreadSnapshot(scraper?.state ?? 'none', slots, l, known);
       }
       const { kind, running, waiting, kvUsage, queueTime } = reading;
       return {

@@ -16,7 +16,7 @@ import { RewardError } from '../errors.js';
 import { createLocalBuckets } from '../state/local.js';
 import type { BucketSpec, BucketStore } from '../state/types.js';
 import type { ChatMessage } from './types.js';
-import type { InflightControl } from './inflight-control.js';
+import type { ControlSample, InflightControl } from './inflight-control.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
 
 export interface LimiterOptions extends RateBucketOptions {
@@ -178,6 +178,35 @@ export interface RateBuckets {
   take(tokens: number, options: Pick<AcquireOptions, 'signal' | 'deadline'>): Promise<void>;
 }
 
+/** `fn` made idempotent: a slot is released once, however often its release is called. */
+function once(fn: () => void): Release {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    fn();
+  };
+}
+
+/** A call that found no free backend slot before its deadline. */
+function noSlotError(limit: number, maxInflight: number): RewardError {
+  return new RewardError(
+    'RW_JUDGE_TIMEOUT',
+    `no free backend slot (in-flight limit ${limit} of max_inflight ${maxInflight}) before the deadline`,
+  );
+}
+
+/** An attempt as the external in-flight control reads it (inflight-control.ts). */
+function controlSample(sample: AttemptSample): ControlSample {
+  return {
+    sentAt: sample.sentAt,
+    headersAt: sample.headersAt,
+    endedAt: sample.sentAt + sample.latencyMs,
+    result: sample.result ?? (sample.overloaded ? 'other' : 'ok'),
+    kind: sample.kind ?? '',
+  };
+}
+
 /**
  * The RPM / TPM buckets of `options` (each a burst of one second's worth, at least 1, refilled
  * continuously: see BucketStore); undefined when neither limit is set. Throws RW_JUDGE_TIMEOUT when the
@@ -298,13 +327,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   const observe = (sample: AttemptSample): void => {
     if (control !== undefined) {
-      control.observe({
-        sentAt: sample.sentAt,
-        headersAt: sample.headersAt,
-        endedAt: sample.sentAt + sample.latencyMs,
-        result: sample.result ?? (sample.overloaded ? 'other' : 'ok'),
-        kind: sample.kind ?? '',
-      });
+      control.observe(controlSample(sample));
       return;
     }
     if (adaptive === undefined) return;
@@ -337,19 +360,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     admitWaiters();
   };
 
-  control?.attach(
-    () => ({ inflight, waiting: waiters.size }),
-    () => admitWaiters(),
-  );
-
-  const onceRelease = (): Release => {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      release();
-    };
-  };
+  control?.attach(() => ({ inflight, waiting: waiters.size }), admitWaiters);
 
   const waitForSlot = ({ signal, deadline, priority }: AcquireOptions): Promise<void> =>
     new Promise<void>((resolve, reject) => {
@@ -368,12 +379,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         () => {
           forget(id);
           cleanup();
-          reject(
-            new RewardError(
-              'RW_JUDGE_TIMEOUT',
-              `no free backend slot (in-flight limit ${slots()} of max_inflight ${maxInflight}) before the deadline`,
-            ),
-          );
+          reject(noSlotError(slots(), maxInflight));
         },
         Math.max(0, deadline - now()),
       );
@@ -395,7 +401,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       } else {
         await waitForSlot(acquireOptions);
       }
-      const releaseOnce = onceRelease();
+      const releaseOnce = once(release);
       try {
         await buckets?.take(tokens, acquireOptions);
       } catch (error) {

@@ -23,7 +23,15 @@ import type { JudgeObserver, ReplicaSnapshot } from '../../judge/types.js';
 import type { Metrics } from '../observe/metrics.js';
 import { BacklogDrain } from './backlog-drain.js';
 import { CapacityEstimator, drainRange, type CapacityEstimate } from './capacity.js';
-import { ADMIT_WITHIN, fit, horizons, refusalOf, type FitInput } from './fit.js';
+import {
+  ADMIT_WITHIN,
+  fit,
+  horizons,
+  refusalOf,
+  type FitInput,
+  type FitVerdict,
+  type Refusal,
+} from './fit.js';
 import { HoldQueue, type HoldPlace } from './hold.js';
 import { HighLaneBudget, type Lane } from './priority.js';
 import { RunSlots } from './run-slots.js';
@@ -55,22 +63,7 @@ export interface AdmissionState {
   held: number;
 }
 
-/** Why a request was refused, with what a log line and the client need. */
-export interface Refusal {
-  /** `priority`: a high-priority request beyond HIGH_PRIORITY_SHARE (priority.ts). */
-  reason: 'deadline' | 'memory' | 'priority';
-  /** Seconds until the backlog admitted so far has drained (what Retry-After says). */
-  waitS: number;
-  /** Seconds the backlog plus this request's new work would need. */
-  completionS: number;
-  /** Seconds the request had (the admission horizon: a fraction of its deadline). */
-  horizonS: number;
-  drainCallsPerS: number;
-  /** Calls/s that would finish backlog plus this request inside the horizon. */
-  neededCallsPerS: number;
-  /** Judgments waiting for a run slot (memory bound). */
-  waiting: number;
-}
+export type { Refusal };
 
 /**
  * Admit (`deadline`: the request's deadline extended to its hold window, when it fits only within that);
@@ -135,6 +128,30 @@ export { ADMIT_WITHIN };
 /** Assumed latency of one backend call before any call finished, ms. */
 export const COLD_CALL_MS = 1000;
 const MAX_RETRY_AFTER_S = 3600;
+
+/** The longest critical path among the judgments that will run (a rejected input runs none), in calls. */
+function criticalPathOf(graphs: readonly WorkShape[]): number {
+  return graphs.reduce((m, g) => (g.rejected === true ? m : Math.max(m, g.criticalPathCalls)), 0);
+}
+
+/** A fit verdict (fit.ts) as a decision; `refuse` builds the refusal at the verdict's drain rate. */
+function decisionOf(
+  verdict: FitVerdict,
+  holdUntil: number | undefined,
+  refuse: (drain: number) => HoldableDecision,
+): HoldableDecision {
+  switch (verdict.kind) {
+    case 'admit':
+      return { ok: true };
+    case 'extend':
+      return { ok: true, deadline: holdUntil };
+    case 'hold':
+      return { ok: false, hold: true };
+    case 'refuse':
+      return refuse(verdict.drain);
+  }
+}
+
 /**
  * A request held this long for an uncertain capacity (or a tenth of its deadline, when sooner) is decided
  * on the proven capacity alone, ms.
@@ -292,10 +309,7 @@ export class Admission {
       ...range,
       backlogCalls: this.#backlogCalls,
       calls: this.#callsOf(graphs),
-      criticalPathCalls: graphs.reduce(
-        (m, g) => (g.rejected === true ? m : Math.max(m, g.criticalPathCalls)),
-        0,
-      ),
+      criticalPathCalls: criticalPathOf(graphs),
       // Under load a batch is slower than one call alone: the tail runs at the latency calls have now.
       callS: Math.max(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0) / 1000,
       probeCalls: estimate.probeCalls,
@@ -316,17 +330,7 @@ export class Admission {
       return this.high.fits(input.calls, high, horizonS)
         ? { ok: true }
         : refusal('priority', high, this.high.waitS(input.calls, high, horizonS));
-    const verdict = fit(input);
-    switch (verdict.kind) {
-      case 'admit':
-        return { ok: true };
-      case 'extend':
-        return { ok: true, deadline: options.holdUntil };
-      case 'hold':
-        return { ok: false, hold: true };
-      case 'refuse':
-        return refusal('deadline', verdict.drain);
-    }
+    return decisionOf(fit(input), options.holdUntil, (drain) => refusal('deadline', drain));
   }
 
   #callsOf(graphs: readonly WorkShape[]): number {

@@ -10,7 +10,22 @@
  * `holdHorizonS` beyond `horizonS`) is admitted with its deadline moved there.
  */
 
-import type { Refusal } from './admission.js';
+/** Why a request was refused, with what a log line and the client need. */
+export interface Refusal {
+  /** `priority`: a high-priority request beyond HIGH_PRIORITY_SHARE (priority.ts). */
+  reason: 'deadline' | 'memory' | 'priority';
+  /** Seconds until the backlog admitted so far has drained (what Retry-After says). */
+  waitS: number;
+  /** Seconds the backlog plus this request's new work would need. */
+  completionS: number;
+  /** Seconds the request had (the admission horizon: a fraction of its deadline). */
+  horizonS: number;
+  drainCallsPerS: number;
+  /** Calls/s that would finish backlog plus this request inside the horizon. */
+  neededCallsPerS: number;
+  /** Judgments waiting for a run slot (memory bound). */
+  waiting: number;
+}
 
 /** Fraction of the request deadline the predicted completion must fit in (the rest absorbs error). */
 export const ADMIT_WITHIN = 0.9;

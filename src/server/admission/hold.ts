@@ -10,7 +10,7 @@
  * One FIFO for now (the normal lane; the high lane has its own budget and is never held). Per-tenant fair
  * queueing (issue 30) replaces `#queue` with one queue per tenant and a weighted pick in `next`.
  */
-import type { Refusal } from './admission.js';
+import type { Refusal } from './fit.js';
 
 /** While requests are held, how often they are decided again without another event, ms. */
 const TICK_MS = 50;

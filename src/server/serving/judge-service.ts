@@ -28,7 +28,9 @@ import {
   callObserver,
   overloadError,
   type Admission,
+  type AdmitOrHold,
   type Refusal,
+  type RefusalReporting,
   type Ticket,
   type WorkShape,
 } from '../admission/admission.js';
@@ -225,6 +227,107 @@ function syntheticFailure(
   return failedJudgment(graph, { status, code, message, ...SYNTHETIC_REASONS[status] }, { latencyMs });
 }
 
+/** The shapes of the flights this request starts that no other process is computing (its new work). */
+function newWork(
+  items: readonly JudgeItem[],
+  starters: ReadonlyMap<string, number>,
+  elsewhere: SharedLookup | undefined,
+): WorkShape[] {
+  const shapes: WorkShape[] = [];
+  for (const [key, i] of starters) {
+    const item = items[i];
+    if (item !== undefined && elsewhere?.running.has(key) !== true) shapes.push(shapeOf(item));
+  }
+  return shapes;
+}
+
+/** The request's unanswered items as `cancelled` (cancelled before any of its judgments started). */
+function cancelledRest(
+  items: readonly JudgeItem[],
+  results: Array<JudgedItem | undefined>,
+  startedAt: number,
+): Array<JudgedItem | undefined> {
+  for (const [i, item] of items.entries()) {
+    results[i] ??= {
+      judgmentId: null,
+      judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+      cached: false,
+    };
+  }
+  return results;
+}
+
+/** One pass over a request: answered, or held before admission (`newJudgments`: what it would start). */
+type Once =
+  { kind: 'done'; results: JudgedItem[] } | { kind: 'held'; place: HoldPlace; newJudgments: number };
+
+/**
+ * The request, decided whole: admitted at once, or held while the fleet's capacity is being measured
+ * (admission.ts `hold`) and then tried again from the start by `once` (the cache and the flights may have
+ * moved meanwhile; the admitted request's backlog is reserved for it until it admits its judgments).
+ */
+async function judgeHolding(
+  request: JudgeRequest,
+  once: (request: JudgeRequest, admitted: HoldPlace | undefined, noHold?: boolean) => Promise<Once>,
+  refuse: (refusal: Refusal, n: number) => RewardError,
+): Promise<JudgedItem[]> {
+  let place: HoldPlace | undefined;
+  try {
+    for (;;) {
+      const outcome = await once(request, place);
+      if (outcome.kind === 'done') return outcome.results;
+      place = outcome.place;
+      const verdict = await place.verdict;
+      if (verdict.kind === 'refuse') throw refuse(verdict.refusal, outcome.newJudgments);
+      if (verdict.kind === 'gone') {
+        place.leave();
+        place = undefined;
+        // Cancelled, its client gone, or its deadline passed while held: decided now without holding
+        // (a cancelled request answers `cancelled`, an expired one is refused).
+        const last = await once(request, undefined, true);
+        return last.kind === 'done' ? last.results : [];
+      }
+      request = { ...request, deadline: verdict.deadline };
+    }
+  } finally {
+    place?.leave();
+  }
+}
+
+/**
+ * A request's new judgments admitted whole (admission.ts), in its lane and with its hold window: held while
+ * the capacity is measured when `mayHold`, else decided now (`deadline` absolute, `now` epoch ms).
+ */
+function admitRequest(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  request: JudgeRequest,
+  deadline: number,
+  now: number,
+  mayHold: boolean,
+  reporting: RefusalReporting,
+): AdmitOrHold {
+  const lane = request.priority ?? 'normal';
+  const hint = 'split it into smaller requests';
+  const options = { holdUntil: request.holdUntil };
+  if (mayHold)
+    return admitOrHold(
+      admission,
+      shapes,
+      deadline,
+      request.signal ?? NEVER,
+      'judgments',
+      hint,
+      reporting,
+      lane,
+      options,
+    );
+  return {
+    kind: 'admitted',
+    ...admitWhole(admission, shapes, deadline - now, 'judgments', hint, reporting, lane, options),
+  };
+}
+
 /** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
 function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undefined>): JudgedItem[] {
   return items.map(
@@ -390,37 +493,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     });
   };
 
-  /**
-   * The request, decided whole: admitted at once, or held while the fleet's capacity is being measured
-   * (admission.ts `hold`) and then tried again from the start (the cache and the flights may have moved
-   * meanwhile; the admitted request's backlog is reserved for it until it admits its judgments).
-   */
-  const judgePrepared = async (request: JudgeRequest): Promise<JudgedItem[]> => {
-    let place: HoldPlace | undefined;
-    try {
-      for (;;) {
-        const outcome = await judgeOnce(request, place);
-        if (outcome.kind === 'done') return outcome.results;
-        place = outcome.place;
-        const verdict = await place.verdict;
-        if (verdict.kind === 'refuse') throw refuse(verdict.refusal, outcome.newJudgments);
-        if (verdict.kind === 'gone') {
-          place.leave();
-          place = undefined;
-          // Cancelled, its client gone, or its deadline passed while held: decided now without holding
-          // (a cancelled request answers `cancelled`, an expired one is refused).
-          const last = await judgeOnce(request, undefined, true);
-          return last.kind === 'done' ? last.results : [];
-        }
-        request = { ...request, deadline: verdict.deadline };
-      }
-    } finally {
-      place?.leave();
-    }
-  };
-
-  type Once =
-    { kind: 'done'; results: JudgedItem[] } | { kind: 'held'; place: HoldPlace; newJudgments: number };
+  const judgePrepared = (request: JudgeRequest): Promise<JudgedItem[]> =>
+    judgeHolding(request, judgeOnce, refuse);
 
   const judgeOnce = async (
     request: JudgeRequest,
@@ -470,55 +544,17 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
     // work: this process waits for them through their leases, holding no run slot, so they are not admitted
     // (nor refused) here. Only keys nobody computes count against this server's capacity.
-    const shapes: WorkShape[] = [];
-    for (const [key, i] of starters) {
-      const item = items[i];
-      if (item !== undefined && elsewhere?.running.has(key) !== true) shapes.push(shapeOf(item));
-    }
+    const shapes = newWork(items, starters, elsewhere);
     // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
     // starts, the unanswered items are `cancelled`.
-    if (isCancelled(request.cancel)) {
-      for (const [i, item] of items.entries()) {
-        results[i] ??= {
-          judgmentId: null,
-          judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
-          cached: false,
-        };
-      }
-      return { kind: 'done', results: complete(items, results) };
-    }
+    if (isCancelled(request.cancel))
+      return { kind: 'done', results: complete(items, cancelledRest(items, results, startedAt)) };
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between). A request
     // admitted while held has its calls reserved already.
     const lane = request.priority ?? 'normal';
     if (admitted === undefined) {
       const reporting = { metrics, onRefusal: options.onRefusal };
-      const hint = 'split it into smaller requests';
-      const holdOptions = { holdUntil: request.holdUntil };
-      const decided = noHold
-        ? {
-            kind: 'admitted' as const,
-            ...admitWhole(
-              admission,
-              shapes,
-              deadline - now(),
-              'judgments',
-              hint,
-              reporting,
-              lane,
-              holdOptions,
-            ),
-          }
-        : admitOrHold(
-            admission,
-            shapes,
-            deadline,
-            request.signal ?? NEVER,
-            'judgments',
-            hint,
-            reporting,
-            lane,
-            holdOptions,
-          );
+      const decided = admitRequest(admission, shapes, request, deadline, now(), !noHold, reporting);
       if (decided.kind === 'held') return { kind: 'held', place: decided.place, newJudgments: shapes.length };
       if (decided.deadline !== undefined) deadline = decided.deadline;
     }
