@@ -18,10 +18,10 @@ const group = (candidates: string[], extra: Record<string, unknown> = {}) => ({
 
 describe('admission and rejected inputs', () => {
   it('keeps charging a judgment its real calls when half the inputs are rejected, and refuses what cannot fit', async () => {
-    // analysts-2: 3 calls. 2 slots × 40 ms → 50 calls/s; a 1.2 s deadline admits 0.9 × 1.2 × 50 = 54 calls.
+    // analysts-2: 3 calls. 2 slots × 60 ms → 33 calls/s; a 1.8 s deadline admits 0.9 × 1.8 × 33 = 54 calls.
     const h = await harness({
-      env: { JUDGE_MAX_INFLIGHT: '2', JUDGE_INFLIGHT_CONTROL: 'fixed', REQUEST_DEADLINE_MS: '1200' },
-      fake: { latencyMs: 40 },
+      env: { JUDGE_MAX_INFLIGHT: '2', JUDGE_INFLIGHT_CONTROL: 'fixed', REQUEST_DEADLINE_MS: '1800' },
+      fake: { latencyMs: 60 },
     });
     // A step where half the rollouts are master-key fillers (rejected at once, 0 calls).
     let next = 0;
@@ -39,10 +39,11 @@ describe('admission and rejected inputs', () => {
     });
     expect(plan.json<{ calls_per_judgment: number }>().calls_per_judgment).toBe(3);
 
-    // 15 real judgments (45 calls) fit; 15 more behind them (90 calls, 1.8 s) do not: refused at once,
-    // rather than admitted at half their cost and timed out.
+    // 12 real judgments (36 calls, 1.1 s: 0.7 s to spare under a loaded CPU) fit; 15 more behind them
+    // (81 calls, 2.4 s) do not: refused at once, rather than admitted at half their cost (40 calls) and
+    // timed out.
     const fresh = (n: number) => Array.from({ length: n }, () => candidate(next++));
-    const first = h.app.inject({ method: 'POST', url: '/v1/reward', payload: group(fresh(15)) });
+    const first = h.app.inject({ method: 'POST', url: '/v1/reward', payload: group(fresh(12)) });
     await new Promise((r) => setTimeout(r, 20));
     const second = await h.app.inject({ method: 'POST', url: '/v1/reward', payload: group(fresh(15)) });
     expect(second.statusCode).toBe(503);
