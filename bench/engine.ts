@@ -181,6 +181,8 @@ export interface ScenarioResult {
   engineQueuePeak: number;
   unloadedMs: number;
   highMedianMs: number;
+  /** High-priority probes refused at every try (PROBE_TRIES), not in the median. */
+  highRefused: number;
   highRatio: number;
 }
 
@@ -216,8 +218,9 @@ async function startServer(
 const PROBE_TRIES = 20;
 
 /**
- * One high-priority `/v1/judge`, ms until it was answered: a 503 (a setting whose capacity estimate leaves
- * the high lane's share too small) is retried after its scaled Retry-After, and the wait counts.
+ * One high-priority `/v1/judge`, ms until it was answered: a 503 (the high lane past HIGH_PRIORITY_SHARE of
+ * the estimated capacity) is retried after its scaled Retry-After, and the wait counts; Infinity when every
+ * try was refused (counted as refused, not in the median).
  */
 async function judgeOnce(url: string, corpus: Corpus, k: number, high: boolean): Promise<number> {
   const t = tripleAt(corpus, k);
@@ -237,7 +240,8 @@ async function judgeOnce(url: string, corpus: Corpus, k: number, high: boolean):
     const text = await res.body.text();
     if (res.statusCode === 200) return performance.now() - started;
     const retryAfterS = Number(res.headers['retry-after'] ?? 1);
-    if (res.statusCode !== 503 || attempt >= PROBE_TRIES)
+    if (res.statusCode === 503 && attempt >= PROBE_TRIES) return Infinity;
+    if (res.statusCode !== 503)
       throw new Error(`/v1/judge answered ${res.statusCode}: ${text.slice(0, 500)}`);
     await new Promise((r) => setTimeout(r, retryAfterS * 1000 * SCALE));
   }
@@ -333,7 +337,9 @@ export async function runScenario(
     const unloadedMs = median(unloaded);
     // Probes answered after the burst's last reward were not delayed by it; keep those sent before.
     const burstMs = report.endedAt - report.startedAt;
-    const highMedianMs = median(highs.filter((h) => h.at < burstMs).map((h) => h.ms));
+    const during = highs.filter((h) => h.at < burstMs);
+    const highMedianMs = median(during.filter((h) => Number.isFinite(h.ms)).map((h) => h.ms));
+    const highRefused = during.filter((h) => !Number.isFinite(h.ms)).length;
     return {
       name: scenario.name,
       slots: scenario.spec.slots,
@@ -348,6 +354,7 @@ export async function runScenario(
       engineQueuePeak: stats.maxWaiting,
       unloadedMs,
       highMedianMs,
+      highRefused,
       highRatio: highMedianMs / unloadedMs,
     };
   } finally {
@@ -438,7 +445,7 @@ async function main(): Promise<void> {
     console.log('|---:|---|---:|---:|---:|---:|---:|');
     for (const r of rows)
       console.log(
-        `| ${r.slots} | ${r.name} | ${r.rollouts} | ${r.ratio.toFixed(2)} (${r.wallS.toFixed(1)} s / ${r.boundS.toFixed(1)} s) | ${r.lost} | ${r.engineQueuePeak} | ${r.highRatio.toFixed(2)} (${Math.round(r.highMedianMs)} / ${Math.round(r.unloadedMs)} ms) |`,
+        `| ${r.slots} | ${r.name} | ${r.rollouts} | ${r.ratio.toFixed(2)} (${r.wallS.toFixed(1)} s / ${r.boundS.toFixed(1)} s) | ${r.lost} | ${r.engineQueuePeak} | ${r.highRatio.toFixed(2)} (${Math.round(r.highMedianMs)} / ${Math.round(r.unloadedMs)} ms${r.highRefused > 0 ? `; ${r.highRefused} refused` : ''}) |`,
       );
   }
 }
