@@ -31,6 +31,8 @@ export interface Attempt {
   status: number;
   code: string | undefined;
   retryAfterS: number | undefined;
+  /** A refusal's `details.drain_calls_per_s`: the drain rate the server decided at. */
+  drainCallsPerS?: number | undefined;
   sentAt: number;
   answeredAt: number;
   reward: number | undefined;
@@ -69,12 +71,17 @@ async function runJob(job: Job): Promise<ClientReport> {
         dispatcher: agent,
         signal: AbortSignal.timeout(policy.timeoutMs),
       });
-      const json = (await res.body.json()) as { rewards?: number[]; code?: string };
+      const json = (await res.body.json()) as {
+        rewards?: number[];
+        code?: string;
+        details?: { drain_calls_per_s?: number };
+      };
       const retryAfter = res.headers['retry-after'];
       return {
         status: res.statusCode,
         code: json.code,
         retryAfterS: typeof retryAfter === 'string' ? Number(retryAfter) : undefined,
+        drainCallsPerS: json.details?.drain_calls_per_s,
         sentAt,
         answeredAt: now(),
         reward: res.statusCode === 200 ? json.rewards?.[0] : undefined,
