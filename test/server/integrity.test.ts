@@ -150,20 +150,38 @@ describe('canary quarantine on four replicas', () => {
   }, 30_000);
 
   it('a whole-fleet drop raises the fleet alert and quarantines nothing', async () => {
-    // A baseline of the first 10 canaries per replica (the minimum window), so the drop is measured soon.
+    // The fleet reference: the first 20 pooled canaries, frozen (CANARY_REFERENCE_SIZE), so the drop is
+    // measured soon.
     const f = await fleet({
       replicas: 2,
-      env: { CANARY_DATASET: writeCanaries(dir, 20), CANARY_RATE: '0.5', CANARY_WINDOW: '10' },
+      env: {
+        CANARY_DATASET: writeCanaries(dir, 20),
+        CANARY_RATE: '0.5',
+        CANARY_WINDOW: '10',
+        CANARY_REFERENCE_SIZE: '20',
+      },
     });
-    await driveUntil(f.app, (r) => r.canaries.replicas.every((x: Json) => x.canaries >= 10), 2000);
+    await driveUntil(
+      f.app,
+      (r) => r.canaries.fleet.reference.source === 'frozen' && r.canaries.fleet.state === 'ok',
+      2000,
+    );
     f.modes[0] = 'match';
     f.modes[1] = 'match';
     await driveUntil(f.app, (r) => r.canaries.fleet_alert === true, 3000);
     const report = await settle(f.app);
     expect(report.canaries.fleet_alert).toBe(true);
+    expect(report.canaries.fleet).toMatchObject({
+      state: 'alarmed',
+      reference: { source: 'frozen', canaries: 20, accuracy: 1 },
+    });
+    expect(report.canaries.fleet.accuracy).toBeLessThan(0.8);
     expect(report.canaries.replicas.some((x: Json) => x.state === 'quarantined')).toBe(false);
     const alert = await f.metrics.registry.getSingleMetric('reward_canary_fleet_alert')?.get();
     expect(alert?.values[0]?.value).toBe(1);
+    expect(f.log.some((l) => String(l['msg']).includes('pooled canary accuracy of the whole fleet'))).toBe(
+      true,
+    );
     // Still serving on both.
     const res = await f.app.inject({ method: 'POST', url: '/v1/reward', payload: realGroup(8) });
     expect(res.json<Json>().results.every((r: Json) => r.status === 'ok')).toBe(true);

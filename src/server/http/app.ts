@@ -229,6 +229,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     requestDeadlineMs: config.requestDeadlineMs,
     maxCandidates: config.maxCandidates,
     tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
+    canaries: () => integrity.background(),
   });
   callHooks.push((event) => planner.observeCall(event));
   const failures = createFailureMonitor({
