@@ -5,7 +5,8 @@
  * fleet alerts of a healthy fleet, and the detection delays of drifting judges (ramps, steps, whole-fleet
  * drops early and late, a replica wrong only on long candidates).
  *
- *   npx tsx bench/canary-cusum.ts [--seeds N] [--only NAME,…] [--boost B] [--fleet-threshold H] [--json]
+ *   npx tsx bench/canary-cusum.ts [--seeds N] [--q 0.05,0.16] [--only NAME,…] [--boost B]
+ *     [--fleet-threshold H] [--doubt-share D] [--floor F] [--json]
  *
  * Model: R replicas of one backend; each computed real judgment goes to a serving (not quarantined)
  * replica at random, ticks the canary schedule and, with probability AUDIT_RATE, is audited. A canary's
@@ -19,6 +20,7 @@ import { exactInterval } from '../src/math/binomial.js';
 import { createAuditEvidence, type AuditEvidence } from '../src/server/integrity/audit.js';
 import {
   createCanaryLedger,
+  DOUBT_SHARE,
   type CanaryEvent,
   type CanaryLedger,
   type Transition,
@@ -38,6 +40,8 @@ export interface SimulationOptions {
   floor: number;
   window: number;
   fleetThreshold: number;
+  /** A replica is in doubt from S ≥ doubtShare × h (the ledger's DOUBT_SHARE). */
+  doubtShare: number;
   /** Pooled canaries frozen as the fleet reference (without `referenceRows`). */
   referenceSize: number;
   /** A file reference: this many rows judged offline at the healthy error (drawn per run); 0 = frozen. */
@@ -90,6 +94,7 @@ function createWorld(o: SimulationOptions) {
     window: o.window,
     fleet: [{ backend: BACKEND, replicas: names }],
     fleetTest: { threshold: o.fleetThreshold, reference: fileReference, referenceSize: o.referenceSize },
+    doubtShare: o.doubtShare,
   });
   const audits: AuditEvidence = createAuditEvidence({
     margin: o.margin,
@@ -190,6 +195,7 @@ export const DEFAULTS: Omit<SimulationOptions, 'error' | 'judgments' | 'seed'> =
   floor: 0.05,
   window: 200,
   fleetThreshold: 9,
+  doubtShare: DOUBT_SHARE,
   referenceSize: 400,
   referenceRows: 0,
   q: 0.16,
@@ -421,6 +427,8 @@ function main(): void {
     ...DEFAULTS,
     boost: Number(arg('boost') ?? DEFAULTS.boost),
     fleetThreshold: Number(arg('fleet-threshold') ?? DEFAULTS.fleetThreshold),
+    doubtShare: Number(arg('doubt-share') ?? DEFAULTS.doubtShare),
+    floor: Number(arg('floor') ?? DEFAULTS.floor),
   };
   const json = process.argv.includes('--json');
   const lines: string[] = [];

@@ -146,6 +146,8 @@ export interface LedgerOptions extends SequentialTestOptions {
   /** Known replicas per backend (more are added as events name them). */
   fleet: ReadonlyArray<{ backend: string; replicas: readonly string[] }>;
   fleetTest: FleetTestOptions;
+  /** S ≥ this × h puts a replica in doubt (default DOUBT_SHARE; the simulation varies it). */
+  doubtShare?: number | undefined;
 }
 
 export interface CanaryLedger {
@@ -367,7 +369,7 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
       out.push({ kind: 'quarantined', record: rec });
     } else {
       rec.state = rec.alarmed || rec.s >= h / 2 ? 'watching' : 'ok';
-      rec.doubted = rec.s >= h * DOUBT_SHARE;
+      rec.doubted = rec.s >= h * (options.doubtShare ?? DOUBT_SHARE);
     }
   };
 
