@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# Build: compile TypeScript with the dev dependencies.
-FROM node:20-slim AS build
+# Build: compile TypeScript with the dev dependencies. Node 24 is the active LTS (Node 20 left support on
+# 2026-04-30); the suite runs on the machine's Node 20 and its unit project on Node 24 (scripts/node24.sh).
+FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -9,7 +10,7 @@ COPY src ./src
 RUN npm run build
 
 # Runtime: production dependencies and dist/ only, as the unprivileged `node` user.
-FROM node:20-slim AS runtime
+FROM node:24-slim AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080

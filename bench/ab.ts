@@ -12,17 +12,10 @@
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import {
-  DEFAULT_OPTIONS,
-  makeLogDir,
-  ROOT,
-  runScenario,
-  startFake,
-  startServer,
-  waitQuiet,
-  type BenchOptions,
-  type ScenarioResult,
-} from './harness.js';
+import { waitQuiet } from './measure.js';
+import { DEFAULT_OPTIONS, ROOT, type BenchOptions } from './options.js';
+import { runScenario, type ScenarioResult } from './scenarios.js';
+import { makeLogDir, startFake, startServer } from './services.js';
 import { installCleanup, procMemMb, stopProcess } from './procs.js';
 import { fmtSpread, spread } from './stats.js';
 

@@ -1,7 +1,7 @@
 /**
  * Load generator (a separate process): keep-alive undici Pool, a bounded number of requests in flight,
- * bounded in count and in time. Started by the orchestrator (bench/harness.ts) with the protocol of
- * bench/child.ts; prints `RESULT <LoadResult>`.
+ * bounded in count and in time (bench/drive.ts), the answers counted by bench/load-tally.ts. Started by
+ * the orchestrator (bench/scenarios.ts) with the protocol of bench/child.ts; prints `RESULT <LoadResult>`.
  *
  *   --mode groups    POST /v1/reward, one GRPO group of --group-size unique candidates per request
  *   --mode rollouts  POST /get_reward (OpenRLHF), one rollout per request
@@ -9,35 +9,23 @@
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { readyThenGo, send } from './child.js';
-import { BLOCK, DEFAULT_DATASET, groupBody, loadCorpus, rolloutBody } from './data.js';
-import { latencySummary, type LatencySummary } from './stats.js';
+import { BLOCK, DEFAULT_DATASET, groupBody, loadCorpus, rolloutBody, type Corpus } from './data.js';
+import { drive } from './drive.js';
+import { createLoadTally } from './load-tally.js';
 
-export interface LoadResult {
+interface LoadArgs {
+  url: URL;
   mode: 'groups' | 'rollouts';
-  requests: number;
-  judgments: number;
-  /** Judgments with a reward (status ok or rejected_input). */
-  rewarded: number;
-  /** Judgments without a reward: failed items and items of failed requests. */
-  failed: number;
-  /** Items marked `cached: true` (only `/v1/reward` reports it). */
-  cached: number;
-  statuses: Record<string, number>;
-  itemStatuses: Record<string, number>;
-  firstError?: string;
-  wallMs: number;
-  /** Request latency (a group for `groups`, a rollout for `rollouts`), ms. */
-  latency: LatencySummary;
-  /** Server-reported per-item `latency_ms` (groups only). */
-  itemLatency?: LatencySummary;
-  /** This process's user+system CPU during the run, ms. */
-  cpuMs: number;
-  timedOut: boolean;
+  start: number;
+  count: number;
+  concurrency: number;
+  groupSize: number;
+  maxMs: number;
+  dataset: string;
+  graph: string;
 }
 
-const MAX_SAMPLES = 2_000_000;
-
-async function main(): Promise<void> {
+function parseLoadArgs(): LoadArgs {
   const { values } = parseArgs({
     options: {
       url: { type: 'string' },
@@ -55,18 +43,35 @@ async function main(): Promise<void> {
   if (values.url === undefined) throw new Error('--url is required');
   const mode = values.mode;
   if (mode !== 'groups' && mode !== 'rollouts') throw new Error(`--mode: groups or rollouts, got ${mode}`);
-  const start = Number(values.start);
-  const count = Number(values.count);
-  const concurrency = Number(values.concurrency);
-  const groupSize = Number(values['group-size']);
-  const maxMs = Number(values['max-seconds']) * 1000;
-  const perRequest = mode === 'groups' ? groupSize : 1;
-  const requests = Math.ceil(count / perRequest);
-  const corpus = loadCorpus(values.dataset);
-
   const url = new URL(values.url);
   if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') throw new Error('loopback only');
-  const pool = new Pool(url.origin, {
+  return {
+    url,
+    mode,
+    start: Number(values.start),
+    count: Number(values.count),
+    concurrency: Number(values.concurrency),
+    groupSize: Number(values['group-size']),
+    maxMs: Number(values['max-seconds']) * 1000,
+    dataset: values.dataset,
+    graph: values.graph,
+  };
+}
+
+/** Request `i`'s body and judgments: a group of `groupSize` (the last one maybe shorter), or one rollout. */
+function requestOf(args: LoadArgs, corpus: Corpus, i: number): { body: string; items: number } {
+  const { mode, start, count, groupSize, graph } = args;
+  if (mode === 'rollouts') return { body: rolloutBody(corpus, start + i), items: 1 };
+  const items = Math.min(groupSize, count - i * groupSize);
+  return { body: groupBody(corpus, start + i * BLOCK, items, graph), items };
+}
+
+async function main(): Promise<void> {
+  const args = parseLoadArgs();
+  const { mode, concurrency, maxMs } = args;
+  const requests = Math.ceil(args.count / (mode === 'groups' ? args.groupSize : 1));
+  const corpus = loadCorpus(args.dataset);
+  const pool = new Pool(args.url.origin, {
     connections: concurrency,
     pipelining: 1,
     keepAliveTimeout: 60_000,
@@ -75,100 +80,28 @@ async function main(): Promise<void> {
   });
   const path = mode === 'groups' ? '/v1/reward' : '/get_reward';
   const headers = { 'content-type': 'application/json' };
-  const bodyFor = (i: number): string =>
-    mode === 'groups'
-      ? groupBody(corpus, start + i * BLOCK, groupSize, values.graph)
-      : rolloutBody(corpus, start + i);
-
-  const result: LoadResult = {
-    mode,
-    requests: 0,
-    judgments: 0,
-    rewarded: 0,
-    failed: 0,
-    cached: 0,
-    statuses: {},
-    itemStatuses: {},
-    wallMs: 0,
-    latency: latencySummary([]),
-    cpuMs: 0,
-    timedOut: false,
-  };
-  const latencies: number[] = [];
-  const itemLatencies: number[] = [];
-  const bump = (table: Record<string, number>, key: string, by = 1): void => {
-    table[key] = (table[key] ?? 0) + by;
-  };
-  const noteError = (message: string): void => {
-    result.firstError ??= message.slice(0, 500);
-  };
-
-  const handle = (status: number, text: string, items: number): void => {
-    bump(result.statuses, String(status));
-    result.judgments += items;
-    if (status !== 200) {
-      result.failed += items;
-      noteError(`HTTP ${status}: ${text}`);
-      return;
-    }
-    const body = JSON.parse(text) as {
-      rewards?: Array<number | null>;
-      results?: Array<{ status?: string; cached?: boolean; latency_ms?: number; error?: string }>;
-    };
-    const rewards = body.rewards ?? [];
-    for (let j = 0; j < items; j++) {
-      if (typeof rewards[j] === 'number') result.rewarded += 1;
-      else result.failed += 1;
-    }
-    for (const r of body.results ?? []) {
-      bump(result.itemStatuses, r.status ?? 'unknown');
-      if (r.cached === true) result.cached += 1;
-      if (typeof r.latency_ms === 'number' && itemLatencies.length < MAX_SAMPLES)
-        itemLatencies.push(r.latency_ms);
-      if (r.status !== 'ok' && r.error !== undefined) noteError(`item ${r.status ?? '?'}: ${r.error}`);
-    }
-  };
+  const tally = createLoadTally(mode);
 
   await readyThenGo();
   const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  let next = 0;
-  let done = 0;
-
-  const worker = async (): Promise<void> => {
-    while (next < requests) {
-      if (performance.now() - t0 > maxMs) {
-        result.timedOut = true;
-        return;
-      }
-      const i = next++;
-      const items = mode === 'groups' ? Math.min(groupSize, count - i * groupSize) : 1;
-      const body =
-        mode === 'groups' && items < groupSize
-          ? groupBody(corpus, start + i * BLOCK, items, values.graph)
-          : bodyFor(i);
-      const sent = performance.now();
-      try {
-        const res = await pool.request({ method: 'POST', path, headers, body });
-        const text = await res.body.text();
-        if (latencies.length < MAX_SAMPLES) latencies.push(performance.now() - sent);
-        handle(res.statusCode, text, items);
-      } catch (err) {
-        bump(result.statuses, 'error');
-        result.judgments += items;
-        result.failed += items;
-        noteError(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
-      }
-      done += 1;
+  const run = await drive(requests, concurrency, maxMs, async (i) => {
+    const { body, items } = requestOf(args, corpus, i);
+    const sent = performance.now();
+    try {
+      const res = await pool.request({ method: 'POST', path, headers, body });
+      const text = await res.body.text();
+      tally.answered(res.statusCode, text, items, performance.now() - sent);
+    } catch (err) {
+      tally.failed(err, items);
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, requests) }, worker));
-  result.wallMs = performance.now() - t0;
+  });
   const cpu = process.cpuUsage(cpu0);
-  result.requests = done;
-  result.cpuMs = (cpu.user + cpu.system) / 1000;
-  result.latency = latencySummary(latencies);
-  if (mode === 'groups') result.itemLatency = latencySummary(itemLatencies);
+  const result = tally.finish({
+    requests: run.done,
+    wallMs: run.wallMs,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    timedOut: run.timedOut,
+  });
   await pool.close();
   send('RESULT', result);
 }

@@ -3,7 +3,9 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { relative } from 'node:path';
-import { across, ROOT, type RepetitionResult, type SoakResult, type SuiteResult } from './harness.js';
+import { across, type RepetitionResult, type SoakResult, type SuiteResult } from './harness.js';
+import { ROOT } from './options.js';
+import type { ScenarioResult } from './scenarios.js';
 import { fmt, fmtSpread, spread, type Spread } from './stats.js';
 
 export interface Target {
@@ -109,138 +111,149 @@ function serverCommand(o: SuiteResult['options']): string {
   return ['node', ...o.serverNodeArgs, entry].join(' ');
 }
 
-export function suiteMarkdown(s: SuiteResult): string {
+type ScenarioPick = (r: RepetitionResult) => ScenarioResult;
+
+/** Cells joined as a Markdown table row. */
+const row = (cells: string[]): string => cells.join(' | ').replace(/^/, '| ').concat(' |');
+
+/** A throughput scenario's row: rates, latency, server CPU, and its ratios to the limit and the floor. */
+function scenarioRow(s: SuiteResult, label: string, pick: ScenarioPick, latencyLabel: string): string {
+  const { runs } = s;
+  const limit = s.limitJudgmentsPerSecond;
+  const j = across(runs, (r) => pick(r).judgmentsPerSecond);
+  return row([
+    label,
+    fmtSpread(j),
+    fmtSpread(across(runs, (r) => pick(r).backendCallsPerSecond)),
+    `${latencyLabel} ${fmtSpread(
+      across(runs, (r) => pick(r).load.latency.p50),
+      1,
+    )} / ${fmtSpread(
+      across(runs, (r) => pick(r).load.latency.p99),
+      1,
+    )}`,
+    fmtSpread(
+      across(runs, (r) => pick(r).serverCpuMsPerCall),
+      3,
+    ),
+    fmtSpread(
+      across(runs, (r) => pick(r).serverCores),
+      2,
+    ),
+    ratio(spread(runs.map((r) => pick(r).judgmentsPerSecond / limit))),
+    ratio(
+      ratioAcross(
+        runs,
+        (r) => pick(r).judgmentsPerSecond,
+        (r) => r.floor.judgmentsPerSecond,
+      ),
+    ),
+  ]);
+}
+
+/** A cache-hit scenario's row: rates, latency, the hit share (the server's count when scrapeable). */
+function cachedRow(runs: RepetitionResult[], label: string, pick: ScenarioPick): string {
+  const hitShare = spread(
+    runs.map((r) => {
+      const sc = pick(r);
+      return sc.metricCacheHits !== undefined
+        ? sc.metricCacheHits / sc.load.judgments
+        : sc.load.cached / sc.load.judgments;
+    }),
+  );
+  return row([
+    label,
+    fmtSpread(across(runs, (r) => pick(r).judgmentsPerSecond)),
+    fmtSpread(across(runs, (r) => pick(r).backendCallsPerSecond)),
+    `request ${fmtSpread(
+      across(runs, (r) => pick(r).load.latency.p50),
+      1,
+    )} / ${fmtSpread(
+      across(runs, (r) => pick(r).load.latency.p99),
+      1,
+    )}`,
+    `hits ${ratio(hitShare)}`,
+    fmtSpread(
+      across(runs, (r) => pick(r).serverCores),
+      2,
+    ),
+    '',
+    '',
+  ]);
+}
+
+/** The floor client's row: what the same backend calls reach with no server. */
+function floorRow(s: SuiteResult): string {
   const { runs, options: o } = s;
+  return row([
+    `floor client (${o.inflight} judgments in flight, no server)`,
+    fmtSpread(across(runs, (r) => r.floor.judgmentsPerSecond)),
+    fmtSpread(across(runs, (r) => r.floor.callsPerSecond)),
+    `judgment ${fmtSpread(
+      across(runs, (r) => r.floor.result.latency.p50),
+      1,
+    )} / ${fmtSpread(
+      across(runs, (r) => r.floor.result.latency.p99),
+      1,
+    )}`,
+    `(client) ${fmtSpread(
+      across(runs, (r) => r.floor.clientCpuMsPerCall),
+      3,
+    )}`,
+    '',
+    ratio(spread(runs.map((r) => r.floor.judgmentsPerSecond / s.limitJudgmentsPerSecond))),
+    '1.00',
+  ]);
+}
+
+/** The throughput table: the theoretical limit, the floor client, (a) and (b), and their cache-hit replays. */
+function throughputTable(s: SuiteResult): string[] {
+  const { options: o } = s;
   const L = o.latencyMs;
   const limit = s.limitJudgmentsPerSecond;
-  const floorJ = across(runs, (r) => r.floor.judgmentsPerSecond);
-  type Pick = (r: RepetitionResult) => import('./harness.js').ScenarioResult;
-  const scenarioRow = (label: string, pick: Pick, latencyLabel: string): string => {
-    const j = across(runs, (r) => pick(r).judgmentsPerSecond);
-    return [
-      label,
-      fmtSpread(j),
-      fmtSpread(across(runs, (r) => pick(r).backendCallsPerSecond)),
-      `${latencyLabel} ${fmtSpread(
-        across(runs, (r) => pick(r).load.latency.p50),
-        1,
-      )} / ${fmtSpread(
-        across(runs, (r) => pick(r).load.latency.p99),
-        1,
-      )}`,
-      fmtSpread(
-        across(runs, (r) => pick(r).serverCpuMsPerCall),
-        3,
-      ),
-      fmtSpread(
-        across(runs, (r) => pick(r).serverCores),
-        2,
-      ),
-      ratio(spread(runs.map((r) => pick(r).judgmentsPerSecond / limit))),
-      ratio(
-        ratioAcross(
-          runs,
-          (r) => pick(r).judgmentsPerSecond,
-          (r) => r.floor.judgmentsPerSecond,
-        ),
-      ),
-    ]
-      .join(' | ')
-      .replace(/^/, '| ')
-      .concat(' |');
-  };
-  const cachedRow = (label: string, pick: Pick): string => {
-    const hitShare = spread(
-      runs.map((r) => {
-        const sc = pick(r);
-        return sc.metricCacheHits !== undefined
-          ? sc.metricCacheHits / sc.load.judgments
-          : sc.load.cached / sc.load.judgments;
-      }),
-    );
-    return [
-      label,
-      fmtSpread(across(runs, (r) => pick(r).judgmentsPerSecond)),
-      fmtSpread(across(runs, (r) => pick(r).backendCallsPerSecond)),
-      `request ${fmtSpread(
-        across(runs, (r) => pick(r).load.latency.p50),
-        1,
-      )} / ${fmtSpread(
-        across(runs, (r) => pick(r).load.latency.p99),
-        1,
-      )}`,
-      `hits ${ratio(hitShare)}`,
-      fmtSpread(
-        across(runs, (r) => pick(r).serverCores),
-        2,
-      ),
-      '',
-      '',
-    ]
-      .join(' | ')
-      .replace(/^/, '| ')
-      .concat(' |');
-  };
-  const failures = runs.reduce(
-    (n, r) =>
-      n +
-      r.groups.load.failed +
-      r.rollouts.load.failed +
-      r.light.load.failed +
-      r.groupsCached.load.failed +
-      r.rolloutsCached.load.failed,
-    0,
-  );
-  const firstError = runs
-    .flatMap((r) =>
-      [r.groups, r.rollouts, r.light, r.groupsCached, r.rolloutsCached].map((x) => x.load.firstError),
-    )
-    .find((e) => e !== undefined);
-  const lines = [
-    `Graph \`${o.graph}\` (${s.callsPerJudgment} LLM calls per judgment, critical path ${s.criticalPathCalls} calls), ` +
-      `fake backend L = ${L} ms, ${o.inflight} judgments in flight, ${o.judgments} judgments per scenario, ` +
-      `${runs.length} runs (fresh fake + server each); values are median (min–max) over runs. ` +
-      `Server: \`${serverCommand(o)}\`, ` +
-      `JUDGE_MAX_INFLIGHT=${o.judgeMaxInflight}, CACHE_SIZE=${o.cacheSize}, LOG_LEVEL=info. ${environment()}.`,
-    '',
+  return [
     '| scenario | judgments/s | backend calls/s | latency p50 / p99, ms | server CPU ms / backend call | server cores | ratio to limit | ratio to floor |',
     '|---|---:|---:|---|---:|---:|---:|---:|',
     `| theoretical limit (${o.inflight} / (${s.criticalPathCalls} × ${L} ms)) | ${fmt(limit)} | ${fmt(limit * s.callsPerJudgment)} | judgment ${fmt(s.criticalPathCalls * L)} | | | 1.00 | |`,
-    [
-      `floor client (${o.inflight} judgments in flight, no server)`,
-      fmtSpread(floorJ),
-      fmtSpread(across(runs, (r) => r.floor.callsPerSecond)),
-      `judgment ${fmtSpread(
-        across(runs, (r) => r.floor.result.latency.p50),
-        1,
-      )} / ${fmtSpread(
-        across(runs, (r) => r.floor.result.latency.p99),
-        1,
-      )}`,
-      `(client) ${fmtSpread(
-        across(runs, (r) => r.floor.clientCpuMsPerCall),
-        3,
-      )}`,
-      '',
-      ratio(spread(runs.map((r) => r.floor.judgmentsPerSecond / limit))),
-      '1.00',
-    ]
-      .join(' | ')
-      .replace(/^/, '| ')
-      .concat(' |'),
+    floorRow(s),
     scenarioRow(
+      s,
       `(a) /v1/reward, groups of ${o.groupSize}, ${Math.floor(o.inflight / o.groupSize)} groups in flight`,
       (r) => r.groups,
       'group',
     ),
     scenarioRow(
+      s,
       `(b) /get_reward, one rollout per request, ${o.inflight} in flight`,
       (r) => r.rollouts,
       'rollout',
     ),
-    cachedRow('(c) cache hits, /v1/reward groups (same groups again)', (r) => r.groupsCached),
-    cachedRow('(c) cache hits, /get_reward rollouts (same rollouts again)', (r) => r.rolloutsCached),
-    '',
+    cachedRow(s.runs, '(c) cache hits, /v1/reward groups (same groups again)', (r) => r.groupsCached),
+    cachedRow(s.runs, '(c) cache hits, /get_reward rollouts (same rollouts again)', (r) => r.rolloutsCached),
+  ];
+}
+
+/** Failed judgments over every scenario and run, with the first error (escaped for a table cell). */
+function failuresCell(runs: RepetitionResult[]): string {
+  const scenarios = (r: RepetitionResult): ScenarioResult[] => [
+    r.groups,
+    r.rollouts,
+    r.light,
+    r.groupsCached,
+    r.rolloutsCached,
+  ];
+  const failures = runs.reduce((n, r) => n + scenarios(r).reduce((m, x) => m + x.load.failed, 0), 0);
+  const firstError = runs
+    .flatMap((r) => scenarios(r).map((x) => x.load.firstError))
+    .find((e) => e !== undefined);
+  return `${failures}${firstError === undefined ? '' : ` — first: ${firstError.replace(/\|/g, '\\|').slice(0, 200)}`}`;
+}
+
+/** The latency and resources table: light load, per-item latency, memory, CPU, the fake's and others' load. */
+function resourcesTable(s: SuiteResult): string[] {
+  const { runs, options: o } = s;
+  const L = o.latencyMs;
+  return [
     '| latency and resources | value |',
     '|---|---|',
     `| light-load group latency p50 / p99 (one group of ${o.groupSize} at a time) | ${fmtSpread(
@@ -303,13 +316,28 @@ export function suiteMarkdown(s: SuiteResult): string {
       across(runs, (r) => r.rollouts.logBytes / Math.max(1, r.rollouts.load.judgments)),
       1,
     )} |`,
-    `| failed judgments (all scenarios, all runs) | ${failures}${firstError === undefined ? '' : ` — first: ${firstError.replace(/\|/g, '\\|').slice(0, 200)}`} |`,
+    `| failed judgments (all scenarios, all runs) | ${failuresCell(runs)} |`,
+  ];
+}
+
+/** The suite's Markdown: what was run, the throughput table, the latency and resources table, the targets. */
+export function suiteMarkdown(s: SuiteResult): string {
+  const { runs, options: o } = s;
+  return [
+    `Graph \`${o.graph}\` (${s.callsPerJudgment} LLM calls per judgment, critical path ${s.criticalPathCalls} calls), ` +
+      `fake backend L = ${o.latencyMs} ms, ${o.inflight} judgments in flight, ${o.judgments} judgments per scenario, ` +
+      `${runs.length} runs (fresh fake + server each); values are median (min–max) over runs. ` +
+      `Server: \`${serverCommand(o)}\`, ` +
+      `JUDGE_MAX_INFLIGHT=${o.judgeMaxInflight}, CACHE_SIZE=${o.cacheSize}, LOG_LEVEL=info. ${environment()}.`,
+    '',
+    ...throughputTable(s),
+    '',
+    ...resourcesTable(s),
     '',
     '| target (issue 6) | goal | measured | met |',
     '|---|---|---|---|',
     ...targets(s).map((t) => `| ${t.what} | ${t.goal} | ${t.measured} | ${t.pass ? 'yes' : '**no**'} |`),
-  ];
-  return lines.join('\n');
+  ].join('\n');
 }
 
 export function soakMarkdown(s: SoakResult): string {

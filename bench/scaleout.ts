@@ -24,20 +24,10 @@ import { Pool } from 'undici';
 
 import { startRedis, type RedisServer } from '../test/fakes/redis.js';
 import { BLOCK, loadCorpus, rolloutBody, type Corpus } from './data.js';
-import {
-  DEFAULT_OPTIONS,
-  makeLogDir,
-  ROOT,
-  runFloor,
-  runScenario,
-  startFake,
-  startServer,
-  sumMetric,
-  type BenchOptions,
-  type ScenarioResult,
-  type Server,
-  waitQuiet,
-} from './harness.js';
+import { sumMetric, waitQuiet } from './measure.js';
+import { DEFAULT_OPTIONS, ROOT, type BenchOptions } from './options.js';
+import { runFloor, runScenario, type ScenarioResult } from './scenarios.js';
+import { makeLogDir, startFake, startServer, type Server } from './services.js';
 import { installCleanup, machineBusyMs, procCpuMs, procMemMb, stopProcess } from './procs.js';
 import { environment } from './report.js';
 import { fmt, spread, fmtSpread } from './stats.js';

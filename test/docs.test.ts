@@ -50,7 +50,10 @@ describe('docs/configuration.md variable table', () => {
       expect(parsed.success, `${name} needs a value: document it as required`).toBe(true);
       const cell = documented.get(name)?.[1] ?? '';
       if (parsed.data === undefined) expect(cell, name).toMatch(/^unset\b/);
-      else expect(codeSpans(cell)[0], name).toBe(String(parsed.data));
+      else {
+        const value = typeof parsed.data === 'object' ? JSON.stringify(parsed.data) : String(parsed.data);
+        expect(codeSpans(cell)[0], name).toBe(value);
+      }
     }
   });
 
@@ -121,5 +124,29 @@ describe('links and paths in README.md and docs/', () => {
 describe('README.md', () => {
   it('stays a guide: at most 300 lines, the reference lives in docs/', () => {
     expect(readDoc('README.md').split('\n').length).toBeLessThanOrEqual(300);
+  });
+});
+
+describe('the runtime', () => {
+  const dockerfile = readDoc('Dockerfile');
+  const images = [...dockerfile.matchAll(/^FROM node:(\d+)-slim\b/gm)].map((m) => Number(m[1]));
+
+  it('builds and runs the image on one Node LTS, the one the README names', () => {
+    expect(images.length).toBe(2);
+    expect(new Set(images).size).toBe(1);
+    expect(readDoc('README.md')).toContain(`Node ${images[0]} LTS, node:${images[0]}-slim`);
+  });
+
+  it("supports, in package.json's engines, the image's Node and the Node 20 the main suite runs on", () => {
+    const pkg = JSON.parse(readDoc('package.json')) as {
+      engines: { node: string };
+      scripts: Record<string, string>;
+    };
+    const ranges = pkg.engines.node.split('||').map((r) => r.trim());
+    expect(ranges).toContain('^20.19.0');
+    expect(ranges.some((r) => r === `>=${images[0]}.0.0` || r === `^${images[0]}.0.0`)).toBe(true);
+    // npm test runs the unit project a second time on the image's Node (scripts/node24.sh).
+    expect(pkg.scripts['test']).toContain('npm run test:node24');
+    expect(readDoc('scripts/node24.sh')).toMatch(new RegExp(`NODE24_VERSION:-${images[0]}\\.\\d+\\.\\d+`));
   });
 });

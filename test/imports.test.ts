@@ -18,7 +18,8 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   ['text', { uses: [], packages: [] }],
   ['math', { uses: [], packages: [] }],
   ['settings', { uses: [], packages: ['zod'] }],
-  ['config', { uses: ['settings'], packages: ['zod', 'node:fs'] }],
+  // REASONING_FORMAT's names are the text library's format table (a leaf).
+  ['config', { uses: ['settings', 'text'], packages: ['zod', 'node:fs'] }],
   ['state', { uses: ['errors'], packages: ['ioredis', 'node:crypto', 'node:os'] }],
   // Roles are pure: prompt + schema. node:crypto hashes the prompt version.
   ['roles', { uses: ['text'], packages: ['zod', 'node:crypto'] }],

@@ -17,6 +17,7 @@
  * group, mean over j ≠ i of p_i / (p_i + p_j): in [0, 1], 0.5 for everyone when nobody can be separated.
  * A candidate without any outcome is not rated: its score is null (never 0).
  */
+import { cgWork, cholesky, choleskySolve, conjugateGradient } from '../math/linear.js';
 import { createRng, quantile } from '../math/sampling.js';
 
 /** One decided comparison between candidates i and j (0-based). */
@@ -102,43 +103,6 @@ export function fitBradleyTerryMM(n: number, outcomes: readonly Outcome[], optio
 
 const logLogistic = (x: number): number => (x >= 0 ? -Math.log1p(Math.exp(-x)) : x - Math.log1p(Math.exp(x)));
 
-/** The Cholesky factor L (row-major, lower) of a symmetric positive-definite m×m matrix; null if not SPD. */
-function cholesky(a: Float64Array, m: number): Float64Array | null {
-  const l = new Float64Array(m * m);
-  for (let i = 0; i < m; i++) {
-    const ri = i * m;
-    for (let j = 0; j <= i; j++) {
-      const rj = j * m;
-      let sum = a[ri + j] ?? 0;
-      for (let k = 0; k < j; k++) sum -= (l[ri + k] ?? 0) * (l[rj + k] ?? 0);
-      if (i === j) {
-        if (!(sum > 0)) return null;
-        l[ri + i] = Math.sqrt(sum);
-      } else {
-        l[ri + j] = sum / (l[rj + j] ?? 1);
-      }
-    }
-  }
-  return l;
-}
-
-/** Solves L Lᵀ x = b given the Cholesky factor L. */
-function choleskySolve(l: Float64Array, b: Float64Array, m: number): Float64Array {
-  const x = Float64Array.from(b);
-  for (let i = 0; i < m; i++) {
-    const ri = i * m;
-    let sum = x[i] ?? 0;
-    for (let k = 0; k < i; k++) sum -= (l[ri + k] ?? 0) * (x[k] ?? 0);
-    x[i] = sum / (l[ri + i] ?? 1);
-  }
-  for (let i = m - 1; i >= 0; i--) {
-    let sum = x[i] ?? 0;
-    for (let k = i + 1; k < m; k++) sum -= (l[k * m + i] ?? 0) * (x[k] ?? 0);
-    x[i] = sum / (l[i * m + i] ?? 1);
-  }
-  return x;
-}
-
 /** Outcomes as parallel arrays over the rated candidates (renumbered 0..m−1). */
 interface Games {
   m: number;
@@ -167,8 +131,148 @@ function toGames(n: number, outcomes: readonly Outcome[]): Games {
 }
 
 /**
- * Newton–Raphson with step halving on θ = log-strengths, each game weighted (null = 1 each).
- * Null if the Hessian is not positive definite (cannot happen with a positive prior).
+ * The penalised log-likelihood's local shape at the last θ `evaluate` saw: its gradient, and the negated
+ * Hessian A = −∇² kept matrix-free as per-game curvature plus the prior's diagonal (A is positive definite
+ * thanks to the prior; A·v costs O(games + m), so a step by conjugate gradients costs no O(m³)).
+ */
+interface LocalShape {
+  gradient: Float64Array;
+  /** Per game: w · p(1 − p). */
+  curvature: Float64Array;
+  /** Per candidate: the prior's curvature. */
+  priorCurvature: Float64Array;
+  /** A's diagonal (the Jacobi preconditioner). */
+  diagonal: Float64Array;
+}
+
+function localShape(games: Games): LocalShape {
+  const { m, gi } = games;
+  return {
+    gradient: new Float64Array(m),
+    curvature: new Float64Array(gi.length),
+    priorCurvature: new Float64Array(m),
+    diagonal: new Float64Array(m),
+  };
+}
+
+/**
+ * One pass over the games and the prior: the objective (log-likelihood of the weighted games plus `prior`
+ * virtual games against the anchor) at θ = `t`; fills `shape` (gradient, curvatures and A's diagonal).
+ */
+function evaluate(
+  games: Games,
+  weights: Float64Array | null,
+  prior: number,
+  t: Float64Array,
+  shape: LocalShape,
+): number {
+  const { m, gi, gj, gs } = games;
+  const { gradient, curvature, priorCurvature, diagonal } = shape;
+  const half = prior / 2;
+  gradient.fill(0);
+  diagonal.fill(0);
+  let value = 0;
+  for (let g = 0; g < gi.length; g++) {
+    const w = weights === null ? 1 : (weights[g] ?? 0);
+    if (w === 0) {
+      curvature[g] = 0;
+      continue;
+    }
+    const i = gi[g] ?? 0;
+    const j = gj[g] ?? 0;
+    const d = (t[i] ?? 0) - (t[j] ?? 0);
+    const si = gs[g] ?? 0;
+    const logP = logLogistic(d); // log σ(d); log σ(−d) = log σ(d) − d
+    value += w * (logP - (1 - si) * d);
+    const pi = Math.exp(logP);
+    const residual = w * (si - pi);
+    gradient[i] = (gradient[i] ?? 0) + residual;
+    gradient[j] = (gradient[j] ?? 0) - residual;
+    const c = w * pi * (1 - pi);
+    curvature[g] = c;
+    diagonal[i] = (diagonal[i] ?? 0) + c;
+    diagonal[j] = (diagonal[j] ?? 0) + c;
+  }
+  for (let k = 0; k < m; k++) {
+    const tk = t[k] ?? 0;
+    const logS = logLogistic(tk);
+    value += half * (2 * logS - tk);
+    const sk = Math.exp(logS);
+    gradient[k] = (gradient[k] ?? 0) + half - prior * sk;
+    const c = prior * sk * (1 - sk);
+    priorCurvature[k] = c;
+    diagonal[k] = (diagonal[k] ?? 0) + c;
+  }
+  return value;
+}
+
+/** out = A v, matrix-free (A = −∇² at the shape's θ). */
+function applyNegatedHessian(games: Games, shape: LocalShape, v: Float64Array, out: Float64Array): void {
+  const { m, gi, gj } = games;
+  const { curvature, priorCurvature } = shape;
+  for (let k = 0; k < m; k++) out[k] = (priorCurvature[k] ?? 0) * (v[k] ?? 0);
+  for (let g = 0; g < gi.length; g++) {
+    const c = curvature[g] ?? 0;
+    if (c === 0) continue;
+    const i = gi[g] ?? 0;
+    const j = gj[g] ?? 0;
+    const x = c * ((v[i] ?? 0) - (v[j] ?? 0));
+    out[i] = (out[i] ?? 0) + x;
+    out[j] = (out[j] ?? 0) - x;
+  }
+}
+
+/** A written out densely into `a` (m×m, row-major). */
+function fillNegatedHessian(games: Games, shape: LocalShape, a: Float64Array): void {
+  const { m, gi, gj } = games;
+  const { curvature, diagonal } = shape;
+  a.fill(0);
+  for (let k = 0; k < m; k++) a[k * m + k] = diagonal[k] ?? 0;
+  for (let g = 0; g < gi.length; g++) {
+    const c = curvature[g] ?? 0;
+    if (c === 0) continue;
+    const i = gi[g] ?? 0;
+    const j = gj[g] ?? 0;
+    a[i * m + j] = (a[i * m + j] ?? 0) - c;
+    a[j * m + i] = (a[j * m + i] ?? 0) - c;
+  }
+}
+
+/**
+ * Dense comparison graphs (all pairs) solve a Newton step by Cholesky, O(m³/6) per step; sparse ones
+ * (circular, Swiss) by conjugate gradients, O(games + m) per inner step. Measured in bench/rank.ts.
+ */
+const solvesDense = (games: Games): boolean =>
+  (games.m * games.m * games.m) / 6 <= 4 * games.gi.length * Math.sqrt(games.m);
+
+/**
+ * A newton step's solver for these games: x with A x = gradient at the shape's θ, by Cholesky into a reused
+ * m×m matrix when the games are dense (falling back to conjugate gradients if A is not positive definite),
+ * else by conjugate gradients on reused scratch vectors.
+ */
+function newtonSolver(games: Games, shape: LocalShape): () => Float64Array {
+  const { m } = games;
+  const work = cgWork(m);
+  const iterative = (): Float64Array =>
+    conjugateGradient(
+      (v, out) => applyNegatedHessian(games, shape, v, out),
+      shape.gradient,
+      shape.diagonal,
+      work,
+    );
+  if (!solvesDense(games)) return iterative;
+  const matrix = new Float64Array(m * m);
+  return () => {
+    fillNegatedHessian(games, shape, matrix);
+    const factor = cholesky(matrix, m);
+    return factor === null ? iterative() : choleskySolve(factor, shape.gradient, m);
+  };
+}
+
+/**
+ * Newton–Raphson with step halving on θ = log-strengths, each game weighted (null = 1 each), from `start`
+ * (null: all 0). Stops when no step component reaches `tolerance`, when no halving (of 40) improves the
+ * objective, or after `maxIterations` steps.
  */
 function newtonFit(
   games: Games,
@@ -178,127 +282,14 @@ function newtonFit(
   maxIterations: number,
   tolerance: number,
 ): { theta: Float64Array; iterations: number } {
-  const { m, gi, gj, gs } = games;
-  const half = prior / 2;
-  const gradient = new Float64Array(m);
-  // The negated Hessian A = −∇², kept matrix-free: per-game curvature and the prior's diagonal. A is positive
-  // definite thanks to the prior; A·v costs O(games + m), so a step by conjugate gradients costs no O(m³).
-  const curvature = new Float64Array(gi.length);
-  const priorCurvature = new Float64Array(m);
-  const diagonal = new Float64Array(m);
-  /** One pass: the objective at t; fills the gradient, the curvatures and A's diagonal. */
-  const evaluate = (t: Float64Array): number => {
-    gradient.fill(0);
-    diagonal.fill(0);
-    let value = 0;
-    for (let g = 0; g < gi.length; g++) {
-      const w = weights === null ? 1 : (weights[g] ?? 0);
-      if (w === 0) {
-        curvature[g] = 0;
-        continue;
-      }
-      const i = gi[g] ?? 0;
-      const j = gj[g] ?? 0;
-      const d = (t[i] ?? 0) - (t[j] ?? 0);
-      const si = gs[g] ?? 0;
-      const logP = logLogistic(d); // log σ(d); log σ(−d) = log σ(d) − d
-      value += w * (logP - (1 - si) * d);
-      const pi = Math.exp(logP);
-      const residual = w * (si - pi);
-      gradient[i] = (gradient[i] ?? 0) + residual;
-      gradient[j] = (gradient[j] ?? 0) - residual;
-      const c = w * pi * (1 - pi);
-      curvature[g] = c;
-      diagonal[i] = (diagonal[i] ?? 0) + c;
-      diagonal[j] = (diagonal[j] ?? 0) + c;
-    }
-    for (let k = 0; k < m; k++) {
-      const tk = t[k] ?? 0;
-      const logS = logLogistic(tk);
-      value += half * (2 * logS - tk);
-      const sk = Math.exp(logS);
-      gradient[k] = (gradient[k] ?? 0) + half - prior * sk;
-      const c = prior * sk * (1 - sk);
-      priorCurvature[k] = c;
-      diagonal[k] = (diagonal[k] ?? 0) + c;
-    }
-    return value;
-  };
-  const product = (v: Float64Array, out: Float64Array): void => {
-    for (let k = 0; k < m; k++) out[k] = (priorCurvature[k] ?? 0) * (v[k] ?? 0);
-    for (let g = 0; g < gi.length; g++) {
-      const c = curvature[g] ?? 0;
-      if (c === 0) continue;
-      const i = gi[g] ?? 0;
-      const j = gj[g] ?? 0;
-      const x = c * ((v[i] ?? 0) - (v[j] ?? 0));
-      out[i] = (out[i] ?? 0) + x;
-      out[j] = (out[j] ?? 0) - x;
-    }
-  };
-  const r = new Float64Array(m);
-  const z = new Float64Array(m);
-  const p = new Float64Array(m);
-  const q = new Float64Array(m);
-  // Dense comparison graphs (all pairs) solve by Cholesky, O(m³/6) per step; sparse ones (circular, Swiss) by
-  // conjugate gradients, O(games + m) per inner step. Measured in bench/rank.ts.
-  const dense = (m * m * m) / 6 <= 4 * gi.length * Math.sqrt(m);
-  const matrix = dense ? new Float64Array(m * m) : null;
-  const solveDense = (a: Float64Array): Float64Array | null => {
-    a.fill(0);
-    for (let k = 0; k < m; k++) a[k * m + k] = diagonal[k] ?? 0;
-    for (let g = 0; g < gi.length; g++) {
-      const c = curvature[g] ?? 0;
-      if (c === 0) continue;
-      const i = gi[g] ?? 0;
-      const j = gj[g] ?? 0;
-      a[i * m + j] = (a[i * m + j] ?? 0) - c;
-      a[j * m + i] = (a[j * m + i] ?? 0) - c;
-    }
-    const factor = cholesky(a, m);
-    return factor === null ? null : choleskySolve(factor, gradient, m);
-  };
-  /** Solves A x = gradient by Jacobi-preconditioned conjugate gradients (exact in ≤ m steps). */
-  const solveIterative = (): Float64Array => {
-    const x = new Float64Array(m);
-    r.set(gradient);
-    let bnorm = 0;
-    for (let k = 0; k < m; k++) bnorm += (r[k] ?? 0) ** 2;
-    if (bnorm === 0) return x;
-    let rz = 0;
-    for (let k = 0; k < m; k++) {
-      z[k] = (r[k] ?? 0) / (diagonal[k] ?? 1);
-      p[k] = z[k] ?? 0;
-      rz += (r[k] ?? 0) * (z[k] ?? 0);
-    }
-    for (let step = 0; step < 2 * m + 10; step++) {
-      product(p, q);
-      let pq = 0;
-      for (let k = 0; k < m; k++) pq += (p[k] ?? 0) * (q[k] ?? 0);
-      const alpha = rz / pq;
-      let rnorm = 0;
-      for (let k = 0; k < m; k++) {
-        x[k] = (x[k] ?? 0) + alpha * (p[k] ?? 0);
-        r[k] = (r[k] ?? 0) - alpha * (q[k] ?? 0);
-        rnorm += (r[k] ?? 0) ** 2;
-      }
-      if (rnorm <= 1e-24 * bnorm) break;
-      let rzNext = 0;
-      for (let k = 0; k < m; k++) {
-        z[k] = (r[k] ?? 0) / (diagonal[k] ?? 1);
-        rzNext += (r[k] ?? 0) * (z[k] ?? 0);
-      }
-      const beta = rzNext / rz;
-      rz = rzNext;
-      for (let k = 0; k < m; k++) p[k] = (z[k] ?? 0) + beta * (p[k] ?? 0);
-    }
-    return x;
-  };
+  const { m } = games;
+  const shape = localShape(games);
+  const solve = newtonSolver(games, shape);
   let theta = start === null ? new Float64Array(m) : Float64Array.from(start);
-  let current = evaluate(theta);
+  let current = evaluate(games, weights, prior, theta, shape);
   let iterations = 0;
   for (; iterations < maxIterations; iterations++) {
-    const step = (matrix === null ? null : solveDense(matrix)) ?? solveIterative();
+    const step = solve();
     let largest = 0;
     for (const x of step) largest = Math.max(largest, Math.abs(x));
     if (largest < tolerance) {
@@ -311,7 +302,7 @@ function newtonFit(
     let accepted = false;
     for (let halvings = 0, t = 1; halvings < 40; halvings++, t /= 2) {
       const next = theta.map((v, k) => v + t * (step[k] ?? 0));
-      const value = evaluate(next);
+      const value = evaluate(games, weights, prior, next, shape);
       if (value >= current - slack) {
         theta = next;
         current = value;

@@ -1,11 +1,52 @@
 import { describe, expect, it } from 'vitest';
 import { parallelGroups } from '../../src/ablations/ablate/agents.js';
-import { analyze } from '../../src/ablations/ablate/analysis.js';
+import { analyze, tallyRecords } from '../../src/ablations/ablate/analysis.js';
+import { clusterIndex } from '../../src/ablations/dataset.js';
 import { f1CostSvg, niceTicks, precisionRecallSvg } from '../../src/ablations/plots.js';
 import { formatProgress, createProgress } from '../../src/ablations/progress.js';
 import { renderReport } from '../../src/ablations/ablate/report.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { entry, item, record, type Msg } from './helpers.js';
+
+describe('tallyRecords (one pass over a graph’s records)', () => {
+  // Two clusters: a and b share a ground truth, c has its own.
+  const items = [item('a', 1, 'gt-1'), item('b', 0, 'gt-1'), item('c', 1, 'gt-2'), item('d', 0, 'gt-2')];
+  const set = { items, clusters: clusterIndex(items), hardNegatives: true };
+  const records = [
+    record('a', 'ok', 'match', 1, 'single_round', [[1, 'x', 'analyst', 'match']]),
+    // Wrong verdict while a voter had the right stance: an oracle gap.
+    record('b', 'ok', 'match', 1, 'single_round', [
+      [1, 'x', 'analyst', 'match'],
+      [1, 'y', 'analyst', 'no_match'],
+    ]),
+    record('c', 'judge_error', null, 1, 'node_failed', [[1, 'x', 'analyst', null]]),
+    { ...record('d', 'rejected_input', 'no_match', 0, 'rejected_input', []), score: null },
+  ];
+
+  it('counts statuses, failures by code and cluster, rewards by kind and cluster, scores and gaps', () => {
+    const t = tallyRecords(set, records, 2);
+    const a = set.clusters.of[0]!;
+    const c = set.clusters.of[2]!;
+    expect(a).not.toBe(c);
+    expect(t.statuses).toEqual({ ok: 2, rejected_input: 1, judge_error: 1, timeout: 0, overloaded: 0 });
+    expect(t.failureCodes).toEqual({ RW_JUDGE_UNAVAILABLE: 1 });
+    expect(t.failures[a]).toEqual({ hits: 0, trials: 2 });
+    expect(t.failures[c]).toEqual({ hits: 1, trials: 2 });
+    expect(t.kindTallies.get('positive')?.[a]).toEqual({ hits: 1, trials: 1 });
+    expect(t.kindTallies.get('hard_negative')?.[a]).toEqual({ hits: 1, trials: 1 });
+    expect(t.kindTallies.get('hard_negative')?.[c]).toEqual({ hits: 0, trials: 1 });
+    expect(t.scored).toEqual([
+      { score: 0.8, label: 1 },
+      { score: 0.8, label: 0 },
+    ]);
+    expect(t.gaps[a]).toEqual({ hits: 1, trials: 2 });
+  });
+
+  it('has no oracle gap for a single voter', () => {
+    const t = tallyRecords(set, records, 1);
+    expect(t.gaps.every((g) => g.trials === 0)).toBe(true);
+  });
+});
 
 describe('analyze: debate dynamics', () => {
   const items = [item('a', 1), item('b', 0), item('c', 1)];

@@ -1,7 +1,8 @@
 /** The bench harness end to end with tiny numbers: real fake-backend, server and load processes. */
 import { afterEach, describe, expect, it } from 'vitest';
 import { BLOCK } from '../../bench/data.js';
-import { DEFAULT_OPTIONS, runSuite } from '../../bench/harness.js';
+import { runSuite } from '../../bench/harness.js';
+import { DEFAULT_OPTIONS } from '../../bench/options.js';
 import { killTracked, liveChildren } from '../../bench/procs.js';
 import { suiteMarkdown, targets } from '../../bench/report.js';
 

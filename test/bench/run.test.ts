@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BLOCK, groupBody, loadCorpus, rolloutBody, tripleAt } from '../../bench/data.js';
-import { sumMetric } from '../../bench/harness.js';
+import { replayOf } from '../../bench/harness.js';
+import { sumMetric } from '../../bench/measure.js';
 import { summarizeProfile } from '../../bench/profile.js';
 import { percentile, spread } from '../../bench/stats.js';
 
@@ -75,5 +76,20 @@ describe('bench helpers', () => {
     expect(summary.idleMs).toBe(1);
     expect(summary.self[0]).toMatchObject({ name: 'parse', category: 'zod', ms: 2 });
     expect(summary.inclusive.find((r) => r.name === 'handler')?.ms).toBe(3);
+  });
+});
+
+describe('replayOf (the cache-hit replay of a scenario)', () => {
+  const options = { groupSize: 16, cacheSize: 10_000 };
+  const load = (mode: 'groups' | 'rollouts', requests: number) => ({ load: { mode, requests } }) as never;
+
+  it('replays every completed block when they all fit in the cache', () => {
+    expect(replayOf(load('groups', 10), 320, options)).toEqual({ start: 320, count: 160 });
+    expect(replayOf(load('rollouts', 10 * BLOCK + 3), 0, options)).toEqual({ start: 0, count: 10 * BLOCK });
+  });
+
+  it('replays only the last blocks that fit in the cache', () => {
+    const r = replayOf(load('groups', 1000), 0, { groupSize: 16, cacheSize: 160 });
+    expect(r).toEqual({ start: 990 * BLOCK, count: 160 });
   });
 });

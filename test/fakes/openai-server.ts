@@ -6,10 +6,12 @@
  * Prints `LISTENING <baseURL>` on stdout once it listens, answers every chat-completions call with
  * `universalReply(reply)` (no call recording), and exits cleanly on SIGTERM/SIGINT after printing
  * `STATS calls=N cpu_ms=X max_inflight=M` on stderr.
- * `--reply alternate` answers match / no_match in turn.
+ * `--reply alternate` answers match / no_match in turn. `--match-marker TEXT` answers match exactly when a call's
+ * messages contain TEXT (no_match otherwise), and `--fail-marker TEXT` answers HTTP 500 to a call whose messages
+ * contain TEXT: so that one process judges some rollouts of a group 1, others 0 and fails the rest.
  */
 import { parseArgs } from 'node:util';
-import { startFakeOpenAI, universalReply, type FakeReply } from './openai.js';
+import { startFakeOpenAI, universalReply, type FakeChatRequest, type FakeReply } from './openai.js';
 
 const { values } = parseArgs({
   options: {
@@ -17,6 +19,8 @@ const { values } = parseArgs({
     'latency-ms': { type: 'string', default: '0' },
     reply: { type: 'string', default: 'match' },
     confidence: { type: 'string', default: '0.9' },
+    'match-marker': { type: 'string' },
+    'fail-marker': { type: 'string' },
   },
   strict: true,
 });
@@ -47,7 +51,20 @@ switch (values.reply) {
     throw new Error(`--reply: expected match, no_match or alternate, got ${values.reply}`);
 }
 
-const fake = await startFakeOpenAI({ port, latencyMs, fallback, record: false });
+const matchMarker = values['match-marker'];
+const failMarker = values['fail-marker'];
+const text = (body: FakeChatRequest): string => (body.messages ?? []).map((m) => m.content).join('\n');
+const reply =
+  matchMarker === undefined && failMarker === undefined
+    ? fallback
+    : (body: FakeChatRequest): FakeReply => {
+        const all = text(body);
+        if (failMarker !== undefined && all.includes(failMarker)) return { kind: 'status', status: 500 };
+        if (matchMarker !== undefined) return all.includes(matchMarker) ? match : noMatch;
+        return typeof fallback === 'function' ? fallback() : fallback;
+      };
+
+const fake = await startFakeOpenAI({ port, latencyMs, fallback: reply, record: false });
 process.stdout.write(`LISTENING ${fake.baseURL}\n`);
 
 const stop = (): void => {

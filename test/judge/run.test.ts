@@ -5,13 +5,15 @@ import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { BackendSettings } from '../../src/settings/routing-file.js';
-import { judgmentKey } from '../../src/judge/key.js';
-import { parseReply } from '../../src/judge/reply.js';
+import { judgmentKey, keySettingsOf } from '../../src/judge/key.js';
+import { nextAsk, parseReply } from '../../src/judge/reply.js';
 import { runJudgment } from '../../src/judge/run.js';
 import type { JudgeObserver, Router } from '../../src/judge/types.js';
 import { analyst } from '../../src/roles/index.js';
 import { universalReply, type FakeReply } from '../fakes/openai.js';
 import { soon, useFakeRouter, VERIFY_INPUT as input } from './helpers.js';
+
+const KEY_SETTINGS = keySettingsOf({});
 
 const setup = useFakeRouter();
 const match: FakeReply = { kind: 'json', body: universalReply('match', 0.8) };
@@ -313,12 +315,14 @@ describe('judgmentKey', () => {
     const a = routerFor('judge-a');
     const b = routerFor('judge-b');
     const graph = getPreset('analysts-2')!;
-    const key = judgmentKey(graph, input, a);
-    expect(judgmentKey(graph, input, a)).toBe(key);
-    expect(judgmentKey(graph, input, routerFor('judge-a'))).toBe(key);
-    expect(judgmentKey(graph, input, b)).not.toBe(key);
-    expect(judgmentKey(getPreset('vote-3')!, input, a)).not.toBe(key);
-    expect(judgmentKey(graph, { ...input, groundTruth: input.groundTruth + '.' }, a)).not.toBe(key);
+    const key = judgmentKey(graph, input, a, KEY_SETTINGS);
+    expect(judgmentKey(graph, input, a, KEY_SETTINGS)).toBe(key);
+    expect(judgmentKey(graph, input, routerFor('judge-a'), KEY_SETTINGS)).toBe(key);
+    expect(judgmentKey(graph, input, b, KEY_SETTINGS)).not.toBe(key);
+    expect(judgmentKey(getPreset('vote-3')!, input, a, KEY_SETTINGS)).not.toBe(key);
+    expect(judgmentKey(graph, { ...input, groundTruth: input.groundTruth + '.' }, a, KEY_SETTINGS)).not.toBe(
+      key,
+    );
   });
 });
 
@@ -332,9 +336,11 @@ describe('offline backend determinism', () => {
     expect(a.status).toBe('ok');
     expect(a.graph.hash).toBe(b.graph.hash);
     expect([a.verdict, a.score]).toEqual([b.verdict, b.score]);
-    expect(judgmentKey(graph, input, offline)).toBe(judgmentKey(graph, { ...input }, offline));
-    expect(judgmentKey(graph, input, offline)).not.toBe(
-      judgmentKey(graph, { ...input, candidate: input.candidate + ' ' }, offline),
+    expect(judgmentKey(graph, input, offline, KEY_SETTINGS)).toBe(
+      judgmentKey(graph, { ...input }, offline, KEY_SETTINGS),
+    );
+    expect(judgmentKey(graph, input, offline, KEY_SETTINGS)).not.toBe(
+      judgmentKey(graph, { ...input, candidate: input.candidate + ' ' }, offline, KEY_SETTINGS),
     );
   });
 
@@ -345,6 +351,67 @@ describe('offline backend determinism', () => {
       expect(j.score, name).toBeGreaterThanOrEqual(0);
       expect(j.score, name).toBeLessThanOrEqual(1);
     }
+  });
+});
+
+describe('nextAsk (what follows an invalid reply)', () => {
+  const messages = [
+    { role: 'system' as const, content: 'system' },
+    { role: 'user' as const, content: 'u'.repeat(300) },
+  ];
+  const base = {
+    nodeId: 'judge',
+    messages,
+    maxTokens: 768,
+    raisesLeft: 1,
+    reasksLeft: 1,
+    reasks: 0,
+    reply: { text: '{"stance":', promptTokens: 120, truncated: false, error: 'reply is not valid JSON' },
+    contextTokens: undefined,
+  };
+
+  it('re-asks an invalid reply once with the reply echoed and the error stated', () => {
+    const next = nextAsk(base);
+    expect(next.kind).toBe('reask');
+    if (next.kind !== 'reask') return;
+    expect(next.messages.map((m) => m.role)).toEqual(['assistant', 'user']);
+    expect(next.messages[0]?.content).toBe('{"stance":');
+    expect(next.messages[1]?.content).toContain('reply is not valid JSON');
+  });
+
+  it('gives up unparsable once the re-ask is spent, counting the replies', () => {
+    expect(nextAsk({ ...base, reasksLeft: 0, reasks: 1 })).toEqual({
+      kind: 'give_up',
+      code: 'RW_JUDGE_UNPARSABLE',
+      message: "node 'judge': invalid output after 2 replies (reply is not valid JSON)",
+    });
+  });
+
+  it('does not send a re-ask that would not fit the context', () => {
+    const next = nextAsk({ ...base, contextTokens: 800 });
+    expect(next).toMatchObject({ kind: 'give_up', code: 'RW_JUDGE_UNPARSABLE' });
+    expect(next.kind === 'give_up' && next.message).toMatch(
+      /would not fit the context of 800 tokens, not sent/,
+    );
+    expect(nextAsk({ ...base, contextTokens: 4096 }).kind).toBe('reask');
+  });
+
+  it('raises a cut reply’s budget once (doubled, within the context), then gives up truncated', () => {
+    const cut = { ...base, reply: { ...base.reply, truncated: true } };
+    expect(nextAsk(cut)).toEqual({ kind: 'raise', maxTokens: 1536 });
+    expect(nextAsk({ ...cut, contextTokens: 1200 })).toEqual({ kind: 'raise', maxTokens: 1080 });
+    expect(nextAsk({ ...cut, contextTokens: 1000 })).toEqual({
+      kind: 'give_up',
+      code: 'RW_JUDGE_TRUNCATED',
+      message:
+        "node 'judge': reply cut at max_tokens 768 (finish_reason length), no larger budget fits the context (1000 tokens, prompt ~120)",
+    });
+    expect(nextAsk({ ...cut, raisesLeft: 0 })).toEqual({
+      kind: 'give_up',
+      code: 'RW_JUDGE_TRUNCATED',
+      message:
+        "node 'judge': reply cut at max_tokens 768 (finish_reason length), also with the raised budget",
+    });
   });
 });
 

@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -31,6 +31,20 @@ sys.path.insert(0, str(PY_ROOT / "src"))
 SERVER_ENV_PREFIXES = ("JUDGE_", "REWARD_", "MAX_", "MIN_", "REQUEST_", "FAILURE_", "TRANSCRIPTS_", "CACHE_")
 SERVER_ENV_NAMES = {"PORT", "HOST", "LOG_LEVEL", "METRICS_PUBLIC", "DEFAULT_GRAPH", "BODY_LIMIT_BYTES",
                     "SHUTDOWN_GRACE_MS", "RECENT_WINDOW"}
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (e.g. a real 30 s reward-server restart)")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (bash clients/python/run-tests.sh --run-slow -m slow)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def free_port() -> int:
@@ -67,14 +81,21 @@ class ServerProcess:
     """`node dist/server/main.js` with the given environment, on a free port; `.url` once /healthz is 200.
     Its output goes to a temporary log file, deleted by `remove_log()` (quoted in the error if start fails)."""
 
-    def __init__(self, env: Optional[Dict[str, str]] = None, start_timeout_s: float = 20.0) -> None:
+    def __init__(
+        self, env: Optional[Dict[str, str]] = None, start_timeout_s: float = 20.0, port: Optional[int] = None
+    ) -> None:
         self.overrides = dict(env or {})
         self.proc: Optional[subprocess.Popen] = None
         self.url = ""
+        self.start_timeout_s = start_timeout_s
+        self._start(port)
+
+    def _start(self, fixed_port: Optional[int]) -> None:
+        start_timeout_s = self.start_timeout_s
         last_error = ""
         for _ in range(3):  # a free port can be taken between probe and bind; try another
             self.log = tempfile.NamedTemporaryFile(prefix="debate-reward-server-", suffix=".log", delete=False)
-            port = free_port()
+            port = fixed_port if fixed_port is not None else free_port()
             self.proc = subprocess.Popen(
                 ["node", str(SERVER_JS)],
                 cwd=str(REPO),
@@ -97,6 +118,22 @@ class ServerProcess:
             self.stop()
             self.remove_log()
         raise RuntimeError(f"server did not become healthy; env={self.overrides}\n{last_error}")
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def kill(self) -> None:
+        """SIGKILL to this PID (an OOM kill): in-flight requests lose their connection."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+    def start_again(self) -> None:
+        """A new process on the same port and environment (the restarted pod behind the same address)."""
+        self.remove_log()
+        self._start(self.port)
 
     def read_log(self) -> str:
         self.log.flush()
@@ -124,12 +161,15 @@ class ServerProcess:
 class FakeBackend:
     """The fake OpenAI-compatible backend, standalone (`test/fakes/openai-server.ts`)."""
 
-    def __init__(self, latency_ms: int = 0, reply: str = "match", start_timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, latency_ms: int = 0, reply: str = "match", start_timeout_s: float = 60.0,
+        extra_args: Sequence[str] = (),
+    ) -> None:
         # `node --import tsx` rather than `npx tsx`: one process, so terminating this PID stops the fake
         # (npx and the tsx CLI are wrappers whose child outlives a SIGTERM to the parent).
         self.proc = subprocess.Popen(
             ["node", "--import", "tsx", str(FAKE_SERVER_TS), "--port", "0",
-             "--latency-ms", str(latency_ms), "--reply", reply],
+             "--latency-ms", str(latency_ms), "--reply", reply, *extra_args],
             cwd=str(REPO),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -242,6 +282,27 @@ def tiny_server(server_factory, fake_backend: FakeBackend) -> ServerProcess:
     )
 
 
+#: In a rollout, makes the marker judge (below) fail every call about it; `MATCHING` is judged a match
+#: because it holds `MATCH_MARKER` (the ground truth does not), anything else no match.
+FAIL_MARKER = "JUDGEFAIL"
+MATCH_MARKER = "per-expert bias"
+
+
+@pytest.fixture(scope="session")
+def marker_backend(built: Path) -> Iterator[FakeBackend]:
+    backend = FakeBackend(latency_ms=0, extra_args=("--match-marker", MATCH_MARKER, "--fail-marker", FAIL_MARKER))
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture(scope="session")
+def marker_server(server_factory, marker_backend: FakeBackend) -> ServerProcess:
+    """A judge that decides by marker: `MATCHING` 1, other ideas 0, a rollout holding `FAIL_MARKER` fails
+    (HTTP 500 from the judge, no judge retries): one group can hold all three."""
+    return server_factory({"JUDGE_BASE_URL": marker_backend.base_url, "JUDGE_API_KEY": "test",
+                           "JUDGE_MODEL": "marker-judge", "JUDGE_MAX_RETRIES": "0"})
+
+
 # --- test data (written for these tests) -----------------------------------------------------------------
 
 QUESTION = "How can sparse mixture-of-experts language models keep expert load balanced during training?"
@@ -279,3 +340,12 @@ def post_json(url: str, body: object, headers: Optional[Dict[str, str]] = None, 
         except ValueError:
             parsed = raw
         return exc.code, parsed, dict(exc.headers)
+
+
+def requests_total(server: ServerProcess, route: str) -> float:
+    """`reward_requests_total{route=...}` summed over status codes, from the server's /metrics."""
+    total = 0.0
+    for line in server.metrics().splitlines():
+        if line.startswith(f'reward_requests_total{{route="{route}",'):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

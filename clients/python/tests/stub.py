@@ -44,7 +44,7 @@ def group_ok(rewards: List[Optional[float]], **extra: Any) -> Dict[str, Any]:
 
 
 class StubServer:
-    def __init__(self, script: List[Reply], fallback: Optional[Reply] = None) -> None:
+    def __init__(self, script: List[Reply], fallback: Optional[Reply] = None, port: int = 0) -> None:
         self.script = list(script)
         self.fallback = fallback or reply(500, {"code": "RW_INTERNAL", "message": "script exhausted"})
         self.requests: List[Dict[str, Any]] = []
@@ -90,7 +90,7 @@ class StubServer:
             do_GET = _handle
             do_POST = _handle
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(

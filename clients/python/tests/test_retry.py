@@ -43,8 +43,8 @@ def make_client(url: str, **kw) -> "tuple[RewardClient, List[float]]":
 def stub_factory():
     opened: List[StubServer] = []
 
-    def make(script, fallback=None) -> StubServer:
-        s = StubServer(script, fallback)
+    def make(script, fallback=None, port=0) -> StubServer:
+        s = StubServer(script, fallback, port=port)
         opened.append(s)
         return s
 
@@ -136,6 +136,73 @@ def test_error_body_that_is_not_json_still_gives_a_typed_error(stub_factory):
     with pytest.raises(RewardUnavailableError) as info:
         client.reward("q", "gt", ["a"])
     assert info.value.status == 502 and info.value.code is None and "bad gateway" in info.value.message
+
+
+class FakeClock:
+    """A monotonic clock that only the client's (recorded) sleeps move."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: List[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+
+def timed_client(url: str, **kw) -> "tuple[RewardClient, FakeClock]":
+    client = RewardClient(url, **kw)
+    clock = FakeClock()
+    client._clock, client._sleep, client._rng = clock, clock.sleep, random.Random(3)
+    return client, clock
+
+
+def test_retries_are_bounded_by_the_deadline_not_a_count():
+    """Against a closed port the old client (5 retries, 0.5 s base) gave up after 6-13 s: a pod restart
+    ended the run. Now it keeps trying for its whole deadline (600 s by default), at most 5 s apart."""
+    client, clock = timed_client(f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(RewardUnavailableError) as info:
+        client.reward("q", "gt", ["a"])
+    assert client.deadline_s == 600.0 and client.max_retries is None
+    assert 595.0 <= clock.now - 1000.0 < 600.0  # it stopped when the next attempt would start past the deadline
+    assert max(clock.slept) <= 5.0 and info.value.attempts == len(clock.slept) + 1 > 100
+    assert "in 59" in str(info.value)  # how long it tried
+
+
+def test_a_30_s_restart_is_waited_out_and_the_reward_arrives_soon_after(stub_factory):
+    """The server's port refuses connections for 30 s (fake clock), then a server answers there: the call
+    succeeds, within the 5 s backoff cap of the server's return."""
+    port = closed_port()
+    client, clock = timed_client(f"http://127.0.0.1:{port}")
+    up: List[StubServer] = []
+
+    def sleep(s: float) -> None:
+        clock.sleep(s)
+        if clock.now - 1000.0 >= 30.0 and not up:
+            up.append(stub_factory([reply(200, group_ok([1.0]))], port=port))
+
+    client._sleep = sleep
+    assert client.reward("q", "gt", ["a"]) == [1.0]
+    assert 30.0 <= clock.now - 1000.0 <= 35.0
+
+
+def test_an_explicit_max_retries_still_caps_the_count_and_sets_the_old_deadline():
+    client, clock = timed_client(f"http://127.0.0.1:{closed_port()}", max_retries=2, timeout_s=10)
+    with pytest.raises(RewardUnavailableError) as info:
+        client.reward("q", "gt", ["a"])
+    assert info.value.attempts == 3 and client.deadline_s == 30.0
+
+
+def test_503s_are_retried_until_the_deadline_with_retry_after(stub_factory):
+    stub = stub_factory([], fallback=reply(503, OVERLOADED, Retry_After="10"))
+    client, clock = timed_client(stub.url, deadline_s=45.0)
+    with pytest.raises(RewardUnavailableError) as info:
+        client.reward("q", "gt", ["a"])
+    assert info.value.status == 503 and len(stub.requests) == 5  # t = 0, ~10, ~20, ~30, ~40; ~50 is past 45
+    assert all(10.0 <= d <= 10.5 for d in clock.slept)
 
 
 def test_connection_refused_is_retried_then_unavailable():

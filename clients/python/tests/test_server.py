@@ -102,13 +102,22 @@ def test_unknown_graph_raises_not_found_with_the_server_code(client):
 
 def test_invalid_body_raises_bad_request(client):
     with pytest.raises(BadRequestError) as info:
-        client.reward(QUESTION, GROUND_TRUTH, ["an idea with a NUL \u0000 byte in it, long enough"])
+        client.reward(QUESTION, "a ground truth with a NUL \u0000 byte in it", [MATCHING])
     assert (info.value.status, info.value.code) == (400, "RW_BAD_REQUEST")
-    assert isinstance(info.value.details, list)
+    assert isinstance(info.value.details, list) and info.value.details[0]["path"] == "ground_truth"
     # Inline graphs are off by default (ALLOW_INLINE_GRAPHS): a caller's error, not retried.
     with pytest.raises(RewardRequestError) as info2:
         client.reward(QUESTION, GROUND_TRUTH, [MATCHING], graph={"nodes": "not a graph"})
     assert (info2.value.status, info2.value.code) == (403, "RW_GRAPH_NOT_ALLOWED")
+
+
+def test_a_rollout_that_is_not_text_is_a_real_zero_and_the_others_are_judged(client):
+    """A NUL byte or an unpaired surrogate (not even UTF-8: sent \\u-escaped) in one rollout: that rollout
+    is rejected_input / invalid_text, the request's others are judged (issue 33 item 7)."""
+    d = client.reward_details(QUESTION, GROUND_TRUTH, [f"{MATCHING}\u0000", MATCHING, f"{MATCHING} \ud800"])
+    assert d.rewards == [0.0, 1.0, 0.0]
+    assert [(r.status, r.reason) for r in d.results] == [
+        ("rejected_input", "invalid_text"), ("ok", None), ("rejected_input", "invalid_text")]
 
 
 def test_judge_failure_is_none_never_zero(failing_server):

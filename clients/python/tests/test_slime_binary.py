@@ -139,3 +139,54 @@ def test_failed_judgments_get_the_servers_failure_reward_when_it_sets_one(server
         assert status == 200 and body["reward"] == -1  # as /slime answers
     finally:
         c.close()
+
+
+# --- through slime 0.3.1's own rollout path (tests/trainers.py) -------------------------------------------
+
+from trainers import SlimeSample, slime_rollout  # noqa: E402
+
+OPENED = f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n<think>\n"
+CUT_TRACE = "The ground truth likely adds a bias per expert; checking the update rule before I answer"
+
+
+def slime_args(rm, group_rm: bool) -> SimpleNamespace:
+    return SimpleNamespace(rm_function=rm, group_rm=group_rm, custom_rm_path="my_rm.custom_rm")
+
+
+@pytest.mark.parametrize("group_rm", [False, True])
+def test_a_prompt_that_opens_the_trace_cut_off_rollouts_score_zero_as_slash_slime_says(offline_server, aclient, group_rm):
+    """Qwen3-thinking / DeepSeek-R1 templates end slime's prompt with `<think>\\n`: a rollout cut off inside
+    the trace carries no tag and was judged as an idea (1.0); /slime puts the opener back (0)."""
+    tag = uuid.uuid4().hex[:8]
+    closed = f"{CUT_TRACE}.\n</think>\n\n{MATCHING} ({tag})"
+    cut = f"{CUT_TRACE} {MATCHING} ({tag})"
+    groups = [[SlimeSample(OPENED, closed, GROUND_TRUTH), SlimeSample(OPENED, cut, GROUND_TRUTH)]]
+    [[a, b]] = slime_rollout(slime_args(slime_binary_rm(aclient), group_rm), groups)
+    assert (a.reward, b.reward) == (1.0, 0.0)
+    status, body, _ = post_json(offline_server.url + "/slime", {"prompt": OPENED, "response": cut, "label": GROUND_TRUTH})
+    assert (body["reward"], body["reason"], body["cached"]) == (0, "truncated_reasoning", True)
+
+
+@pytest.mark.parametrize("group_rm", [False, True])
+def test_a_nul_byte_in_one_rollout_scores_it_zero_and_the_group_is_judged(offline_server, aclient, group_rm):
+    tag = uuid.uuid4().hex[:8]
+    group = [SlimeSample(QUESTION, f"{MATCHING}\u0000 ({tag})", GROUND_TRUTH),
+             SlimeSample(QUESTION, f"{MATCHING} ({tag})", GROUND_TRUTH),
+             SlimeSample(QUESTION, f"{UNRELATED} \ud800 ({tag})", GROUND_TRUTH)]
+    [out] = slime_rollout(slime_args(slime_binary_rm(aclient), group_rm), [group])
+    assert [s.reward for s in out] == [0.0, 1.0, 0.0]
+
+
+def test_a_keyed_server_reached_from_a_url(auth_server, monkeypatch):
+    group = [SlimeSample(QUESTION, MATCHING, GROUND_TRUTH), SlimeSample(QUESTION, UNRELATED, GROUND_TRUTH)]
+    monkeypatch.setenv("DEBATE_REWARD_API_KEY", "s3cret-key")
+    [out] = slime_rollout(slime_args(slime_binary_rm(auth_server.url), True), [group])
+    assert [s.reward for s in out] == [1.0, 0.0]
+    from debate_reward.slime import SlimeReward
+
+    reward = SlimeReward(auth_server.url)
+    [out] = slime_rollout(slime_args(reward.rm, False), [group])
+    assert [s.reward for s in out] == [1.0, 0.0]
+    monkeypatch.delenv("DEBATE_REWARD_API_KEY")
+    [out] = slime_rollout(slime_args(slime_binary_rm(auth_server.url, api_key="s3cret-key"), True), [group])
+    assert [s.reward for s in out] == [1.0, 0.0]

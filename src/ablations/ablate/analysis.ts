@@ -10,7 +10,7 @@ import { isFailure, type ItemRecord } from '../records.js';
 import { BIAS_TOLERANCE, calibration, reviewerCalibration, type ScoreKind } from '../stats/calibration.js';
 import { DEFAULT_RESAMPLES, FEW_CLUSTERS, REPORT_METHOD, type EstimateOptions } from '../stats/clustered.js';
 import { emptyConfusion, increment } from '../stats/confusion.js';
-import { clusteredProportion, type Proportion } from '../stats/proportion.js';
+import { clusteredProportion, type Proportion, type Tally } from '../stats/proportion.js';
 import { pairedRates, ratesWithCi, type PairedCluster } from '../stats/rates.js';
 import { holm } from '../stats/significance.js';
 import {
@@ -119,6 +119,18 @@ function holmFamily(family: readonly Omit<PairedComparison, 'holm'>[]): HolmAdju
   }));
 }
 
+/** What every graph's statistics share: the items, their clusters, the estimation options, every record. */
+interface Analysis {
+  set: ItemSet;
+  est: EstimateOptions;
+  entries: readonly GraphEntry[];
+  /** The records of an entry, aligned with the items (throws when missing or misaligned). */
+  recordsOf: (label: string) => readonly ItemRecord[];
+  /** Per item: every graph decided it (the `common` view). */
+  decidedByAll: readonly boolean[];
+  spendOf: ReadonlyMap<string, ReturnType<typeof spend>>;
+}
+
 /**
  * Every statistic of the ablation, from the per-item records. Deterministic in (records, seed, resamples):
  * no clock, no latency (latency lives in `timing.json`, see `timingSummary`).
@@ -151,159 +163,12 @@ export function analyze(options: AnalyzeOptions): AblationResults {
   const all = entries.map((e) => recordsOf(e.label));
   const decidedByAll = items.map((_, i) => all.every((records) => decidedReward(records)(i) !== null));
   const spendOf = new Map(entries.map((e) => [e.label, spend(recordsOf(e.label))]));
+  const analysis: Analysis = { set, est, entries, recordsOf, decidedByAll, spendOf };
 
-  const graphs = entries.map((entry): GraphResult => {
-    const records = recordsOf(entry.label);
-    const reward = decidedReward(records);
-    const statuses: GraphResult['statuses'] = {
-      ok: 0,
-      rejected_input: 0,
-      judge_error: 0,
-      timeout: 0,
-      overloaded: 0,
-    };
-    const failureCodes: Record<string, number> = {};
-    const failures = emptyTallies(clusters.count);
-    const gaps = emptyTallies(clusters.count);
-    const kindTallies = new Map<string, ReturnType<typeof emptyTallies>>();
-    const scored: { score: number; label: 0 | 1 }[] = [];
-    const stanceNodes = entry.graph.voters.length;
-    records.forEach((record, i) => {
-      const item = items[i];
-      const c = clusters.of[i] ?? -1;
-      const failure = failures[c];
-      const gap = gaps[c];
-      if (item === undefined || failure === undefined || gap === undefined) return;
-      statuses[record.status]++;
-      failure.trials++;
-      if (isFailure(record)) {
-        failure.hits++;
-        increment(failureCodes, record.error?.code ?? record.status);
-        return;
-      }
-      if (!isDecided(record)) return;
-      let kind = kindTallies.get(item.kind);
-      if (kind === undefined) {
-        kind = emptyTallies(clusters.count);
-        kindTallies.set(item.kind, kind);
-      }
-      const k = kind[c];
-      if (k !== undefined) {
-        k.trials++;
-        k.hits += record.reward;
-      }
-      if (record.score !== null) scored.push({ score: record.score, label: item.label });
-      if (record.status === 'ok' && stanceNodes >= 2) {
-        const right = STANCE_OF_LABEL(item.label);
-        gap.trials++;
-        if (record.verdict !== right && record.messages.some((m) => m.stance === right)) gap.hits++;
-      }
-    });
-    const complete = ratesWithCi(confusionsByCluster(set, reward), est);
-    const common = ratesWithCi(
-      confusionsByCluster(set, (i) => (decidedByAll[i] === true ? reward(i) : null)),
-      est,
-    );
-    // A failure counted as the wrong answer: 1 − label.
-    const failureAsWrong = ratesWithCi(
-      confusionsByCluster(set, (i) => {
-        const r = reward(i);
-        const label = items[i]?.label;
-        return r ?? (label === undefined ? null : label === 1 ? 0 : 1);
-      }),
-      est,
-    );
-    const byKind: Record<string, Proportion> = {};
-    for (const [kind, tallies] of [...kindTallies].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      byKind[kind] = clusteredProportion(tallies, LEVEL);
-    }
-    const own = spendOf.get(entry.label) ?? null;
-    return {
-      name: entry.label,
-      graph: entry.graph.name,
-      hash: entry.graph.hash,
-      description: entry.graph.spec.description ?? null,
-      aliases: entry.aliases,
-      baselineFor: entry.baselineFor,
-      auto: entry.auto,
-      llmCallsPerJudgment: entry.graph.llmCallsPerJudgment,
-      criticalPathCalls: entry.graph.criticalPathCalls,
-      rounds: entry.graph.spec.rounds,
-      items: records.length,
-      statuses,
-      failure: clusteredProportion(failures, LEVEL),
-      failureCodes,
-      metrics: complete,
-      views: { complete, common, failureAsWrong },
-      calibration: reviewerCalibration(biasClusters(set, reward), {
-        ...est,
-        hardNegatives: set.hardNegatives,
-      }),
-      byKind,
-      nodes: nodeCalibration(entry.graph, set, records, est),
-      scores: calibration(scored, scoreKind(entry.graph.spec.decision)),
-      usage: usage(records),
-      budget: own === null ? null : budgetOf(entry.label, own, entries),
-      agreement: agreement(entry.graph, records),
-      oracleGap: stanceNodes >= 2 ? clusteredProportion(gaps, LEVEL) : null,
-      dynamics: entry.graph.spec.rounds > 1 ? dynamics(entry.graph, items, records) : null,
-      paired: null,
-      cascade:
-        entry.graph.cascade === undefined
-          ? null
-          : {
-              stops: records.filter((r) => r.stopReason === 'cascade_stop').length,
-              escalations: records.filter((r) => r.stopReason === 'escalated').length,
-            },
-    };
-  });
-
-  // Paired comparisons with the reference: one family, Holm across its comparisons.
+  const graphs = entries.map((entry) => graphResult(analysis, entry));
   const reference = options.reference;
-  if (reference !== null) {
-    const against = graphs.filter((g) => g.name !== reference);
-    const family = against.map((g) => ({
-      against: reference,
-      rates: pairedRates(pairedClusters(set, recordsOf(g.name), recordsOf(reference)), est),
-    }));
-    const adjusted = holmFamily(family);
-    against.forEach((g, i) => {
-      const c = family[i];
-      const h = adjusted[i];
-      if (c !== undefined && h !== undefined) g.paired = { ...c, holm: h };
-    });
-  }
-
-  // Each graph against its budget-matched baselines (one row per pair, whatever it was matched on): a
-  // second family, in the order of the graphs.
-  const pairs: { graph: string; baseline: string; matchedOn: MatchedOn[] }[] = [];
-  for (const g of entries) {
-    for (const baseline of entries) {
-      const on = baseline.baselineFor.filter((b) => b.graph === g.label).map((b) => b.matchedOn);
-      if (on.length > 0) pairs.push({ graph: g.label, baseline: baseline.label, matchedOn: on });
-    }
-  }
-  const baselineFamily = pairs.map((p) => ({
-    ...p,
-    against: p.baseline,
-    rates: pairedRates(pairedClusters(set, recordsOf(p.graph), recordsOf(p.baseline)), est),
-  }));
-  const baselineHolm = holmFamily(baselineFamily);
-  const baselines = baselineFamily.map((c, i): BaselineComparison => {
-    const g = spendOf.get(c.graph) ?? null;
-    const v = spendOf.get(c.baseline) ?? null;
-    return {
-      graph: c.graph,
-      matchedOn: c.matchedOn,
-      against: c.baseline,
-      graphCalls: g?.calls ?? 0,
-      graphTokens: g?.tokens ?? 0,
-      baselineCalls: v?.calls ?? null,
-      baselineTokens: v?.tokens ?? null,
-      rates: c.rates,
-      holm: baselineHolm[i] ?? emptyHolm(),
-    };
-  });
+  if (reference !== null) pairWithReference(analysis, graphs, reference);
+  const baselines = baselineComparisons(analysis);
 
   return {
     version: 2,
@@ -329,6 +194,195 @@ export function analyze(options: AnalyzeOptions): AblationResults {
     graphs,
     baselines,
   };
+}
+
+/** Per-graph counts over its records, per cluster where an interval needs them. */
+export interface RecordTallies {
+  statuses: GraphResult['statuses'];
+  /** Failures by error code (the status when there is none). */
+  failureCodes: Record<string, number>;
+  /** Per cluster: failures among all records. */
+  failures: Tally[];
+  /** Per cluster: decided `ok` records whose verdict was wrong though some voter took the right stance. */
+  gaps: Tally[];
+  /** Per item kind, per cluster: rewards among decided records. */
+  kindTallies: Map<string, Tally[]>;
+  /** Every decided record's score, with its item's label. */
+  scored: { score: number; label: 0 | 1 }[];
+}
+
+/** One pass over a graph's records (aligned with `set.items`); `stanceNodes` is the graph's voter count. */
+export function tallyRecords(
+  set: ItemSet,
+  records: readonly ItemRecord[],
+  stanceNodes: number,
+): RecordTallies {
+  const { items, clusters } = set;
+  const t: RecordTallies = {
+    statuses: { ok: 0, rejected_input: 0, judge_error: 0, timeout: 0, overloaded: 0 },
+    failureCodes: {},
+    failures: emptyTallies(clusters.count),
+    gaps: emptyTallies(clusters.count),
+    kindTallies: new Map(),
+    scored: [],
+  };
+  records.forEach((record, i) => {
+    const item = items[i];
+    const c = clusters.of[i] ?? -1;
+    const failure = t.failures[c];
+    const gap = t.gaps[c];
+    if (item === undefined || failure === undefined || gap === undefined) return;
+    t.statuses[record.status]++;
+    failure.trials++;
+    if (isFailure(record)) {
+      failure.hits++;
+      increment(t.failureCodes, record.error?.code ?? record.status);
+      return;
+    }
+    if (!isDecided(record)) return;
+    let kind = t.kindTallies.get(item.kind);
+    if (kind === undefined) {
+      kind = emptyTallies(clusters.count);
+      t.kindTallies.set(item.kind, kind);
+    }
+    const k = kind[c];
+    if (k !== undefined) {
+      k.trials++;
+      k.hits += record.reward;
+    }
+    if (record.score !== null) t.scored.push({ score: record.score, label: item.label });
+    if (record.status === 'ok' && stanceNodes >= 2) {
+      const right = STANCE_OF_LABEL(item.label);
+      gap.trials++;
+      if (record.verdict !== right && record.messages.some((m) => m.stance === right)) gap.hits++;
+    }
+  });
+  return t;
+}
+
+/** The rates under the three views of failures: decided items, items every graph decided, failure = wrong. */
+function rateViews(analysis: Analysis, reward: Prediction): GraphResult['views'] {
+  const { set, est, decidedByAll } = analysis;
+  const complete = ratesWithCi(confusionsByCluster(set, reward), est);
+  const common = ratesWithCi(
+    confusionsByCluster(set, (i) => (decidedByAll[i] === true ? reward(i) : null)),
+    est,
+  );
+  // A failure counted as the wrong answer: 1 − label.
+  const failureAsWrong = ratesWithCi(
+    confusionsByCluster(set, (i) => {
+      const r = reward(i);
+      const label = set.items[i]?.label;
+      return r ?? (label === undefined ? null : label === 1 ? 0 : 1);
+    }),
+    est,
+  );
+  return { complete, common, failureAsWrong };
+}
+
+/** One graph's statistics (its paired comparison with the reference is filled in later). */
+function graphResult(analysis: Analysis, entry: GraphEntry): GraphResult {
+  const { set, est, entries } = analysis;
+  const records = analysis.recordsOf(entry.label);
+  const reward = decidedReward(records);
+  const stanceNodes = entry.graph.voters.length;
+  const t = tallyRecords(set, records, stanceNodes);
+  const views = rateViews(analysis, reward);
+  const byKind: Record<string, Proportion> = {};
+  for (const [kind, tallies] of [...t.kindTallies].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    byKind[kind] = clusteredProportion(tallies, LEVEL);
+  }
+  const own = analysis.spendOf.get(entry.label) ?? null;
+  return {
+    name: entry.label,
+    graph: entry.graph.name,
+    hash: entry.graph.hash,
+    description: entry.graph.spec.description ?? null,
+    aliases: entry.aliases,
+    baselineFor: entry.baselineFor,
+    auto: entry.auto,
+    llmCallsPerJudgment: entry.graph.llmCallsPerJudgment,
+    criticalPathCalls: entry.graph.criticalPathCalls,
+    rounds: entry.graph.spec.rounds,
+    items: records.length,
+    statuses: t.statuses,
+    failure: clusteredProportion(t.failures, LEVEL),
+    failureCodes: t.failureCodes,
+    metrics: views.complete,
+    views,
+    calibration: reviewerCalibration(biasClusters(set, reward), {
+      ...est,
+      hardNegatives: set.hardNegatives,
+    }),
+    byKind,
+    nodes: nodeCalibration(entry.graph, set, records, est),
+    scores: calibration(t.scored, scoreKind(entry.graph.spec.decision)),
+    usage: usage(records),
+    budget: own === null ? null : budgetOf(entry.label, own, entries),
+    agreement: agreement(entry.graph, records),
+    oracleGap: stanceNodes >= 2 ? clusteredProportion(t.gaps, LEVEL) : null,
+    dynamics: entry.graph.spec.rounds > 1 ? dynamics(entry.graph, set.items, records) : null,
+    paired: null,
+    cascade:
+      entry.graph.cascade === undefined
+        ? null
+        : {
+            stops: records.filter((r) => r.stopReason === 'cascade_stop').length,
+            escalations: records.filter((r) => r.stopReason === 'escalated').length,
+          },
+  };
+}
+
+/** Paired comparisons with the reference: one family, Holm across its comparisons; sets each graph's `paired`. */
+function pairWithReference(analysis: Analysis, graphs: GraphResult[], reference: string): void {
+  const { set, est, recordsOf } = analysis;
+  const against = graphs.filter((g) => g.name !== reference);
+  const family = against.map((g) => ({
+    against: reference,
+    rates: pairedRates(pairedClusters(set, recordsOf(g.name), recordsOf(reference)), est),
+  }));
+  const adjusted = holmFamily(family);
+  against.forEach((g, i) => {
+    const c = family[i];
+    const h = adjusted[i];
+    if (c !== undefined && h !== undefined) g.paired = { ...c, holm: h };
+  });
+}
+
+/**
+ * Each graph against its budget-matched baselines (one row per pair, whatever it was matched on): a second
+ * family, in the order of the graphs.
+ */
+function baselineComparisons(analysis: Analysis): BaselineComparison[] {
+  const { set, est, entries, recordsOf, spendOf } = analysis;
+  const pairs: { graph: string; baseline: string; matchedOn: MatchedOn[] }[] = [];
+  for (const g of entries) {
+    for (const baseline of entries) {
+      const on = baseline.baselineFor.filter((b) => b.graph === g.label).map((b) => b.matchedOn);
+      if (on.length > 0) pairs.push({ graph: g.label, baseline: baseline.label, matchedOn: on });
+    }
+  }
+  const baselineFamily = pairs.map((p) => ({
+    ...p,
+    against: p.baseline,
+    rates: pairedRates(pairedClusters(set, recordsOf(p.graph), recordsOf(p.baseline)), est),
+  }));
+  const baselineHolm = holmFamily(baselineFamily);
+  return baselineFamily.map((c, i): BaselineComparison => {
+    const g = spendOf.get(c.graph) ?? null;
+    const v = spendOf.get(c.baseline) ?? null;
+    return {
+      graph: c.graph,
+      matchedOn: c.matchedOn,
+      against: c.baseline,
+      graphCalls: g?.calls ?? 0,
+      graphTokens: g?.tokens ?? 0,
+      baselineCalls: v?.calls ?? null,
+      baselineTokens: v?.tokens ?? null,
+      rates: c.rates,
+      holm: baselineHolm[i] ?? emptyHolm(),
+    };
+  });
 }
 
 function emptyHolm(): HolmAdjusted {

@@ -6,7 +6,7 @@
 import { DASH, graphLabel, num, pct, pPair, proportionCell, table, withCi } from '../format.js';
 import type { ReviewerCalibration } from '../stats/calibration.js';
 import type { Estimate } from '../stats/clustered.js';
-import type { AblationResults, GraphResult, PairedComparison, Timing } from '../types.js';
+import type { AblationResults, Budget, GraphResult, PairedComparison, Timing } from '../types.js';
 
 function estimateCell(e: Estimate): string {
   return withCi(e.point, e.ci);
@@ -244,11 +244,22 @@ function scoreText(g: GraphResult): string {
   return `Score = ${what}, n = ${s.n}: ECE ${num(s.ece)} · Brier ${num(s.brier)}`;
 }
 
+/** One graph's section of the report: its header, the bullet list, then its role, node and dynamics tables. */
 function graphSection(g: GraphResult, timing: Timing | undefined): string {
-  const out: string[] = [];
-  const m = g.metrics;
-  out.push(`### ${g.name}`);
-  out.push('');
+  return [
+    ...graphHeading(g),
+    ...graphFacts(g),
+    '',
+    ...roleTable(g, timing),
+    ...nodeTable(g),
+    ...(g.dynamics === null ? [] : dynamicsLines(g.dynamics)),
+  ]
+    .join('\n')
+    .trimEnd();
+}
+
+/** The title, the graph's identity and cost, and its description. */
+function graphHeading(g: GraphResult): string[] {
   const facts = [
     `graph \`${g.graph}\` hash \`${g.hash}\``,
     `${g.llmCallsPerJudgment} LLM calls max, critical path ${g.criticalPathCalls}`,
@@ -258,8 +269,18 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
   if (g.baselineFor.length > 0) {
     facts.push(`vote baseline for ${g.baselineFor.map((b) => `\`${b.graph}\` (${b.matchedOn})`).join(', ')}`);
   }
-  out.push(`${facts.join(' · ')}${g.description === null ? '' : `  \n${g.description}`}`);
-  out.push('');
+  return [
+    `### ${g.name}`,
+    '',
+    `${facts.join(' · ')}${g.description === null ? '' : `  \n${g.description}`}`,
+    '',
+  ];
+}
+
+/** The bullet list: cascade, confusion, accuracy, calibration and bias, kinds, scores, statuses, spend, agents. */
+function graphFacts(g: GraphResult): string[] {
+  const out: string[] = [];
+  const m = g.metrics;
   if (g.cascade !== null) {
     const { stops, escalations } = g.cascade;
     out.push(
@@ -276,30 +297,9 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
       .map(([kind, p]) => `${kind} ${proportionCell(p)}`)
       .join(' · ')}`,
     `- ${scoreText(g)}`,
-    `- Statuses: ${Object.entries(g.statuses)
-      .filter(([, n]) => n > 0)
-      .map(([s, n]) => `${s} ${n}`)
-      .join(' · ')}; failure rate ${proportionCell(g.failure)}${
-      Object.keys(g.failureCodes).length === 0
-        ? ''
-        : ` — ${Object.entries(g.failureCodes)
-            .map(([c, n]) => `${c} ${n}`)
-            .join(', ')}`
-    }`,
+    `- ${statusText(g)}`,
   );
-  if (g.budget !== null) {
-    const b = g.budget;
-    const same = b.byCalls !== null && b.byTokens !== null && b.byCalls.baseline === b.byTokens.baseline;
-    const matched = same
-      ? [`\`${b.byCalls?.baseline ?? ''}\` (calls, tokens)`]
-      : [
-          ...(b.byCalls === null ? [] : [`\`${b.byCalls.baseline}\` (calls)`]),
-          ...(b.byTokens === null ? [] : [`\`${b.byTokens.baseline}\` (tokens)`]),
-        ];
-    out.push(
-      `- Spend per LLM-reaching judgment: ${num(b.meanCalls, 2)} calls, ${num(b.meanTokens, 0)} tokens → baseline ${matched.join(', ')}`,
-    );
-  }
+  if (g.budget !== null) out.push(`- ${budgetText(g.budget)}`);
   if (g.oracleGap !== null) {
     out.push(
       `- Oracle gap (some agent right at some point, verdict wrong; ok judgments): ${proportionCell(g.oracleGap)}`,
@@ -310,93 +310,124 @@ function graphSection(g: GraphResult, timing: Timing | undefined): string {
       `- Fleiss κ among parallel ${a.role}s (${a.nodes.join(', ')}), ${a.subjects} judgments: ${num(a.kappa)}`,
     );
   }
-  out.push('');
+  return out;
+}
+
+function statusText(g: GraphResult): string {
+  return `Statuses: ${Object.entries(g.statuses)
+    .filter(([, n]) => n > 0)
+    .map(([s, n]) => `${s} ${n}`)
+    .join(' · ')}; failure rate ${proportionCell(g.failure)}${
+    Object.keys(g.failureCodes).length === 0
+      ? ''
+      : ` — ${Object.entries(g.failureCodes)
+          .map(([c, n]) => `${c} ${n}`)
+          .join(', ')}`
+  }`;
+}
+
+function budgetText(b: Budget): string {
+  const same = b.byCalls !== null && b.byTokens !== null && b.byCalls.baseline === b.byTokens.baseline;
+  const matched = same
+    ? [`\`${b.byCalls?.baseline ?? ''}\` (calls, tokens)`]
+    : [
+        ...(b.byCalls === null ? [] : [`\`${b.byCalls.baseline}\` (calls)`]),
+        ...(b.byTokens === null ? [] : [`\`${b.byTokens.baseline}\` (tokens)`]),
+      ];
+  return `Spend per LLM-reaching judgment: ${num(b.meanCalls, 2)} calls, ${num(b.meanTokens, 0)} tokens → baseline ${matched.join(', ')}`;
+}
+
+/** Per role: calls and tokens per judgment (and the latency p50 when timing is given); none without roles. */
+function roleTable(g: GraphResult, timing: Timing | undefined): string[] {
   const roleTiming = timing?.graphs[g.name]?.perRole ?? {};
   const roles = Object.entries(g.usage.perRole);
-  if (roles.length > 0) {
+  if (roles.length === 0) return [];
+  return [
+    table(
+      [
+        'role',
+        'calls/judgment',
+        'prompt tokens/judgment',
+        'completion tokens/judgment',
+        ...(timing === undefined ? [] : ['latency p50 ms']),
+      ],
+      roles.map(([role, u]) => [
+        role,
+        num(u.callsPerJudgment, 2),
+        num(u.promptTokensPerJudgment, 0),
+        num(u.completionTokensPerJudgment, 0),
+        ...(timing === undefined ? [] : [num(roleTiming[role]?.p50, 0)]),
+      ]),
+    ),
+    '',
+  ];
+}
+
+/** Per node (graphs of more than one): its final stance against the label, and its bias. */
+function nodeTable(g: GraphResult): string[] {
+  if (g.nodes.length <= 1) return [];
+  return [
+    'Per node (final stance of each agent vs the label, ok judgments; bias on hard negatives):',
+    '',
+    table(
+      ['node', 'role', 'n', 'TPR', 'TNR', 'FPR hard neg', 'FNR', 'FPR − FNR [95% CI]', 'bias'],
+      g.nodes.map((n) => [
+        n.nodeId,
+        n.role,
+        String(n.n),
+        num(n.tpr),
+        num(n.tnr),
+        num(n.negativeFpr.rate),
+        num(n.positiveFnr.rate),
+        estimateCell(n.difference),
+        n.bias === null ? DASH : `${n.bias}${n.shown === true ? '' : ' (not shown)'}`,
+      ]),
+    ),
+    '',
+  ];
+}
+
+/** A debate's dynamics: rounds used, stop reasons and switches, stances per round, switches between rounds. */
+function dynamicsLines(d: NonNullable<GraphResult['dynamics']>): string[] {
+  const out: string[] = [
+    `Debate dynamics (${d.judgments} ok judgments): rounds used ${Object.entries(d.roundsUsed)
+      .map(([r, n]) => `${r}: ${n}`)
+      .join(', ')}; stop reasons ${Object.entries(d.stopReasons)
+      .map(([r, n]) => `${r}: ${n}`)
+      .join(
+        ', ',
+      )}; harmful switches ${d.harmful}, helpful switches ${d.helpful} (of ${d.trajectories} agent trajectories).`,
+    '',
+  ];
+  const nodeIds = Object.keys(d.perRound[0]?.nodes ?? {});
+  out.push(
+    table(
+      ['round', ...nodeIds.map((id) => `${id} match / no_match`)],
+      d.perRound.map((r) => [
+        String(r.round),
+        ...nodeIds.map((id) => {
+          const c = r.nodes[id];
+          return c === undefined ? DASH : `${c.match} / ${c.no_match}`;
+        }),
+      ]),
+    ),
+    '',
+  );
+  if (d.switches.length > 0) {
     out.push(
       table(
-        [
-          'role',
-          'calls/judgment',
-          'prompt tokens/judgment',
-          'completion tokens/judgment',
-          ...(timing === undefined ? [] : ['latency p50 ms']),
-        ],
-        roles.map(([role, u]) => [
-          role,
-          num(u.callsPerJudgment, 2),
-          num(u.promptTokensPerJudgment, 0),
-          num(u.completionTokensPerJudgment, 0),
-          ...(timing === undefined ? [] : [num(roleTiming[role]?.p50, 0)]),
+        ['rounds', 'match → no_match', 'no_match → match', 'unchanged'],
+        d.switches.map((s) => [
+          `${s.from} → ${s.to}`,
+          String(s.matchToNoMatch),
+          String(s.noMatchToMatch),
+          String(s.unchanged),
         ]),
       ),
       '',
     );
   }
-  if (g.nodes.length > 1) {
-    out.push(
-      'Per node (final stance of each agent vs the label, ok judgments; bias on hard negatives):',
-      '',
-      table(
-        ['node', 'role', 'n', 'TPR', 'TNR', 'FPR hard neg', 'FNR', 'FPR − FNR [95% CI]', 'bias'],
-        g.nodes.map((n) => [
-          n.nodeId,
-          n.role,
-          String(n.n),
-          num(n.tpr),
-          num(n.tnr),
-          num(n.negativeFpr.rate),
-          num(n.positiveFnr.rate),
-          estimateCell(n.difference),
-          n.bias === null ? DASH : `${n.bias}${n.shown === true ? '' : ' (not shown)'}`,
-        ]),
-      ),
-      '',
-    );
-  }
-  const d = g.dynamics;
-  if (d !== null) {
-    out.push(
-      `Debate dynamics (${d.judgments} ok judgments): rounds used ${Object.entries(d.roundsUsed)
-        .map(([r, n]) => `${r}: ${n}`)
-        .join(', ')}; stop reasons ${Object.entries(d.stopReasons)
-        .map(([r, n]) => `${r}: ${n}`)
-        .join(
-          ', ',
-        )}; harmful switches ${d.harmful}, helpful switches ${d.helpful} (of ${d.trajectories} agent trajectories).`,
-      '',
-    );
-    const nodeIds = Object.keys(d.perRound[0]?.nodes ?? {});
-    out.push(
-      table(
-        ['round', ...nodeIds.map((id) => `${id} match / no_match`)],
-        d.perRound.map((r) => [
-          String(r.round),
-          ...nodeIds.map((id) => {
-            const c = r.nodes[id];
-            return c === undefined ? DASH : `${c.match} / ${c.no_match}`;
-          }),
-        ]),
-      ),
-      '',
-    );
-    if (d.switches.length > 0) {
-      out.push(
-        table(
-          ['rounds', 'match → no_match', 'no_match → match', 'unchanged'],
-          d.switches.map((s) => [
-            `${s.from} → ${s.to}`,
-            String(s.matchToNoMatch),
-            String(s.noMatchToMatch),
-            String(s.unchanged),
-          ]),
-        ),
-        '',
-      );
-    }
-  }
-  return out.join('\n').trimEnd();
+  return out;
 }
 
 /** Only the summary table (what the CLI prints), after the warnings. */

@@ -231,6 +231,21 @@ export function evaluationStats(
   bias: readonly BiasTally[],
   options: StatsOptions,
 ): EvaluationStats {
+  const clusters = questionClusters(ideas, bias);
+  const { systems, criteria, protocols } = options;
+  const humanCriteria = criteria.filter((c) => ideas.some((i) => i.human[c] !== undefined));
+  const interval = intervals(clusters, statisticsOf(humanCriteria, options), options);
+  const both = protocols.includes('absolute') && protocols.includes('pairwise');
+  return {
+    table: systems.map((system) => systemRow(ideas, clusters, system, options, interval)),
+    positionBias: protocols.includes('pairwise') ? positionBias(clusters, criteria) : {},
+    ...(both ? rankAgreement(clusters, options, interval) : { systemTau: {}, questionTau: {} }),
+    human: humanAgreement(ideas, clusters, humanCriteria, protocols, interval),
+  };
+}
+
+/** The ideas and bias tallies grouped by question, in order of first appearance. */
+function questionClusters(ideas: readonly IdeaOutcome[], bias: readonly BiasTally[]): Cluster[] {
   const byQuestion = new Map<string, Cluster>();
   const cluster = (questionId: string): Cluster => {
     let c = byQuestion.get(questionId);
@@ -242,11 +257,19 @@ export function evaluationStats(
   };
   for (const idea of ideas) cluster(idea.questionId).ideas.push(idea);
   for (const b of bias) cluster(b.questionId).bias.push(b);
-  const clusters = [...byQuestion.values()];
-  const { systems, criteria, protocols } = options;
-  const both = protocols.includes('absolute') && protocols.includes('pairwise');
+  return [...byQuestion.values()];
+}
 
-  const statistics = new Map<string, (sample: readonly Cluster[]) => number | null>();
+type Statistic = (sample: readonly Cluster[]) => number | null;
+
+/**
+ * Every statistic that gets an interval, by name: `cell|system|protocol|criterion`, `mean|system|protocol`;
+ * with both protocols `systemTau|criterion`, `questionTau|criterion` and `systemTau|mean`; and
+ * `human|protocol|criterion` for the criteria with human scores.
+ */
+function statisticsOf(humanCriteria: readonly Criterion[], options: StatsOptions): Map<string, Statistic> {
+  const { systems, criteria, protocols } = options;
+  const statistics = new Map<string, Statistic>();
   for (const system of systems) {
     for (const protocol of protocols) {
       for (const criterion of criteria) {
@@ -257,7 +280,7 @@ export function evaluationStats(
       statistics.set(`mean|${system}|${protocol}`, (s) => meanOverCriteria(s, system, protocol, criteria));
     }
   }
-  if (both) {
+  if (protocols.includes('absolute') && protocols.includes('pairwise')) {
     for (const criterion of criteria) {
       statistics.set(`systemTau|${criterion}`, (s) =>
         systemLevelTau(s, systems, (x, system, protocol) => systemMean(x, system, protocol, criterion)),
@@ -268,7 +291,6 @@ export function evaluationStats(
       systemLevelTau(s, systems, (x, system, protocol) => meanOverCriteria(x, system, protocol, criteria)),
     );
   }
-  const humanCriteria = criteria.filter((c) => ideas.some((i) => i.human[c] !== undefined));
   for (const criterion of humanCriteria) {
     for (const protocol of protocols) {
       statistics.set(`human|${protocol}|${criterion}`, (s) =>
@@ -276,10 +298,22 @@ export function evaluationStats(
       );
     }
   }
-  // As the ablation: the cluster (question) jackknife-t for every smooth statistic (means, τ over ideas), at
-  // every question count — the percentile bootstrap undercovers at 34 questions. System-level τ ranks a handful
-  // of systems: a discrete statistic the jackknife cannot linearise, so it keeps the percentile bootstrap, and
-  // gets no interval when it cannot vary (2 systems: τ is ±1 whatever the data) or when every resample agrees.
+  return statistics;
+}
+
+/**
+ * Each statistic's interval, by name (a statistic not computed: no bounds, every resample undefined). As the
+ * ablation: the cluster (question) jackknife-t for every smooth statistic (means, τ over ideas), at every
+ * question count — the percentile bootstrap undercovers at 34 questions. System-level τ ranks a handful of
+ * systems: a discrete statistic the jackknife cannot linearise, so it keeps the percentile bootstrap, and gets
+ * no interval when it cannot vary (2 systems: τ is ±1 whatever the data) or when every resample agrees.
+ */
+function intervals(
+  clusters: readonly Cluster[],
+  statistics: ReadonlyMap<string, Statistic>,
+  options: StatsOptions,
+): (name: string) => Interval {
+  const { systems } = options;
   const smooth = new Map([...statistics].filter(([name]) => !name.startsWith('systemTau|')));
   const discrete = new Map([...statistics].filter(([name]) => name.startsWith('systemTau|')));
   const ci = clusterBootstrap(clusters, discrete, { seed: options.seed, resamples: options.resamples });
@@ -296,7 +330,7 @@ export function evaluationStats(
           : null;
     if (note !== null) ci.set(name, { ...interval, lo: null, hi: null, note });
   }
-  const interval = (name: string): Interval =>
+  return (name) =>
     ci.get(name) ?? {
       lo: null,
       hi: null,
@@ -304,73 +338,102 @@ export function evaluationStats(
       resamples: options.resamples,
       undefinedResamples: options.resamples,
     };
+}
 
-  const table: SystemRow[] = systems.map((system) => {
-    const own = ideas.filter((i) => i.system === system);
-    const cells: SystemRow['cells'] = {};
-    const meanCells: SystemRow['mean'] = {};
-    for (const criterion of criteria) {
-      const row: Partial<Record<Protocol, Cell>> = {};
-      for (const protocol of protocols) {
-        const scored = own.filter((i) => ideaScore(i, protocol, criterion) !== null).length;
-        row[protocol] = {
-          mean: systemMean(clusters, system, protocol, criterion),
-          n: scored,
-          ci: interval(`cell|${system}|${protocol}|${criterion}`),
-        };
-      }
-      cells[criterion] = row;
-    }
+/** One system's row: its mean per criterion and protocol, and over the criteria, each with its interval. */
+function systemRow(
+  ideas: readonly IdeaOutcome[],
+  clusters: readonly Cluster[],
+  system: string,
+  options: StatsOptions,
+  interval: (name: string) => Interval,
+): SystemRow {
+  const { criteria, protocols } = options;
+  const own = ideas.filter((i) => i.system === system);
+  const cells: SystemRow['cells'] = {};
+  const meanCells: SystemRow['mean'] = {};
+  for (const criterion of criteria) {
+    const row: Partial<Record<Protocol, Cell>> = {};
     for (const protocol of protocols) {
-      meanCells[protocol] = {
-        mean: meanOverCriteria(clusters, system, protocol, criteria),
-        n: own.length,
-        ci: interval(`mean|${system}|${protocol}`),
+      const scored = own.filter((i) => ideaScore(i, protocol, criterion) !== null).length;
+      row[protocol] = {
+        mean: systemMean(clusters, system, protocol, criterion),
+        n: scored,
+        ci: interval(`cell|${system}|${protocol}|${criterion}`),
       };
     }
-    return { system, ideas: own.length, cells, mean: meanCells };
-  });
-
-  const positionBias: EvaluationStats['positionBias'] = {};
-  if (protocols.includes('pairwise')) {
-    const tallies = (keep: (b: BiasTally) => boolean): Tally[] =>
-      clusters.map((c) => {
-        let hits = 0;
-        let trials = 0;
-        for (const b of c.bias)
-          if (keep(b)) {
-            hits += b.events;
-            trials += b.judged;
-          }
-        return { hits, trials };
-      });
-    // Exact (Clopper–Pearson on the design's effective size): a judge with no bias event still gets an
-    // honest upper bound, not the [0, 0] a bootstrap prints.
-    for (const criterion of criteria)
-      positionBias[criterion] = clusteredProportion(tallies((b) => b.criterion === criterion));
-    positionBias.all = clusteredProportion(tallies(() => true));
+    cells[criterion] = row;
   }
-
-  const systemTau: EvaluationStats['systemTau'] = {};
-  const questionTau: EvaluationStats['questionTau'] = {};
-  if (both) {
-    for (const criterion of criteria) {
-      const point = systemLevelTau(clusters, systems, (x, system, protocol) =>
-        systemMean(x, system, protocol, criterion),
-      );
-      systemTau[criterion] = { tau: point, ci: interval(`systemTau|${criterion}`), n: systems.length };
-      const q = questionLevelTau(clusters, criterion);
-      questionTau[criterion] = { tau: q.tau, ci: interval(`questionTau|${criterion}`), n: q.n };
-    }
-    systemTau.mean = {
-      tau: systemLevelTau(clusters, systems, (x, system, protocol) =>
-        meanOverCriteria(x, system, protocol, criteria),
-      ),
-      ci: interval('systemTau|mean'),
-      n: systems.length,
+  for (const protocol of protocols) {
+    meanCells[protocol] = {
+      mean: meanOverCriteria(clusters, system, protocol, criteria),
+      n: own.length,
+      ci: interval(`mean|${system}|${protocol}`),
     };
   }
+  return { system, ideas: own.length, cells, mean: meanCells };
+}
 
+/** The pairwise protocol's position-bias rate per criterion and over all, on effective counts. */
+function positionBias(
+  clusters: readonly Cluster[],
+  criteria: readonly Criterion[],
+): EvaluationStats['positionBias'] {
+  const out: EvaluationStats['positionBias'] = {};
+  const tallies = (keep: (b: BiasTally) => boolean): Tally[] =>
+    clusters.map((c) => {
+      let hits = 0;
+      let trials = 0;
+      for (const b of c.bias)
+        if (keep(b)) {
+          hits += b.events;
+          trials += b.judged;
+        }
+      return { hits, trials };
+    });
+  // Exact (Clopper–Pearson on the design's effective size): a judge with no bias event still gets an
+  // honest upper bound, not the [0, 0] a bootstrap prints.
+  for (const criterion of criteria)
+    out[criterion] = clusteredProportion(tallies((b) => b.criterion === criterion));
+  out.all = clusteredProportion(tallies(() => true));
+  return out;
+}
+
+/** With both protocols: how far they rank alike, systems (per criterion and over them) and ideas per question. */
+function rankAgreement(
+  clusters: readonly Cluster[],
+  options: StatsOptions,
+  interval: (name: string) => Interval,
+): Pick<EvaluationStats, 'systemTau' | 'questionTau'> {
+  const { systems, criteria } = options;
+  const systemTau: EvaluationStats['systemTau'] = {};
+  const questionTau: EvaluationStats['questionTau'] = {};
+  for (const criterion of criteria) {
+    const point = systemLevelTau(clusters, systems, (x, system, protocol) =>
+      systemMean(x, system, protocol, criterion),
+    );
+    systemTau[criterion] = { tau: point, ci: interval(`systemTau|${criterion}`), n: systems.length };
+    const q = questionLevelTau(clusters, criterion);
+    questionTau[criterion] = { tau: q.tau, ci: interval(`questionTau|${criterion}`), n: q.n };
+  }
+  systemTau.mean = {
+    tau: systemLevelTau(clusters, systems, (x, system, protocol) =>
+      meanOverCriteria(x, system, protocol, criteria),
+    ),
+    ci: interval('systemTau|mean'),
+    n: systems.length,
+  };
+  return { systemTau, questionTau };
+}
+
+/** Per criterion with human scores: the judge's τ with them under each protocol, and the absolute MAE. */
+function humanAgreement(
+  ideas: readonly IdeaOutcome[],
+  clusters: readonly Cluster[],
+  humanCriteria: readonly Criterion[],
+  protocols: readonly Protocol[],
+  interval: (name: string) => Interval,
+): EvaluationStats['human'] {
   const human: EvaluationStats['human'] = {};
   for (const criterion of humanCriteria) {
     const agreement = (protocol: Protocol): TauWithCi | null => {
@@ -393,7 +456,7 @@ export function evaluationStats(
       absoluteMae: sameScale ? mean(absJudge.map((j, k) => Math.abs(j - (absHuman[k] ?? j)))) : null,
     };
   }
-  return { table, positionBias, systemTau, questionTau, human };
+  return human;
 }
 
 export interface UnitCost {

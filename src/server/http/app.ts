@@ -22,7 +22,7 @@ import type { SharedState } from '../../state/types.js';
 import { createLocalCanaryLog, type CanaryLog } from '../../state/canary-log.js';
 import { Admission, callObserver, type Refusal } from '../admission/admission.js';
 import { createTokenBudget } from '../admission/budget.js';
-import { createPlanner } from '../admission/plan.js';
+import { createPlanner, type PlannerLimits } from '../admission/plan.js';
 import { registerPlanRoutes } from './routes/plan.js';
 import { createComparisonService } from '../serving/comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
@@ -136,6 +136,16 @@ function sendFailure(
   void reply.code(failure.statusCode).send(failure.body);
 }
 
+/** The planner's limits: deadline, request cap, the default backend's TPM, canaries beside real work. */
+function plannerLimits(config: Config, canaries: PlannerLimits['canaries']): PlannerLimits {
+  return {
+    requestDeadlineMs: config.requestDeadlineMs,
+    maxCandidates: config.maxCandidates,
+    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
+    canaries,
+  };
+}
+
 /** A quarter of REQUEST_TIMEOUT_MS, within [50 ms, 1 s]: a partial body is cut ≤ 1 s after its timeout. */
 function checkingIntervalMs(requestTimeoutMs: number): number {
   if (requestTimeoutMs === 0) return 30_000;
@@ -146,6 +156,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const { config, router } = deps;
   const metrics = deps.metrics ?? createMetrics({ recentWindow: config.recentWindow });
   metrics.watchBackends(() => router.backends());
+  metrics.requestDeadline.set(config.requestDeadlineMs / 1000);
   const state = deps.state ?? createLocalState();
   let defaultGraph;
   try {
@@ -225,12 +236,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     highShare: config.highPriorityShare,
     gate: budget === undefined ? undefined : () => budget.gate(),
   });
-  const planner = createPlanner(admission, {
-    requestDeadlineMs: config.requestDeadlineMs,
-    maxCandidates: config.maxCandidates,
-    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
-    canaries: () => integrity.background(),
-  });
+  const planner = createPlanner(
+    admission,
+    plannerLimits(config, () => integrity.background()),
+  );
   callHooks.push((event) => planner.observeCall(event));
   const failures = createFailureMonitor({
     rate: config.failureWarnRate,
@@ -283,7 +292,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     limits: config.candidateLimits,
     reasoningFormat: config.reasoningFormat,
     router,
-    observer: callObserver(metrics, admission),
+    observer: callObserver(metered, admission), // canary and audit tokens count against the budget
     metrics: metrics.integrity,
     log: deps.canaryLog ?? createLocalCanaryLog(),
     transcripts: deps.transcripts,

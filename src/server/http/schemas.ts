@@ -16,6 +16,13 @@ const NUL = '\u0000';
 /** Any text field: NUL bytes are refused (they break prompts, logs and C-string tooling downstream). */
 export const Text = z.string().refine((s) => !s.includes(NUL), { error: 'must not contain NUL bytes' });
 
+/**
+ * A rollout's text (a candidate, a response, an OpenRLHF query): anything the policy wrote. A NUL or an
+ * unpaired surrogate in it is that rollout's defect, not the caller's: preparation rejects that candidate
+ * alone (`invalid_text`, a real 0) and the request's other candidates are judged (src/judge/invalid-text.ts).
+ */
+export const Rollout = z.string();
+
 /** At least one letter or digit: `"."`, zero-width spaces or punctuation alone carry nothing to judge. */
 const CONTENT = /[\p{L}\p{N}]/u;
 
@@ -87,7 +94,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
   const Group = z.strictObject({
     question: Question.default(''),
     ground_truth: GroundTruth,
-    candidates: z.array(Text).min(1).max(maxCandidates),
+    candidates: z.array(Rollout).min(1).max(maxCandidates),
     graph: GraphField.optional(),
     include_transcripts: z.boolean().optional(),
     request_id: z.string().max(200).optional(),
@@ -124,7 +131,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
   const Judge = z.strictObject({
     question: Question.default(''),
     ground_truth: GroundTruth,
-    candidate: Text,
+    candidate: Rollout,
     graph: GraphField.optional(),
     request_id: z.string().max(200).optional(),
     // Operator controls (issue 21): deadline_ms, tag.
@@ -134,7 +141,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
 
   const OpenRlhf = z
     .strictObject({
-      query: z.array(Text).max(maxCandidates),
+      query: z.array(Rollout).max(maxCandidates),
       prompts: z.array(Text).optional(),
       labels: z.array(LabelShape),
     })
@@ -157,7 +164,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
 
   const Slime = z.strictObject({
     prompt: z.union([Text, z.array(Message)], { error: 'prompt must be a string or a list of messages' }),
-    response: Text,
+    response: Rollout,
     label: LabelShape,
     /** Idempotency id: a retry with the same id and body joins or replays the judgment. */
     rollout_id: z.union([z.string().min(1).max(200), z.number().int()]).optional(),
@@ -177,7 +184,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
           type: z.string(),
           role: z.string().optional(),
           content: z
-            .union([Text, z.array(z.looseObject({ type: z.string(), text: Text.optional() }))])
+            .union([Rollout, z.array(z.looseObject({ type: z.string(), text: Rollout.optional() }))])
             .optional(),
         }),
       ),
@@ -217,7 +224,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
   const Rank = z
     .strictObject({
       ...Comparative,
-      candidates: z.array(Text).min(2).max(maxCandidates),
+      candidates: z.array(Rollout).min(2).max(maxCandidates),
       schedule: z.enum(SCHEDULES).default('all_pairs'),
       method: z.enum(['bradley_terry', 'elo']).default('bradley_terry'),
       reward_mode: z.enum(['graded', 'top_k']).default('graded'),
@@ -234,7 +241,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
   const BestOfN = z
     .strictObject({
       ...Comparative,
-      candidates: z.array(Text).min(1).max(maxCandidates),
+      candidates: z.array(Rollout).min(1).max(maxCandidates),
       method: z.enum(['tournament', 'pick']).default('tournament'),
       schedule: z.enum(SCHEDULES).default('all_pairs'),
     })

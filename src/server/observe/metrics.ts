@@ -71,6 +71,8 @@ export interface Metrics {
   queueDepth: Gauge;
   /** Seconds the admitted backlog needs at the measured drain rate. */
   predictedWait: Gauge;
+  /** REQUEST_DEADLINE_MS in seconds, set once at start-up. */
+  requestDeadline: Gauge;
   /** Estimated judge capacity, backend calls per second. */
   drainRate: Gauge;
   admissionRefusals: Counter<'reason'>;
@@ -348,6 +350,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Seconds the admitted backlog needs at the measured drain rate; above the request deadline, new work is refused.',
     registers,
   });
+  const requestDeadline = new Gauge({
+    name: 'reward_request_deadline_seconds',
+    help: 'REQUEST_DEADLINE_MS in seconds: the longest a request may wait; the predicted-wait alert compares against it.',
+    registers,
+  });
   const drainRate = new Gauge({
     name: 'reward_drain_calls_per_second',
     help: 'Estimated judge capacity in backend calls per second (measured while backlogged, else modelled).',
@@ -585,6 +592,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     inflightJudgments,
     queueDepth,
     predictedWait,
+    requestDeadline,
     drainRate,
     admissionRefusals,
     idempotencyLookups,

@@ -1,8 +1,10 @@
 """What the server's trainer adapters read from a rollout, for adapters that run in the client
 (`slime_binary_rm`): chat-template control tokens removed, a prompt's last user turn as the question, and
-a label's ground truth and optional question. A port of `src/text/chat-tokens.ts` and of
-`questionFromMessages` / `labelParts` in `src/server/http/routes/adapters.ts`: change them together (the
-tests check that the server keys the same judgment for `/slime` and for this)."""
+a label's ground truth and optional question, the reasoning-trace opener a prompt ends with, and the one
+message of a chat completion that is the answer. A port of `src/text/chat-tokens.ts`, of `traceOpenedBy`
+in `src/text/reasoning.ts` and of `questionFromMessages` / `labelParts` / `withPromptTrace` and `/verify`'s
+answer rule in `src/server/http/routes/adapters.ts`: change them together (the tests check that the server
+keys the same judgment for `/slime` and for this)."""
 
 from __future__ import annotations
 
@@ -108,3 +110,56 @@ def label_parts(label: Any) -> Tuple[str, Optional[str]]:
             if isinstance(parsed, dict) and "ground_truth" in parsed:
                 return parsed.get("ground_truth"), parsed.get("question")
     return label, None
+
+
+# The server's `traceOpenedBy` under REASONING_FORMAT=auto (the default): a `<think>` / `<thinking>` /
+# `<reasoning>` opener, or a harmony analysis/commentary header, at the very end of the prompt.
+_OPEN_TAG_AT_END = re.compile(r"<\s*(?:think|thinking|reasoning)\s*>\s*\Z", re.IGNORECASE)
+_HARMONY_OPEN_AT_END = re.compile(r"<\|channel\|>\s*(?:analysis|commentary)\b[^<]*<\|message\|>\s*\Z")
+
+
+def trace_opened_by(prompt: Any) -> Optional[str]:
+    """The reasoning-trace opener a chat-templated prompt ends with (`<think>\\n` from a Qwen3-thinking or
+    DeepSeek-R1 template's generation prompt, a harmony analysis header), or None (also for chat messages:
+    their template is applied elsewhere)."""
+    if not isinstance(prompt, str):
+        return None
+    for pattern in (_OPEN_TAG_AT_END, _HARMONY_OPEN_AT_END):
+        m = pattern.search(prompt)
+        if m is not None:
+            return m.group(0)
+    return None
+
+
+def with_prompt_trace(candidate: str, opener: Optional[str]) -> str:
+    """The rollout as the server reads it after a prompt that opened a trace: the opener put back in front,
+    so a rollout cut off inside the trace is `truncated_reasoning` (a real 0) instead of judged as an idea."""
+    return candidate if opener is None else opener + candidate
+
+
+def message_text(message: Any) -> str:
+    """A chat message's text: its string content, or its text parts (and refusals) joined by newlines."""
+    if not isinstance(message, Mapping):
+        return str(message)
+    return _parts_text(message.get("content"))
+
+
+def completion_answer(completion: Any) -> str:
+    """The idea a rollout proposes, by the server's `/verify` rule: the completion string, or for a chat
+    completion its last message when that is the assistant's, even when empty (an empty answer is judged
+    `empty`, a real 0). Nothing earlier is ever the answer: not a preamble before a tool call, not a tool's
+    output (a search tool returning the paper's abstract), not an earlier turn. A completion that ends on a
+    tool message (the turn after the tool was cut off) has no answer: "" as well."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        return message_text(completion)
+    if isinstance(completion, Sequence):
+        messages = list(completion)
+        if not messages:
+            return ""
+        last = messages[-1]
+        if isinstance(last, Mapping) and last.get("role", "assistant") != "assistant":
+            return ""
+        return message_text(last)
+    raise TypeError(f"unsupported completion type {type(completion).__name__}")

@@ -1,5 +1,6 @@
 """HTTP plumbing shared by the sync and async clients: a small keep-alive pool over `http.client`,
-and the retry policy (exponential backoff with full jitter, honouring Retry-After, bounded)."""
+and the retry policy (capped exponential backoff with full jitter, honouring Retry-After, bounded by the
+call's deadline)."""
 
 from __future__ import annotations
 
@@ -54,19 +55,25 @@ class RetryEvent:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries. Delay before retry n (1-based): with a Retry-After header,
-    `min(retry_after, max_retry_after_s)` plus up to `backoff_base_s` of jitter (so that a crowd of
-    clients told "1 s" does not come back in the same millisecond); without one, full jitter:
-    `uniform(0, min(backoff_max_s, backoff_base_s * 2 ** (n - 1)))`."""
+    """Retries bounded by time: a call is retried until its deadline (`RewardClient.deadline_s`), not a
+    number of times, so that a reward server restarting for tens of seconds (a pod reschedule, an OOM
+    kill, a load balancer's 502s) costs a slower step, not the run. `max_retries` (None by default) adds a
+    cap on the count (0 disables retrying).
 
-    max_retries: int = 5
+    Delay before retry n (1-based): with a Retry-After header, `min(retry_after, max_retry_after_s)` plus up
+    to `backoff_base_s` of jitter (so that a crowd of clients told "1 s" does not come back in the same
+    millisecond); without one, full jitter under a capped exponential ceiling:
+    `uniform(0, min(backoff_max_s, backoff_base_s * 2 ** (n - 1)))`. The cap (5 s) bounds how long a
+    client keeps waiting after the server is back; a refused connection costs the server nothing."""
+
+    max_retries: Optional[int] = None
     backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
+    backoff_max_s: float = 5.0
     max_retry_after_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+        if self.max_retries is not None and self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0 (or None: retry until the deadline)")
         if self.backoff_base_s < 0 or self.backoff_max_s < 0 or self.max_retry_after_s < 0:
             raise ValueError("backoff delays must be >= 0")
 
@@ -75,6 +82,10 @@ class RetryPolicy:
             return min(retry_after_s, self.max_retry_after_s) + rng.uniform(0, self.backoff_base_s)
         ceiling = min(self.backoff_max_s, self.backoff_base_s * (2 ** min(attempt - 1, 30)))
         return rng.uniform(0, ceiling)
+
+    def may_retry(self, attempt: int) -> bool:
+        """Whether the count cap allows another attempt after `attempt` (1-based) failed."""
+        return self.max_retries is None or attempt <= self.max_retries
 
 
 def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Optional[float]:
@@ -120,7 +131,7 @@ class Attempts:
 
     Feed each attempt's outcome to `next_delay`: it returns None for a 2xx (done), a delay in seconds
     when the request should be retried, and raises the typed error when it should not (or may not any
-    more)."""
+    more: the next attempt would start after `give_up_at`, on `clock`, or the count cap is reached)."""
 
     def __init__(
         self,
@@ -129,36 +140,50 @@ class Attempts:
         policy: RetryPolicy,
         rng: random.Random,
         on_retry: Optional[Callable[[RetryEvent], None]],
+        give_up_at: float = math.inf,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.method = method
         self.path = path
         self.policy = policy
         self.rng = rng
         self.on_retry = on_retry
+        self.give_up_at = give_up_at
+        self.clock = clock
+        self.started_at = clock()
         self.attempt = 0
 
     def next_delay(self, outcome: Response | ConnectionFailure) -> Optional[float]:
         self.attempt += 1
-        may_retry = self.attempt <= self.policy.max_retries
         if isinstance(outcome, ConnectionFailure):
-            if not may_retry:
+            delay = self._delay(None)
+            if delay is None:
                 raise RewardUnavailableError(
-                    f"{self.method} {self.path} failed after {self.attempt} attempt(s): {outcome}",
+                    f"{self.method} {self.path} failed after {self.attempt} attempt(s) in "
+                    f"{self.clock() - self.started_at:.1f} s: {outcome}",
                     attempts=self.attempt,
                 ) from outcome
-            return self._retry(None, None, None, str(outcome))
+            return self._retry(delay, None, None, None, str(outcome))
         if 200 <= outcome.status < 300:
             return None
         code, message, details = parse_error_body(outcome.body)
-        if outcome.status in RETRY_STATUSES and may_retry:
+        if outcome.status in RETRY_STATUSES:
             retry_after = parse_retry_after(_header(outcome.headers, "retry-after"))
-            return self._retry(outcome.status, code, retry_after, message)
+            delay = self._delay(retry_after)
+            if delay is not None:
+                return self._retry(delay, outcome.status, code, retry_after, message)
         raise error_for_status(outcome.status, code, message, details, self.attempt)
 
-    def _retry(
-        self, status: Optional[int], code: Optional[str], retry_after: Optional[float], error: str
-    ) -> float:
+    def _delay(self, retry_after: Optional[float]) -> Optional[float]:
+        """The wait before the next attempt, or None when there is to be no next attempt."""
+        if not self.policy.may_retry(self.attempt):
+            return None
         delay = self.policy.delay_s(self.attempt, retry_after, self.rng)
+        return delay if self.clock() + delay < self.give_up_at else None
+
+    def _retry(
+        self, delay: float, status: Optional[int], code: Optional[str], retry_after: Optional[float], error: str
+    ) -> float:
         if self.on_retry is not None:
             self.on_retry(
                 RetryEvent(self.method, self.path, self.attempt, status, code, retry_after, delay, error)
@@ -299,8 +324,15 @@ def control_headers(method: str, remaining_s: float, tag: Optional[str]) -> Dict
 
 
 def dumps(payload: Any) -> bytes:
+    """The JSON body as UTF-8. A string holding an unpaired surrogate (a rollout decoded with
+    `surrogateescape`, `json.loads` of a lone `\\ud800`) cannot be UTF-8: then the body is sent with
+    `\\uXXXX` escapes instead, and the server judges that rollout alone (`invalid_text`, a real 0)."""
     try:
-        return json.dumps(payload, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        text = json.dumps(payload, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"request body is not JSON-serialisable: {exc}") from exc
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, allow_nan=False, ensure_ascii=True).encode("ascii")
 

@@ -4,7 +4,6 @@ backoff between attempts is an `asyncio.sleep`, so waiting for a retry never hol
 from __future__ import annotations
 
 import asyncio
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -46,7 +45,7 @@ class AsyncRewardClient:
         base_url: str,
         api_key: Optional[str] = None,
         timeout_s: float = 120.0,
-        max_retries: int = 5,
+        max_retries: Optional[int] = None,
         graph: Optional[Graph] = None,
         *,
         max_concurrency: int = 64,
@@ -88,11 +87,11 @@ class AsyncRewardClient:
         headers = idempotency_headers(method)
         client = self.sync
         tag = tag if tag is not None else client.tag
-        give_up_at = time.monotonic() + client.deadline_s
-        attempts = Attempts(method, path, client.retry, client._rng, client.on_retry)
+        give_up_at = client._clock() + client.deadline_s
+        attempts = Attempts(method, path, client.retry, client._rng, client.on_retry, give_up_at, client._clock)
         while True:
             outcome: Union[Response, ConnectionFailure]
-            headers.update(control_headers(method, give_up_at - time.monotonic(), tag))
+            headers.update(control_headers(method, give_up_at - client._clock(), tag))
             try:
                 outcome = await loop.run_in_executor(
                     self._executor, client._transport.request, method, path, body, headers

@@ -21,6 +21,11 @@ from ._http import (
 )
 from .results import GroupResult, JudgeResult, parse_batch, parse_group, parse_judgment
 
+#: How long one call waits across its retries when neither `deadline_s` nor `max_retries` is given: long
+#: enough for a reward server to restart or be rescheduled (tens of seconds to minutes), short enough that
+#: a server that is gone stops the run within 10 minutes instead of stalling it.
+DEFAULT_DEADLINE_S = 600.0
+
 #: A preset name (`"default"`, `"vote-3"`, ...) or an inline graph spec (DESIGN §3).
 Graph = Union[str, Mapping[str, Any]]
 #: One group for `reward_batch`: a mapping with question / ground_truth / candidates (and optional
@@ -208,14 +213,17 @@ class RewardClient:
         base_url: e.g. `http://127.0.0.1:8080` (a path prefix is kept, e.g. behind a proxy).
         api_key: sent as `Authorization: Bearer <key>` when the server sets `REWARD_API_KEY`.
         timeout_s: socket timeout for connecting and for each read.
-        deadline_s: how long one call may take across its retries (default `timeout_s × (max_retries +
-            1)`), sent with each attempt as what is left of it (`x-reward-deadline-ms`): the server answers
-            before it (capped by its `REQUEST_DEADLINE_MS`), unfinished items `timeout`.
+        deadline_s: how long one call may take across its retries (default 600 s; with an explicit
+            `max_retries`, `timeout_s × (max_retries + 1)`), sent with each attempt as what is left of it
+            (`x-reward-deadline-ms`): the server answers before it (capped by its `REQUEST_DEADLINE_MS`),
+            unfinished items `timeout`. Retries stop when the next attempt would start after it, so a server
+            that is down (a restart, a reschedule) is waited for up to this long.
         tag: sent as `x-reward-tag` with every POST (a call's own `tag=` wins): what `cancel(tag=...)`
             selects, e.g. the trainer's step.
-        max_retries: retries after the first attempt on 408/429/502/503/504 and connection failures
-            (0 disables retrying). Backoff: full jitter, or the server's Retry-After (capped at
-            `max_retry_after_s`) plus up to `backoff_base_s` of jitter.
+        max_retries: None (default): 408/429/502/503/504 and connection failures are retried until the
+            deadline; a number caps the retries after the first attempt as well (0 disables retrying).
+            Backoff: full jitter under `min(backoff_max_s, backoff_base_s · 2ⁿ⁻¹)` (0.5 s doubling to 5 s),
+            or the server's Retry-After (capped at `max_retry_after_s`) plus up to `backoff_base_s` of jitter.
         graph: default judge graph for every call (a preset name or an inline spec); None = the
             server's `DEFAULT_GRAPH`.
         on_retry: called with a `RetryEvent` before each backoff sleep (logging, metrics).
@@ -231,11 +239,11 @@ class RewardClient:
         base_url: str,
         api_key: Optional[str] = None,
         timeout_s: float = 120.0,
-        max_retries: int = 5,
+        max_retries: Optional[int] = None,
         graph: Optional[Graph] = None,
         *,
         backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
+        backoff_max_s: float = 5.0,
         max_retry_after_s: float = 60.0,
         on_retry: Optional[Callable[[RetryEvent], None]] = None,
         pool_size: int = 32,
@@ -260,8 +268,14 @@ class RewardClient:
         #: (e.g. the trainer's step). None = untagged.
         self.tag = tag
         #: How long the client waits for one logical call, across its retries: sent (what is left of it)
-        #: with every attempt as `x-reward-deadline-ms`. Default: `timeout_s × (max_retries + 1)`.
-        self.deadline_s = deadline_s if deadline_s is not None else timeout_s * (max_retries + 1)
+        #: with every attempt as `x-reward-deadline-ms`. Retries stop when the next attempt would start after
+        #: it. Default: `DEFAULT_DEADLINE_S` (600 s), or `timeout_s × (max_retries + 1)` with a `max_retries`.
+        if deadline_s is not None:
+            self.deadline_s = deadline_s
+        elif max_retries is not None:
+            self.deadline_s = timeout_s * (max_retries + 1)
+        else:
+            self.deadline_s = DEFAULT_DEADLINE_S
         self.timeout_s = timeout_s
         self.graph = graph
         self.retry = RetryPolicy(max_retries, backoff_base_s, backoff_max_s, max_retry_after_s)
@@ -278,12 +292,13 @@ class RewardClient:
             headers=all_headers,
             ssl_context=ssl_context,
         )
-        # Seams for tests: deterministic jitter and no real sleeping.
+        # Seams for tests: deterministic jitter, no real sleeping, a clock that sleeping moves.
         self._rng = random.Random()
         self._sleep: Callable[[float], None] = time.sleep
+        self._clock: Callable[[], float] = time.monotonic
 
     @property
-    def max_retries(self) -> int:
+    def max_retries(self) -> Optional[int]:
         return self.retry.max_retries
 
     # --- plumbing --------------------------------------------------------------------------------------
@@ -296,11 +311,11 @@ class RewardClient:
         body = None if payload is None else dumps(payload)
         headers = idempotency_headers(method)
         tag = tag if tag is not None else self.tag
-        give_up_at = time.monotonic() + self.deadline_s
-        attempts = Attempts(method, path, self.retry, self._rng, self.on_retry)
+        give_up_at = self._clock() + self.deadline_s
+        attempts = Attempts(method, path, self.retry, self._rng, self.on_retry, give_up_at, self._clock)
         while True:
             outcome: Union[Response, ConnectionFailure]
-            headers.update(control_headers(method, give_up_at - time.monotonic(), tag))
+            headers.update(control_headers(method, give_up_at - self._clock(), tag))
             try:
                 outcome = self._transport.request(method, path, body, headers)
             except ConnectionFailure as exc:

@@ -36,25 +36,24 @@ sets FAILURE_REWARD.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
-import math
-import random
 import uuid
-import weakref
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urlencode
 
-from ._chat import label_parts, question_from_prompt, strip_chat_tokens
-from .aio import AsyncRewardClient
-from .client import SCHEDULES, Graph, batch_body
-from .errors import JudgeFailedError, RewardProtocolError, RewardRequestError
-from .results import parse_batch
+from ._adapt import async_client
+from ._chat import label_parts, question_from_prompt, strip_chat_tokens, trace_opened_by, with_prompt_trace
+from ._pool import Item, Pool
+from .client import SCHEDULES, Graph
+from .errors import JudgeFailedError, RewardProtocolError
 
 log = logging.getLogger("debate_reward.slime")
+
+#: How many times `slime_binary_rm` sends a failed judgment again by default (slime's `remote_rm` retries
+#: `/slime`'s 503 up to 10 times).
+DEFAULT_ROUNDS = 5
 
 
 def _fields(sample: Any, i: int) -> Tuple[Any, Any, Any]:
@@ -89,7 +88,7 @@ def slime_group_rm(
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}")
-    aclient = client if isinstance(client, AsyncRewardClient) else AsyncRewardClient(str(client))
+    aclient = async_client(client)
     query: Dict[str, Any] = {"schedule": schedule, "criterion": criterion, "reward_mode": reward_mode, "judges": judges}
     if top_k is not None:
         query["top_k"] = top_k
@@ -141,7 +140,7 @@ class SlimeReward:
     ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}")
-        self.client = client if isinstance(client, AsyncRewardClient) else AsyncRewardClient(str(client))
+        self.client = async_client(client)
         self._query = "" if graph is None else f"?{urlencode({'graph': graph})}"
         self._rank_query = f"?{urlencode({'schedule': schedule})}"
         # A run-unique prefix: two trainers on one server never cancel each other's rollouts.
@@ -210,193 +209,45 @@ def install_abort_hook(reward: SlimeReward, module: Optional[ModuleType] = None)
     return original
 
 
-@dataclass(frozen=True)
-class _Item:
-    """One rollout as `/slime` would judge it."""
-
-    question: str
-    ground_truth: str
-    candidate: str
-
-    @property
-    def size(self) -> int:
-        """Upper bound of its share of a request body, in bytes (JSON may escape a character to 6)."""
-        return 6 * (len(self.question) + len(self.ground_truth) + len(self.candidate)) + 64
-
-
-def _item(sample: Any, i: int) -> _Item:
+def _item(sample: Any, i: int) -> Item:
+    """One rollout as `/slime` would judge it: the label's (or the prompt's) question, and the response
+    without control tokens behind the trace opener a string prompt ends with (`<think>` from a Qwen3 or
+    DeepSeek-R1 template), so a rollout cut off inside its trace is `truncated_reasoning`, a real 0."""
     prompt, response, label = _fields(sample, i)
     ground_truth, question = label_parts(label)
     if question is None:
         question = question_from_prompt(prompt)
     if not isinstance(ground_truth, str) or not isinstance(question, str) or not isinstance(response, str):
         raise TypeError(f"samples[{i}]: the label's ground truth and question, and the response, must be strings")
-    return _Item(question, ground_truth, strip_chat_tokens(response))
-
-
-_Entry = Tuple[_Item, "asyncio.Future[float]"]
-
-
-class _Pool:
-    """The rollouts waiting to be sent, per event loop."""
-
-    def __init__(self) -> None:
-        self.entries: List[_Entry] = []
-        self.size = 0
-        self.timer: Optional[asyncio.TimerHandle] = None
+    return Item(question, ground_truth, with_prompt_trace(strip_chat_tokens(response), trace_opened_by(prompt)))
 
 
 class _BinaryRM:
-    def __init__(
-        self,
-        client: AsyncRewardClient,
-        graph: Optional[Graph],
-        max_candidates: int,
-        max_body_bytes: int,
-        linger_s: float,
-        max_rounds: int,
-    ) -> None:
-        self.client = client
-        self.graph = graph
-        self.max_candidates = max_candidates
-        self.max_body_bytes = max_body_bytes
-        self.linger_s = linger_s
-        self.max_rounds = max_rounds
-        self._rng = random.Random()
-        self._pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pool]" = weakref.WeakKeyDictionary()
-        self._tasks: "set[asyncio.Task[None]]" = set()
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
 
-    async def __call__(self, args: Any, samples: Any) -> Union[float, List[float]]:
+    async def __call__(self, args: Any, samples: Any) -> Union[Optional[float], List[Optional[float]]]:
         one = not isinstance(samples, (list, tuple))
         batch = [samples] if one else list(samples)
         items = [_item(s, i) for i, s in enumerate(batch)]  # refuses a bad sample before sending any
-        loop = asyncio.get_running_loop()
-        pool = self._pools.get(loop)
-        if pool is None:
-            pool = self._pools[loop] = _Pool()
-        futures = [self._submit(loop, pool, item) for item in items]
-        rewards = list(await asyncio.gather(*futures))
-        for sample, reward in zip(batch, rewards):
-            if reward is None:
-                _mark_aborted(sample)
+        outcomes = await self.pool.score(items)
+        failed = [o for o in outcomes if o.failed and o.failure_reward is None]
+        if failed:
+            raise JudgeFailedError(
+                f"{len(failed)} of {len(outcomes)} judgments failed after {self.pool.max_rounds + 1} tries (no "
+                "reward to give; set FAILURE_REWARD on the server to answer a fixed reward instead)",
+                code="RW_JUDGE_FAILED",
+                details={"failed": [{"status": o.status, "error": o.error} for o in failed][:50]},
+                attempts=self.pool.max_rounds + 1,
+            )
+        rewards: List[Optional[float]] = []
+        for sample, outcome in zip(batch, outcomes):
+            if outcome.status == "cancelled":
+                _mark_aborted(sample)  # POST /v1/cancel (SlimeReward's abort hook): no reward, no retry
+                rewards.append(None)
+            else:
+                rewards.append(outcome.reward if outcome.reward is not None else outcome.failure_reward)
         return rewards[0] if one else rewards
-
-    def _submit(self, loop: asyncio.AbstractEventLoop, pool: _Pool, item: _Item) -> "asyncio.Future[float]":
-        future: "asyncio.Future[float]" = loop.create_future()
-        if pool.entries and (
-            len(pool.entries) >= self.max_candidates or pool.size + item.size > self.max_body_bytes
-        ):
-            self._flush(loop, pool)
-        pool.entries.append((item, future))
-        pool.size += item.size
-        if pool.timer is None:
-            # Calls that arrive together (slime gathers a batch's or a step's groups) share requests.
-            pool.timer = loop.call_later(self.linger_s, self._flush, loop, pool)
-        return future
-
-    def _flush(self, loop: asyncio.AbstractEventLoop, pool: _Pool) -> None:
-        if pool.timer is not None:
-            pool.timer.cancel()
-            pool.timer = None
-        entries, pool.entries, pool.size = pool.entries, [], 0
-        if entries:
-            task = loop.create_task(self._send(entries))
-            self._tasks.add(task)  # a reference, so the task is not collected while it runs
-            task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, entries: List[_Entry]) -> None:
-        """One request for `entries`; the failed ones again (as slime would retry `/slime`'s 503), then
-        JudgeFailedError, unless the server answers a `failure_reward`."""
-        for round_ in range(1, self.max_rounds + 2):
-            entries = [(item, f) for item, f in entries if not f.done()]
-            if not entries:
-                return
-            try:
-                failed = await self._request(entries)
-            except RewardRequestError as exc:
-                if len(_by_group(entries)) > 1:
-                    # One bad rollout must not fail the others it was pooled with: one request per group.
-                    await self._send_groups(entries)
-                else:
-                    _fail(entries, exc)
-                return
-            except asyncio.CancelledError:
-                for _, future in entries:
-                    future.cancel()
-                raise
-            except Exception as exc:  # every waiting caller hears of it
-                _fail(entries, exc)
-                return
-            if not failed:
-                return
-            if round_ > self.max_rounds:
-                _fail(
-                    [(item, f) for item, f, _ in failed],
-                    JudgeFailedError(
-                        f"{len(failed)} of {len(entries)} judgments failed after {round_} tries (no reward to "
-                        "give; set FAILURE_REWARD on the server to answer a fixed reward instead)",
-                        code="RW_JUDGE_FAILED",
-                        details={"failed": [why for _, _, why in failed][:50]},
-                        attempts=round_,
-                    ),
-                )
-                return
-            # As /slime's answer to a failed judgment says: Retry-After 1 s (plus jitter).
-            delay = self.client.sync.retry.delay_s(round_, 1.0, self._rng)
-            log.info("%d judgments failed; sending them again in %.1f s", len(failed), delay)
-            await asyncio.sleep(delay)
-            entries = [(item, f) for item, f, _ in failed]
-
-    async def _send_groups(self, entries: List[_Entry]) -> None:
-        await asyncio.gather(*(self._send(group) for group in _by_group(entries).values()))
-
-    async def _request(self, entries: List[_Entry]) -> List[Tuple[_Item, "asyncio.Future[float]", Dict[str, Any]]]:
-        """Sends `entries` grouped by (question, ground truth), resolves the judged ones and returns the
-        failed ones with why."""
-        groups = _by_group(entries)
-        body = batch_body(
-            [
-                {"question": q, "ground_truth": gt, "candidates": [item.candidate for item, _ in group]}
-                for (q, gt), group in groups.items()
-            ],
-            self.graph,
-        )
-        data, attempts = await self.client._request("POST", "/v1/reward/batch", body)
-        results = parse_batch(data, [len(g) for g in groups.values()], attempts)
-        fallback = data.get("failure_reward")
-        if fallback is not None and (
-            isinstance(fallback, bool) or not isinstance(fallback, (int, float)) or not math.isfinite(fallback)
-        ):
-            raise RewardProtocolError(f"failure_reward is {fallback!r}, not a number", attempts=attempts)
-        failed = []
-        for group, result in zip(groups.values(), results):
-            for (item, future), reward, detail in zip(group, result.rewards, result.results):
-                if future.done():
-                    continue
-                if reward is not None:
-                    future.set_result(float(reward))
-                elif detail.status == "cancelled":
-                    # POST /v1/cancel (SlimeReward's abort hook): no reward, and no retry.
-                    future.set_result(None)  # type: ignore[arg-type]
-                elif fallback is not None:
-                    future.set_result(float(fallback))
-                else:
-                    failed.append((item, future, {"status": detail.status, "error_code": detail.error_code}))
-        return failed
-
-
-def _by_group(entries: Sequence[_Entry]) -> Dict[Tuple[str, str], List[_Entry]]:
-    """Entries by (question, ground truth), in order of first appearance."""
-    groups: Dict[Tuple[str, str], List[_Entry]] = {}
-    for entry in entries:
-        groups.setdefault((entry[0].question, entry[0].ground_truth), []).append(entry)
-    return groups
-
-
-def _fail(entries: Sequence[Tuple[Any, "asyncio.Future[float]"]], exc: BaseException) -> None:
-    for _, future in entries:
-        if not future.done():
-            future.set_exception(exc)
 
 
 def slime_binary_rm(
@@ -407,6 +258,7 @@ def slime_binary_rm(
     max_body_bytes: int = 4_000_000,
     linger_s: float = 0.02,
     max_rounds: Optional[int] = None,
+    api_key: Optional[str] = None,
 ) -> Callable[..., Awaitable[Union[float, List[float]]]]:
     """An async `custom_rm(args, samples)` for slime's `--custom-rm-path`, binary rewards (1.0 / 0.0).
 
@@ -415,21 +267,25 @@ def slime_binary_rm(
     sent together, grouped by (question, ground truth), in `/v1/reward/batch` requests of at most
     `max_candidates` rollouts (the server's MAX_CANDIDATES, default 1024) and about `max_body_bytes`.
 
-    `client` is an `AsyncRewardClient` or a base URL; `graph` a preset name or inline spec (None: the
-    server's DEFAULT_GRAPH). A failed judgment is sent again up to `max_rounds` times (default: the
-    client's `max_retries`), 1 s apart plus jitter, then the call raises `JudgeFailedError` (as `/slime`
-    answers 503 and slime's `remote_rm` retries, then raises) — unless the server sets FAILURE_REWARD,
-    whose value it then returns. Unreachable or overloaded servers raise after the client's retries.
+    `client` is an `AsyncRewardClient`, a `RewardClient` or a base URL (then `api_key`, else the env var
+    `DEBATE_REWARD_API_KEY`, is its key); `graph` a preset name or inline spec (None: the server's
+    DEFAULT_GRAPH). Each rollout is read as `/slime` reads it, the trace opener a string prompt ends with
+    included. A failed judgment is sent again up to `max_rounds` times (default: 5, or the client's
+    `max_retries` when it sets one), 1 s apart plus jitter, then the call raises `JudgeFailedError` (as
+    `/slime` answers 503 and slime's `remote_rm` retries, then raises) — unless the server sets
+    FAILURE_REWARD, whose value it then returns. A server that is down is waited for until the client's
+    deadline (600 s by default), then the call raises `RewardUnavailableError`. A rollout the server
+    refuses (an older server's 400 for a NUL byte) scores 0; a sample whose label it refuses fails only
+    its own call.
     """
-    if max_candidates < 1:
-        raise ValueError("max_candidates must be >= 1")
-    if linger_s < 0 or max_body_bytes < 1:
-        raise ValueError("linger_s must be >= 0 and max_body_bytes >= 1")
-    aclient = client if isinstance(client, AsyncRewardClient) else AsyncRewardClient(str(client))
-    rounds = aclient.sync.retry.max_retries if max_rounds is None else max_rounds
-    if rounds < 0:
-        raise ValueError("max_rounds must be >= 0")
-    rm = _BinaryRM(aclient, graph, max_candidates, max_body_bytes, linger_s, rounds)
+    aclient = async_client(client, api_key=api_key)
+    if max_rounds is None:
+        max_rounds = DEFAULT_ROUNDS if aclient.sync.retry.max_retries is None else aclient.sync.retry.max_retries
+    pool = Pool(
+        aclient, graph, max_candidates=max_candidates, max_body_bytes=max_body_bytes, linger_s=linger_s,
+        max_rounds=max_rounds,
+    )
+    rm = _BinaryRM(pool)
 
     async def custom_rm(args: Any, samples: Any, **kwargs: Any) -> Union[float, List[float]]:
         # slime forwards its own keyword arguments to a custom rm (`rm_function(args, sample, **kwargs)`).

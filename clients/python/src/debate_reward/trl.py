@@ -1,21 +1,45 @@
 """TRL adapter: an async reward function for `GRPOTrainer(reward_funcs=[...])`.
 
-TRL (since huggingface/trl#4567, TRL >= 0.26 and every 1.x release) detects coroutine reward functions
-with `asyncio.iscoroutinefunction`, runs them on a background event loop with `asyncio.gather`, calls
-them as `func(prompts=..., completions=..., completion_ids=..., **dataset_columns)` and turns `None`
-into NaN (an unscored sample, not a zero). That is exactly the contract implemented here.
+Read against TRL 1.9.0 (`trl/trainer/grpo_trainer.py`, `trl/trainer/utils.py`,
+`trl/experimental/async_grpo/async_rollout_worker.py`):
+
+- `GRPOTrainer._calculate_rewards` runs every reward function for which `inspect.iscoroutinefunction` is
+  true concurrently (`asyncio.gather` on its background loop, `.result()` in the training thread: an
+  exception ends the step, and the run), as `func(prompts=..., completions=..., completion_ids=...,
+  **dataset_columns, trainer_state=..., log_extra=..., log_metric=...)`, and turns None into NaN.
+  Coroutine reward functions arrived with huggingface/trl#4567 (merged 18 Dec 2025), first released in
+  TRL 0.27.0.
+- Reward functions are combined per `multi_objective_aggregation`: `sum_then_normalize` (the default)
+  `nansum`s the weighted rewards, so a NaN beside another function's value counts as 0, and masks only a
+  row that is NaN everywhere; `normalize_then_sum` normalises each function per group with `nanmean` /
+  `nanstd` first, so a NaN adds 0 (the group mean) to the sum. This adapter makes a failed judgment
+  neutral under both by default (`on_failure="group_mean"`).
+- Its name in the logs is `get_callable_name(func)`: a `functools.partial` is unwrapped to the wrapped
+  function's `__name__`; anything else gives its own `__name__`. The function returned here is an object
+  with its own `__name__` (default `debate_reward`, or `debate_reward_<graph>`), which TRL recognises as a
+  coroutine function (Python >= 3.11) and which pickles (AsyncGRPOTrainer ships reward functions to a
+  rollout worker process, which calls each with one group).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from .aio import AsyncRewardClient
-from .client import Graph, RewardClient
+from ._adapt import async_client
+from ._chat import (
+    completion_answer,
+    question_from_prompt,
+    strip_chat_tokens,
+    trace_opened_by,
+    with_prompt_trace,
+)
+from ._pool import Item, Outcome, Pool
+from .client import Graph
 from .errors import RewardUnavailableError
 
 log = logging.getLogger("debate_reward.trl")
@@ -23,49 +47,29 @@ log = logging.getLogger("debate_reward.trl")
 RewardFunc = Callable[..., Any]
 """`async (prompts, completions, **kwargs) -> list[float | None]` (or blocking with `sync=True`)."""
 
+#: What TRL passes besides the dataset columns (not columns: never a question or a ground truth).
+TRL_KWARGS = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
 
-def _message_text(message: Any) -> str:
-    if not isinstance(message, Mapping):
-        return str(message)
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):  # multimodal parts: [{"type": "text", "text": ...}, ...]
-        return "".join(
-            part.get("text", "") if isinstance(part, Mapping) else str(part)
-            for part in content
-            if not isinstance(part, Mapping) or part.get("type", "text") == "text"
-        )
-    return str(content)
+#: A completion message's parsed-out reasoning (transformers' `parse_response`): its trace was closed.
+_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
+_names_in_use: Dict[str, int] = {}
 
 
 def completion_text(completion: Any) -> str:
-    """The idea a rollout proposes: the completion string, or for conversational completions (a list
-    of messages) the content of the last assistant message (tool calls and tool results before it are
-    the path, not the answer)."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Mapping):
-        return _message_text(completion)
-    if isinstance(completion, Sequence):
-        messages = list(completion)
-        for message in reversed(messages):
-            if isinstance(message, Mapping) and message.get("role") == "assistant" and _message_text(message):
-                return _message_text(message)
-        return _message_text(messages[-1]) if messages else ""
-    raise TypeError(f"unsupported completion type {type(completion).__name__}")
+    """The idea a rollout proposes: the completion string, or for a chat completion its last message when
+    that is the assistant's (even when empty: a real 0, `empty`); never a preamble before a tool call nor a
+    tool's output (the server's `/verify` rule)."""
+    return completion_answer(completion)
 
 
 def prompt_text(prompt: Any) -> str:
-    """The research question from a prompt: the string itself, or the last user message."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, Sequence):
-        for message in reversed(list(prompt)):
-            if isinstance(message, Mapping) and message.get("role") == "user":
-                return _message_text(message)
+    """The research question from a prompt: a chat-templated string's last user turn (else the string
+    without control tokens), or a conversation's last user message (as the server's `/slime` reads it)."""
+    if isinstance(prompt, (str, Sequence)):
+        question = question_from_prompt(prompt)
+        if question:
+            return question
     raise TypeError("cannot find a question in the prompt; pass a question column instead")
 
 
@@ -83,30 +87,52 @@ def _column(kwargs: Mapping[str, Any], name: str, n: int) -> Optional[List[Any]]
 
 @dataclass(frozen=True)
 class _Config:
-    client: AsyncRewardClient
+    pool: Pool
     question_column: str
     ground_truth_column: str
-    graph: Optional[Graph]
     name: str
     on_unavailable: str
     on_failure: str
+    trace_opener: Optional[str]
+    chat_template: Any
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
-async def _score_rollouts(
-    cfg: _Config, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
-) -> List[Optional[float]]:
+def _opener(cfg: _Config, prompt: Any, completion: Any, rendered: Dict[str, Optional[str]]) -> Optional[str]:
+    """The trace opener the policy's prompt ended with: given, read off a string prompt, or off the chat
+    template's rendering of a conversational prompt (`chat_template=` the policy's tokenizer). None when
+    the completion's reasoning was already parsed out of it (its trace closed)."""
+    if isinstance(completion, Sequence) and not isinstance(completion, str) and completion:
+        last = completion[-1]
+        if isinstance(last, Mapping) and any(last.get(k) for k in _REASONING_KEYS):
+            return None
+    if cfg.trace_opener is not None:
+        return cfg.trace_opener
+    if isinstance(prompt, str):
+        return trace_opened_by(prompt)
+    if cfg.chat_template is None:
+        return None
+    key = repr(prompt)
+    if key not in rendered:
+        text = cfg.chat_template.apply_chat_template(
+            list(prompt), tokenize=False, add_generation_prompt=True, **dict(cfg.chat_template_kwargs)
+        )
+        rendered[key] = trace_opened_by(text) if isinstance(text, str) else None
+    return rendered[key]
+
+
+def _items(cfg: _Config, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]) -> List[Item]:
     n = len(completions)
     truths = _column(kwargs, cfg.ground_truth_column, n)
     if truths is None:
-        available = sorted(k for k in kwargs if k not in ("completion_ids", "trainer_state"))
+        available = sorted(k for k in kwargs if k not in TRL_KWARGS)
         raise KeyError(
             f"reward function {cfg.name!r} needs dataset column {cfg.ground_truth_column!r}; "
             f"got columns {available}"
         )
     questions = _column(kwargs, cfg.question_column, n)
-
-    groups: Dict[Tuple[str, str], List[int]] = {}
-    texts: List[str] = []
+    rendered: Dict[str, Optional[str]] = {}
+    items = []
     for i, completion in enumerate(completions):
         truth = truths[i]
         question = questions[i] if questions is not None else None
@@ -117,30 +143,43 @@ async def _score_rollouts(
             question = prompt_text(prompts[i])
         if not isinstance(truth, str) or not isinstance(question, str):
             raise TypeError(f"row {i}: question and ground truth must be strings")
-        groups.setdefault((question, truth), []).append(i)
-        texts.append(completion_text(completion))
+        opener = _opener(cfg, prompts[i] if i < len(prompts) else None, completion, rendered)
+        candidate = with_prompt_trace(strip_chat_tokens(completion_answer(completion)), opener)
+        items.append(Item(question, truth, candidate))
+    return items
 
-    async def score(key: Tuple[str, str], indices: List[int]) -> List[Optional[float]]:
-        try:
-            rewards = await cfg.client.reward(key[0], key[1], [texts[i] for i in indices], graph=cfg.graph)
-        except RewardUnavailableError as exc:
-            if cfg.on_unavailable == "raise":
-                raise
-            log.warning("reward server unavailable, scoring %d rollouts None: %s", len(indices), exc)
-            return [None] * len(indices)
-        if cfg.on_failure == "group_mean":
-            ok = [r for r in rewards if r is not None]
-            if ok and len(ok) < len(rewards):
-                mean = sum(ok) / len(ok)
-                rewards = [mean if r is None else r for r in rewards]
-        return rewards
 
-    out: List[Optional[float]] = [None] * n
-    scored = await asyncio.gather(*(score(key, idx) for key, idx in groups.items()))
-    for indices, rewards in zip(groups.values(), scored):
-        for i, reward in zip(indices, rewards):
-            out[i] = reward
-    return out
+def _value(cfg: _Config, outcome: Outcome) -> Optional[float]:
+    if outcome.reward is not None or not outcome.failed:
+        return outcome.reward
+    if cfg.on_failure == "group_mean":
+        return outcome.group_mean  # None when the whole group failed: NaN in every row of it
+    return None
+
+
+async def _score_rollouts(
+    cfg: _Config, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+) -> List[Optional[float]]:
+    items = _items(cfg, prompts, completions, kwargs)
+    try:
+        outcomes = await cfg.pool.score(items)
+    except RewardUnavailableError as exc:
+        if cfg.on_unavailable == "raise":
+            raise
+        log.warning("%s: reward server unavailable, scoring %d rollouts None: %s", cfg.name, len(items), exc)
+        return [None] * len(items)
+    values = [_value(cfg, o) for o in outcomes]
+    failed = sum(1 for o in outcomes if o.failed)
+    if failed:
+        log.warning(
+            "%s: %d of %d judgments failed; %s", cfg.name, failed, len(outcomes),
+            "given their group's mean" if cfg.on_failure == "group_mean" else "scored None",
+        )
+    log_metric = kwargs.get("log_metric")
+    if callable(log_metric) and outcomes:  # TRL >= 1.x: averaged per logging step beside its own metrics
+        log_metric(f"{cfg.name}/failed", failed / len(outcomes))
+        log_metric(f"{cfg.name}/rejected", sum(1 for o in outcomes if o.status == "rejected_input") / len(outcomes))
+    return values
 
 
 def _score_rollouts_blocking(
@@ -149,57 +188,128 @@ def _score_rollouts_blocking(
     return asyncio.run(_score_rollouts(cfg, prompts, completions, **kwargs))
 
 
+async def _reward_function(prompts: Any = None, completions: Any = None, **kwargs: Any) -> List[Optional[float]]:
+    """The signature TRL sees (`inspect.signature` of a `RewardFunction`); never called itself."""
+    raise NotImplementedError
+
+
+def _blocking_reward_function(prompts: Any = None, completions: Any = None, **kwargs: Any) -> List[Optional[float]]:
+    """As `_reward_function`, for `sync=True`."""
+    raise NotImplementedError
+
+
+class RewardFunction:
+    """A named, picklable TRL reward function. `inspect.iscoroutinefunction` reads a function-like object
+    through `__code__` (Python >= 3.11) and the coroutine mark (>= 3.12), so TRL awaits it; `__name__` is
+    what TRL logs it as (`rewards/<name>/mean`)."""
+
+    def __init__(self, cfg: _Config, name: str, blocking: bool = False) -> None:
+        self.cfg = cfg
+        self.blocking = blocking
+        self.__name__ = name
+        self.__qualname__ = name
+        if not blocking and hasattr(inspect, "markcoroutinefunction"):
+            inspect.markcoroutinefunction(self)
+
+    @property
+    def _entry(self) -> Callable[..., Any]:
+        return _blocking_reward_function if self.blocking else _reward_function
+
+    @property
+    def __code__(self) -> Any:  # noqa: D401 - read by inspect
+        return self._entry.__code__
+
+    @property
+    def __defaults__(self) -> Any:
+        return self._entry.__defaults__
+
+    @property
+    def __kwdefaults__(self) -> Any:
+        return self._entry.__kwdefaults__
+
+    @property
+    def __annotations__(self) -> Any:  # type: ignore[override]
+        return self._entry.__annotations__
+
+    def __call__(self, prompts: Sequence[Any] = (), completions: Sequence[Any] = (), **kwargs: Any) -> Any:
+        if self.blocking:
+            return _score_rollouts_blocking(self.cfg, prompts, completions, **kwargs)
+        return _score_rollouts(self.cfg, prompts, completions, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<debate_reward TRL reward function {self.__name__!r}>"
+
+
 def trl_reward_func(
-    client: Union[AsyncRewardClient, RewardClient, str],
+    client: Any,
     question_column: str = "question",
     ground_truth_column: str = "ground_truth",
     *,
     graph: Optional[Graph] = None,
-    name: str = "debate_reward",
+    name: Optional[str] = None,
     on_unavailable: str = "raise",
-    on_failure: str = "none",
+    on_failure: str = "group_mean",
+    trace_opener: Optional[str] = None,
+    chat_template: Any = None,
+    chat_template_kwargs: Optional[Mapping[str, Any]] = None,
+    api_key: Optional[str] = None,
+    max_rounds: int = 2,
     sync: bool = False,
 ) -> RewardFunc:
     """Build an async TRL reward function `(prompts, completions, **kwargs) -> list[float | None]`.
 
-    - The dataset needs a `ground_truth_column` (the paper abstract). A value may also be a mapping
-      `{"ground_truth": ..., "question": ...}`.
-    - The question comes from `question_column` when the dataset has it, else from the prompt (the
-      prompt string, or the last user message of a conversational prompt).
-    - Completions may be plain strings or conversational message lists.
-    - Rollouts are grouped by (question, ground truth): one `/v1/reward` call per group, all groups in
-      flight concurrently; a group split across two calls is simply two smaller groups. Exactly
-      `len(completions)` values come back, in order; None marks a failed judgment (TRL: NaN, skipped).
-    - `on_unavailable="raise"` (default) lets `RewardUnavailableError` (server down or overloaded
-      through every retry) stop training; `"none"` logs it and scores the affected group None.
-      4xx errors always raise: they are configuration bugs.
-    - `on_failure="none"` (default) returns None for a failed judgment. Beware: GRPOTrainer sums the
-      reward functions with `nansum`, so a rollout for which *every* reward function returned None
-      ends up with reward 0 (TRL logs a warning) and a negative advantage next to successful peers.
-      `on_failure="group_mean"` returns the mean of the group's successful rewards instead, which
-      gives a failed rollout zero advantage (exactly under Dr. GRPO; the group std shrinks slightly
-      under std-scaled GRPO). A group that failed entirely stays None (all 0 in TRL: no signal).
-    - `sync=True` returns a blocking function instead, for TRL releases without async reward
-      functions (it runs its own event loop per call, so do not call it from inside a running loop).
-
-    The result is a `functools.partial` of a module-level function (named `name` for TRL's logs), so
-    it pickles: TRL's AsyncGRPOTrainer (1.6+) ships reward functions to a rollout worker process.
+    - `client`: an `AsyncRewardClient`, a `RewardClient` or a base URL (then `api_key`, else the env var
+      `DEBATE_REWARD_API_KEY`, is its key).
+    - The dataset needs a `ground_truth_column` (the paper abstract; a value may also be a mapping
+      `{"ground_truth": ..., "question": ...}`). The question comes from `question_column` when the
+      dataset has it, else from the prompt (a chat-templated string's last user turn, or a conversation's
+      last user message).
+    - The judged text is the completion string, or a chat completion's last message when it is the
+      assistant's (an empty one is a real 0; a preamble before a tool call or a tool's output never is).
+    - A prompt whose template opened a reasoning trace (`<think>` at the end of a string prompt; for a
+      conversational prompt pass `chat_template=` the policy's tokenizer, or `trace_opener="<think>\\n"`)
+      has the opener put back in front of the completion, so a completion cut off inside its trace is
+      `truncated_reasoning` (a real 0) instead of judged as an idea.
+    - The rollouts of a call go in `/v1/reward/batch` requests grouped by (question, ground truth); exactly
+      `len(completions)` values come back, in order. Failed judgments are sent again `max_rounds` times.
+    - `on_failure="group_mean"` (default): a judgment that still failed gets the mean reward of its group's
+      judged rollouts in the same call, so its advantage is 0 whatever else TRL sums with it (a second reward
+      function, `reward_weights`, either `multi_objective_aggregation`); a group that failed entirely stays
+      None (NaN: constant in its group, no signal). `"none"`: None (NaN), which TRL's default aggregation
+      counts as 0 beside another reward function.
+    - `on_unavailable="raise"` (default) lets `RewardUnavailableError` (the server unreachable until the
+      client's deadline, 600 s by default: a restart or a reschedule is waited out) stop training; `"none"`
+      logs it and scores the call None. A 400 because of some rollouts scores those 0 and judges the rest;
+      other 4xx raise (configuration bugs).
+    - `name`: what TRL logs it as; default `debate_reward`, or `debate_reward_<graph>` for a preset graph.
+    - `sync=True`: a blocking function instead, for TRL < 0.27 (it runs its own event loop per call, so do
+      not call it from inside a running loop).
     """
     if on_unavailable not in ("raise", "none"):
         raise ValueError("on_unavailable must be 'raise' or 'none'")
     if on_failure not in ("none", "group_mean"):
-        raise ValueError("on_failure must be 'none' or 'group_mean'")
-    if isinstance(client, str):
-        aclient = AsyncRewardClient(client)
-    elif isinstance(client, RewardClient):
-        aclient = AsyncRewardClient.from_client(client)
-    elif isinstance(client, AsyncRewardClient):
-        aclient = client
-    else:
-        raise TypeError("client must be an AsyncRewardClient, a RewardClient or a base URL")
-    cfg = _Config(aclient, question_column, ground_truth_column, graph, name, on_unavailable, on_failure)
-    func = functools.partial(_score_rollouts_blocking if sync else _score_rollouts, cfg)
-    # TRL names the logged reward column after __name__ (partial objects take attributes).
-    func.__name__ = name  # type: ignore[attr-defined]
-    func.__qualname__ = name  # type: ignore[attr-defined]
+        raise ValueError("on_failure must be 'group_mean' or 'none'")
+    aclient = async_client(client, api_key=api_key)
+    if name is None:
+        name = f"debate_reward_{graph}" if isinstance(graph, str) else "debate_reward"
+    if _names_in_use.get(name):
+        log.warning(
+            "a second TRL reward function named %r: TRL logs both under rewards/%s; pass name=...", name, name
+        )
+    _names_in_use[name] = _names_in_use.get(name, 0) + 1
+    pool = Pool(aclient, graph, max_rounds=max_rounds, linger_s=0.0)
+    cfg = _Config(
+        pool, question_column, ground_truth_column, name, on_unavailable, on_failure, trace_opener,
+        chat_template, dict(chat_template_kwargs or {}),
+    )
+    func = RewardFunction(cfg, name, blocking=sync)
+    if not sync and not inspect.iscoroutinefunction(func):
+        # Python < 3.11 reads only real functions: a partial, which TRL >= 1.x logs as `_score_rollouts`.
+        log.warning("Python < 3.11: TRL will log %r as '_score_rollouts'", name)
+        partial = functools.partial(_score_rollouts, cfg)
+        partial.__name__ = name  # type: ignore[attr-defined]  # what TRL < 1.x read
+        return partial
     return func
+
+
+__all__ = ["RewardFunction", "TRL_KWARGS", "completion_text", "prompt_text", "trl_reward_func"]
