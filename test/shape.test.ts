@@ -38,11 +38,9 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map([
   ['src/server/admission/admission.ts › Admission', 302],
   ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 277],
-  ['src/server/integrity/integrity.ts › createIntegrity', 229],
   // Mostly the request schemas (a TABLES candidate).
   ['src/server/http/schemas.ts › createSchemas', 187],
   ['src/judge/limiter.ts › createLimiter', 182],
-  ['src/server/integrity/canary-ledger.ts › createCanaryLedger', 178],
 ]);
 
 interface Measured {

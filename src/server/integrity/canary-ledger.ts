@@ -252,15 +252,10 @@ function createFleetTest(options: LedgerOptions): {
   };
 }
 
-export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
-  const h = options.threshold;
+/** Every replica's record by key and by backend; unknown replicas are added as events name them. */
+function createReplicaBook(fleet: LedgerOptions['fleet']) {
   const byKey = new Map<string, ReplicaRecord>();
   const byBackend = new Map<string, ReplicaRecord[]>();
-  const members = new Map<string, MemberRecord>();
-  const fleet = createFleetTest(options);
-  let fleetAlert = false;
-  let events = 0;
-
   const record = (backend: string, replica: string): ReplicaRecord => {
     const key = replicaKey(backend, replica);
     let rec = byKey.get(key);
@@ -289,10 +284,55 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
     }
     return rec;
   };
-  for (const { backend, replicas } of options.fleet) for (const r of replicas) record(backend, r);
+  for (const { backend, replicas } of fleet) for (const r of replicas) record(backend, r);
+  return {
+    record,
+    /** The same backend's other replicas. */
+    peers: (rec: ReplicaRecord): ReplicaRecord[] =>
+      (byBackend.get(rec.backend) ?? []).filter((p) => p !== rec),
+    all: (): ReplicaRecord[] => [...byKey.values()],
+  };
+}
 
-  const peers = (rec: ReplicaRecord): ReplicaRecord[] =>
-    (byBackend.get(rec.backend) ?? []).filter((p) => p !== rec);
+type ReplicaBook = ReturnType<typeof createReplicaBook>;
+
+/** Per committee member (node, role, replica): its stances on canaries against their labels (TPR, TNR). */
+function createMemberBook() {
+  const members = new Map<string, MemberRecord>();
+  return {
+    observe(m: CanaryEvent['members'][number], label: Verdict): void {
+      const key = `${replicaKey(m.backend, m.replica)}\u0000${m.node}\u0000${m.role}`;
+      let rec = members.get(key);
+      if (rec === undefined) {
+        rec = {
+          node: m.node,
+          role: m.role,
+          backend: m.backend,
+          replica: m.replica,
+          positives: { n: 0, correct: 0 },
+          negatives: { n: 0, correct: 0 },
+        };
+        members.set(key, rec);
+      }
+      const side = label === 'match' ? rec.positives : rec.negatives;
+      side.n += 1;
+      if (m.stance === label) side.correct += 1;
+    },
+    all: (): MemberRecord[] => [...members.values()],
+  };
+}
+
+/**
+ * The per-replica sequential test against its serving peers: S towards quarantine (when there is room for
+ * it), R towards release while quarantined, and the doubt that steers canaries to it.
+ */
+function createReplicaTest(
+  options: LedgerOptions,
+  book: ReplicaBook,
+  fleet: ReturnType<typeof createFleetTest>,
+): (rec: ReplicaRecord, wrong: boolean, at: number, out: Transition[]) => void {
+  const h = options.threshold;
+  const doubtShare = options.doubtShare ?? DOUBT_SHARE;
 
   /**
    * The serving peers' recent error rate, guarded like the fleet's (the upper end of its one-sided 90 %
@@ -301,7 +341,7 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
   const referenceError = (rec: ReplicaRecord): number | undefined => {
     let n = 0;
     let wrong = 0;
-    for (const p of peers(rec)) {
+    for (const p of book.peers(rec)) {
       if (p.state === 'quarantined') continue;
       n += p.recent.length;
       wrong += p.recentWrong;
@@ -314,7 +354,7 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
    * fewer than half of the backend quarantined, and the rest of the fleet without it at its reference.
    */
   const mayQuarantine = (rec: ReplicaRecord): boolean => {
-    const others = peers(rec);
+    const others = book.peers(rec);
     const all = others.length + 1;
     if (all < 2) return false;
     const quarantined = others.filter((p) => p.state === 'quarantined').length;
@@ -334,7 +374,20 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
     if (rec.recent.length > options.window && rec.recent.shift() === true) rec.recentWrong -= 1;
   };
 
-  const observe = (rec: ReplicaRecord, wrong: boolean, at: number, out: Transition[]): void => {
+  const release = (rec: ReplicaRecord, llr: number, at: number, out: Transition[]): void => {
+    rec.r = releaseStep(rec.r, llr);
+    if (rec.r < h) return;
+    rec.state = 'ok';
+    rec.s = 0;
+    rec.r = 0;
+    rec.alarmed = false;
+    rec.doubted = false;
+    rec.quarantinedAt = null;
+    rec.lastGoodAt = at;
+    out.push({ kind: 'released', record: rec });
+  };
+
+  return (rec, wrong, at, out) => {
     const ref = referenceError(rec);
     remember(rec, wrong);
     if (ref === undefined) return;
@@ -342,17 +395,7 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
     const llr = canaryLlr(wrong, q0, q1);
     rec.referenceError = ref;
     if (rec.state === 'quarantined') {
-      rec.r = releaseStep(rec.r, llr);
-      if (rec.r >= h) {
-        rec.state = 'ok';
-        rec.s = 0;
-        rec.r = 0;
-        rec.alarmed = false;
-        rec.doubted = false;
-        rec.quarantinedAt = null;
-        rec.lastGoodAt = at;
-        out.push({ kind: 'released', record: rec });
-      }
+      release(rec, llr, at, out);
       return;
     }
     rec.s = alarmStep(rec.s, llr);
@@ -369,34 +412,24 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
       out.push({ kind: 'quarantined', record: rec });
     } else {
       rec.state = rec.alarmed || rec.s >= h / 2 ? 'watching' : 'ok';
-      rec.doubted = rec.s >= h * (options.doubtShare ?? DOUBT_SHARE);
+      rec.doubted = rec.s >= h * doubtShare;
     }
   };
+}
 
-  const member = (m: CanaryEvent['members'][number], label: Verdict): void => {
-    const key = `${replicaKey(m.backend, m.replica)}\u0000${m.node}\u0000${m.role}`;
-    let rec = members.get(key);
-    if (rec === undefined) {
-      rec = {
-        node: m.node,
-        role: m.role,
-        backend: m.backend,
-        replica: m.replica,
-        positives: { n: 0, correct: 0 },
-        negatives: { n: 0, correct: 0 },
-      };
-      members.set(key, rec);
-    }
-    const side = label === 'match' ? rec.positives : rec.negatives;
-    side.n += 1;
-    if (m.stance === label) side.correct += 1;
-  };
+export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
+  const book = createReplicaBook(options.fleet);
+  const members = createMemberBook();
+  const fleet = createFleetTest(options);
+  const observe = createReplicaTest(options, book, fleet);
+  let fleetAlert = false;
+  let events = 0;
 
   return {
     apply(event) {
       events += 1;
       const out: Transition[] = [];
-      const recs = event.pins.map((pin) => record(pin.backend, pin.replica));
+      const recs = event.pins.map((pin) => book.record(pin.backend, pin.replica));
       if (event.outcome === 'failed') {
         for (const rec of recs) rec.failed += 1;
       } else {
@@ -406,24 +439,19 @@ export function createCanaryLedger(options: LedgerOptions): CanaryLedger {
         for (const rec of recs) observe(rec, wrong, event.at, out);
         const keys = event.pins.map((p) => replicaKey(p.backend, p.replica));
         if (serving) out.push(...fleet.observe(wrong, keys, event.targeted !== true));
-        for (const m of event.members) member(m, event.label);
+        for (const m of event.members) members.observe(m, event.label);
       }
-      const alert =
-        fleet.record.cusum.alarmed || [...byKey.values()].some((r) => r.alarmed && r.state !== 'quarantined');
+      const all = book.all();
+      const alert = fleet.record.cusum.alarmed || all.some((r) => r.alarmed && r.state !== 'quarantined');
       if (alert !== fleetAlert) {
         fleetAlert = alert;
-        out.push({
-          kind: 'fleet_alert',
-          alert,
-          records: [...byKey.values()].filter((r) => r.alarmed),
-          fleet: fleet.record,
-        });
+        out.push({ kind: 'fleet_alert', alert, records: all.filter((r) => r.alarmed), fleet: fleet.record });
       }
       return out;
     },
     adoptReference: (reference) => fleet.adopt(reference),
-    replicas: () => [...byKey.values()],
-    members: () => [...members.values()],
+    replicas: () => book.all(),
+    members: () => members.all(),
     fleet: () => fleet.record,
     get fleetAlert() {
       return fleetAlert;

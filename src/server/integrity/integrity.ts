@@ -39,6 +39,7 @@ import {
   type CanaryEvent,
   type CanaryLedger,
   type FleetRecord,
+  type FleetReference,
   type ReplicaRecord,
   type Transition,
 } from './canary-ledger.js';
@@ -328,21 +329,21 @@ function referenceName(judge: CanaryJudge, rows: readonly CanaryRow[], size: num
   return h.digest('hex').slice(0, 16);
 }
 
-export function createIntegrity(options: IntegrityOptions): Integrity {
-  const now = options.now ?? Date.now;
-  const { router, metrics } = options;
-  const judge = servingJudge(options.graph, router);
-  const fileReference = options.fleet.reference;
-  if (fileReference !== undefined) {
-    const mismatch = judgeMismatch(fileReference.judge, judge);
-    if (mismatch !== undefined) {
-      throw new Error(
-        `CANARY_REFERENCE ${fileReference.path} is not of this judge: ${mismatch}; write it again with \`npm run ablate -- --canary-reference\` against this judge`,
-      );
-    }
-  }
-  const backends = new Map<string, Backend>(graphBackends(options.graph, router).map((b) => [b.name, b]));
-  const ledger: CanaryLedger = createCanaryLedger({
+type SuspectTracker = ReturnType<typeof createSuspectTracker>;
+
+/** A CANARY_REFERENCE measured on another judge (graph, prompt version, model) is refused at start-up. */
+function checkReference(file: CanaryReference | undefined, judge: CanaryJudge): void {
+  if (file === undefined) return;
+  const mismatch = judgeMismatch(file.judge, judge);
+  if (mismatch === undefined) return;
+  throw new Error(
+    `CANARY_REFERENCE ${file.path} is not of this judge: ${mismatch}; write it again with \`npm run ablate -- --canary-reference\` against this judge`,
+  );
+}
+
+/** The ledger over the canaried graph's backends and their replicas, with the fleet test's reference. */
+function ledgerFor(options: IntegrityOptions, backends: ReadonlyMap<string, Backend>): CanaryLedger {
+  return createCanaryLedger({
     ...options.test,
     window: options.window,
     fleet: [...backends.values()].map((b) => ({
@@ -351,11 +352,18 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
     })),
     fleetTest: {
       threshold: options.fleet.threshold,
-      reference: fileReference,
+      reference: options.fleet.reference,
       referenceSize: options.fleet.referenceSize,
     },
   });
-  const sharedName = referenceName(judge, options.canaries ?? [], options.fleet.referenceSize);
+}
+
+/**
+ * A frozen reference shared through the canary log: the first process to freeze one stores it under a
+ * name of the judge, the canary set and the size; every process adopts the stored one (REDIS_URL).
+ */
+function referenceSharing(options: IntegrityOptions, ledger: CanaryLedger, judge: CanaryJudge) {
+  const name = referenceName(judge, options.canaries ?? [], options.fleet.referenceSize);
   const adopt = (stored: string | undefined): void => {
     if (stored === undefined) return;
     try {
@@ -365,11 +373,28 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
       // Not a reference (another version's): this process keeps its own.
     }
   };
-  const drift: DriftTracker = createDriftTracker(options.driftWindow);
-  const suspects = createSuspectTracker(router, metrics, options.transcripts, now);
-  const threshold = options.test.threshold;
+  return {
+    /** Adopts one another process stored (call after subscribing: the replay comes first). */
+    readStored(): void {
+      if (options.fleet.reference === undefined) void options.log.readReference(name).then(adopt);
+    },
+    share(reference: FleetReference): void {
+      void options.log.shareReference(name, JSON.stringify(reference)).then(adopt);
+    },
+  };
+}
 
-  const onTransition = (t: Transition): void => {
+/** What a ledger transition does: routing, the warning lines, suspect judgments, the fleet alert gauge. */
+function transitionHandler(
+  options: IntegrityOptions,
+  backends: ReadonlyMap<string, Backend>,
+  suspects: SuspectTracker,
+  share: (reference: FleetReference) => void,
+): (t: Transition) => void {
+  const threshold = options.test.threshold;
+  const fleet = (f: FleetRecord): Record<string, unknown> =>
+    fleetReport(f, options.fleet, options.fleet.reference);
+  return (t) => {
     switch (t.kind) {
       case 'quarantined':
         backends.get(t.record.backend)?.setQuarantined?.(t.record.replica, true);
@@ -393,23 +418,20 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
         // The fleet alert (below) carries it; a cleared pooled test is one line.
         if (!t.alarmed) {
           options.warn(
-            { fleet: fleetReport(t.fleet, options.fleet, fileReference) },
+            { fleet: fleet(t.fleet) },
             'canaries: the pooled canary accuracy of the fleet is back at its reference',
           );
         }
         return;
       case 'reference_frozen':
         // The first process to freeze one shares it; the others adopt it (REDIS_URL).
-        void options.log.shareReference(sharedName, JSON.stringify(t.reference)).then(adopt);
+        share(t.reference);
         return;
       case 'fleet_alert':
-        metrics.canaryFleetAlert.set(t.alert ? 1 : 0);
+        options.metrics.canaryFleetAlert.set(t.alert ? 1 : 0);
         if (t.alert) {
           options.warn(
-            {
-              fleet: fleetReport(t.fleet, options.fleet, fileReference),
-              replicas: t.records.map((r) => evidence(r, threshold)),
-            },
+            { fleet: fleet(t.fleet), replicas: t.records.map((r) => evidence(r, threshold)) },
             t.fleet.cusum.alarmed
               ? 'canaries: the pooled canary accuracy of the whole fleet dropped below its reference by more than the margin (a fleet-wide drop: judge model, chat template, prompt?): alerting, quarantining nothing for it, serving on'
               : 'canaries: accuracy dropped on more replicas than may be quarantined (fleet-wide drop?): alerting, quarantining nothing more, serving on',
@@ -418,15 +440,94 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
         return;
     }
   };
+}
 
-  options.log.subscribe((entry) => {
-    const event = toEvent(entry);
-    if (event === undefined) return;
-    for (const t of ledger.apply(event)) onTransition(t);
-  });
-  if (fileReference === undefined) void options.log.readReference(sharedName).then(adopt);
+/** The `GET /v1/integrity` body from the parts' current state. */
+function integrityReport(
+  options: IntegrityOptions,
+  parts: {
+    canaryOn: boolean;
+    ledger: CanaryLedger;
+    runner: CanaryRunner | undefined;
+    auditor: Auditor;
+    suspects: SuspectTracker;
+    drift: DriftTracker;
+  },
+): IntegrityReport {
+  const { canaryOn, ledger, runner, auditor, suspects } = parts;
+  const shares = new Map((runner?.shares() ?? []).map((x) => [key(x.backend, x.replica), x.share]));
+  const replicas = ledger.replicas().map((rec) => ({
+    ...evidence(rec, options.test.threshold),
+    state: rec.state,
+    canary_share: round(shares.get(key(rec.backend, rec.replica)) ?? null),
+    quarantined_since: rec.quarantinedAt === null ? null : new Date(rec.quarantinedAt).toISOString(),
+    last_good_canary: rec.lastGoodAt === null ? null : new Date(rec.lastGoodAt).toISOString(),
+    suspect_judgments: suspects.flagged(rec),
+  }));
+  const members = ledger.members().map((m) => ({
+    node: m.node,
+    role: m.role,
+    backend: m.backend,
+    replica: m.replica,
+    canaries: m.positives.n + m.negatives.n,
+    accuracy: interval(
+      exactInterval(m.positives.correct + m.negatives.correct, m.positives.n + m.negatives.n),
+    ),
+    tpr: { n: m.positives.n, ...interval(exactInterval(m.positives.correct, m.positives.n)) },
+    tnr: { n: m.negatives.n, ...interval(exactInterval(m.negatives.correct, m.negatives.n)) },
+  }));
+  const rate = canaryOn ? options.canaryRate : 0;
+  return {
+    canaries: {
+      enabled: canaryOn,
+      rate,
+      effective_rate: round(runner?.rate() ?? 0) ?? 0,
+      ceiling: round(rate * Math.max(1, options.canaryBoost ?? 1)) ?? 0,
+      rows: options.canaries?.length ?? 0,
+      graph: options.graph.name,
+      shared: options.log.kind === 'redis',
+      launched: runner?.launched ?? 0,
+      targeted: runner?.targeted ?? 0,
+      skipped: runner?.skipped ?? 0,
+      owed: runner?.owed ?? 0,
+      applied: ledger.events,
+      sequential_test: {
+        kind: 'cusum',
+        margin: options.test.margin,
+        threshold: options.test.threshold,
+        error_floor: options.test.floor,
+        window: options.window,
+      },
+      fleet_alert: ledger.fleetAlert,
+      fleet: fleetReport(ledger.fleet(), options.fleet, options.fleet.reference),
+      replicas,
+      members,
+    },
+    audit: {
+      enabled: options.auditRate > 0,
+      ...auditor.summary(),
+      replicas: auditor.evidence.records().map((r) => ({
+        backend: r.backend,
+        replica: r.replica,
+        audits: r.audits,
+        disagreements: r.disagreements,
+        peer_disagreement: round(r.peerRate),
+        cusum: round(r.s),
+        suspect: r.suspect,
+      })),
+    },
+    drift: parts.drift.readings(),
+  };
+}
 
-  const canaryOn = options.canaries !== undefined && options.canaries.length > 0 && options.canaryRate > 0;
+/** The canary runner (undefined without canaries) and the auditor, steered by the ledger's doubt. */
+function createWorkers(
+  options: IntegrityOptions,
+  ledger: CanaryLedger,
+  canaryOn: boolean,
+  now: () => number,
+) {
+  const { router, metrics } = options;
   const auditor: Auditor = createAuditor({
     rate: options.auditRate,
     graph: options.auditGraph,
@@ -460,77 +561,34 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
         now,
       })
     : undefined;
+  return { auditor, runner };
+}
+
+export function createIntegrity(options: IntegrityOptions): Integrity {
+  const now = options.now ?? Date.now;
+  const { router, metrics } = options;
+  const judge = servingJudge(options.graph, router);
+  checkReference(options.fleet.reference, judge);
+  const backends = new Map<string, Backend>(graphBackends(options.graph, router).map((b) => [b.name, b]));
+  const ledger = ledgerFor(options, backends);
+  const sharing = referenceSharing(options, ledger, judge);
+  const drift: DriftTracker = createDriftTracker(options.driftWindow);
+  const suspects = createSuspectTracker(router, metrics, options.transcripts, now);
+  const onTransition = transitionHandler(options, backends, suspects, (r) => sharing.share(r));
+  options.log.subscribe((entry) => {
+    const event = toEvent(entry);
+    if (event === undefined) return;
+    for (const t of ledger.apply(event)) onTransition(t);
+  });
+  sharing.readStored();
+
+  const canaryOn = options.canaries !== undefined && options.canaries.length > 0 && options.canaryRate > 0;
+  const { auditor, runner } = createWorkers(options, ledger, canaryOn, now);
   metrics.watchCanaries(() => ({
     rate: runner?.rate() ?? 0,
     shares: runner?.shares() ?? [],
     fleetCusum: ledger.fleet().reference === null ? null : ledger.fleet().cusum.s,
   }));
-
-  const report = (): IntegrityReport => {
-    const shares = new Map((runner?.shares() ?? []).map((x) => [key(x.backend, x.replica), x.share]));
-    const replicas = ledger.replicas().map((rec) => ({
-      ...evidence(rec, threshold),
-      state: rec.state,
-      canary_share: round(shares.get(key(rec.backend, rec.replica)) ?? null),
-      quarantined_since: rec.quarantinedAt === null ? null : new Date(rec.quarantinedAt).toISOString(),
-      last_good_canary: rec.lastGoodAt === null ? null : new Date(rec.lastGoodAt).toISOString(),
-      suspect_judgments: suspects.flagged(rec),
-    }));
-    const members = ledger.members().map((m) => ({
-      node: m.node,
-      role: m.role,
-      backend: m.backend,
-      replica: m.replica,
-      canaries: m.positives.n + m.negatives.n,
-      accuracy: interval(
-        exactInterval(m.positives.correct + m.negatives.correct, m.positives.n + m.negatives.n),
-      ),
-      tpr: { n: m.positives.n, ...interval(exactInterval(m.positives.correct, m.positives.n)) },
-      tnr: { n: m.negatives.n, ...interval(exactInterval(m.negatives.correct, m.negatives.n)) },
-    }));
-    const rate = canaryOn ? options.canaryRate : 0;
-    return {
-      canaries: {
-        enabled: canaryOn,
-        rate,
-        effective_rate: round(runner?.rate() ?? 0) ?? 0,
-        ceiling: round(rate * Math.max(1, options.canaryBoost ?? 1)) ?? 0,
-        rows: options.canaries?.length ?? 0,
-        graph: options.graph.name,
-        shared: options.log.kind === 'redis',
-        launched: runner?.launched ?? 0,
-        targeted: runner?.targeted ?? 0,
-        skipped: runner?.skipped ?? 0,
-        owed: runner?.owed ?? 0,
-        applied: ledger.events,
-        sequential_test: {
-          kind: 'cusum',
-          margin: options.test.margin,
-          threshold: options.test.threshold,
-          error_floor: options.test.floor,
-          window: options.window,
-        },
-        fleet_alert: ledger.fleetAlert,
-        fleet: fleetReport(ledger.fleet(), options.fleet, fileReference),
-        replicas,
-        members,
-      },
-      audit: {
-        enabled: options.auditRate > 0,
-        ...auditor.summary(),
-        replicas: auditor.evidence.records().map((r) => ({
-          backend: r.backend,
-          replica: r.replica,
-          audits: r.audits,
-          disagreements: r.disagreements,
-          peer_disagreement: round(r.peerRate),
-          cusum: round(r.s),
-          suspect: r.suspect,
-        })),
-      },
-      drift: drift.readings(),
-    };
-  };
 
   return {
     onComputed(graphLabel, graph, input, id, judgment) {
@@ -545,7 +603,7 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
       }
     },
     drift: () => drift.readings(),
-    report,
+    report: () => integrityReport(options, { canaryOn, ledger, runner, auditor, suspects, drift }),
     background: () => ({ rate: runner?.rate() ?? 0, graph: options.graph }),
     async idle() {
       await Promise.all([runner?.idle(), auditor.idle()]);
