@@ -7,6 +7,7 @@
  *
  *   npx tsx bench/canary-cusum.ts [--seeds N] [--q 0.05,0.16] [--only NAME,…] [--boost B]
  *     [--fleet-threshold H] [--doubt-share D] [--floor F] [--json]
+ *   npx tsx bench/canary-cusum.ts --oracle [--q 0.05,0.16]   (the bound of any pooled CUSUM: `oracle`)
  *
  * Model: R replicas of one backend; each computed real judgment goes to a serving (not quarantined)
  * replica at random, ticks the canary schedule and, with probability AUDIT_RATE, is audited. A canary's
@@ -26,6 +27,7 @@ import {
   type Transition,
 } from '../src/server/integrity/canary-ledger.js';
 import { createCanarySchedule, doubtOf, type Doubt } from '../src/server/integrity/canary-schedule.js';
+import { alarmStep, canaryLlr } from '../src/judge/sequential-test.js';
 
 /** A replica's error rate at judgment t on an item (long = a long candidate). */
 export type ErrorModel = (replica: number, t: number, long: boolean) => number;
@@ -387,6 +389,65 @@ export function measure(s: Scenario, q: number, runs: number, base = DEFAULTS): 
 const pct = (sorted: readonly number[], p: number): number =>
   sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 
+export interface OracleRow {
+  q: number;
+  threshold: number;
+  /** False alarms per 10⁵ healthy canaries (restarted after each). */
+  falseAlarms: number;
+  /** Share of drops of `drop` alerted within 60 canaries, and the p95 delay in canaries. */
+  within60: number;
+  p95: number;
+}
+
+/**
+ * The best a CUSUM on the pooled canaries can do: the reference known exactly (no estimate, no guard), H1
+ * tuned to the drop, outcomes independent. Its false alarms per 10⁵ canaries and its delays for a drop of
+ * `drop` bound what any threshold of the fleet test can reach (docs/integrity.md, "the fleet test").
+ */
+export function oracle(
+  q: number,
+  threshold: number,
+  drop: number,
+  canaries: number,
+  runs: number,
+  seed = 1,
+): OracleRow {
+  const rng = createRng(seed);
+  const q1 = q + drop;
+  let s = 0;
+  let alarms = 0;
+  for (let i = 0; i < canaries; i++) {
+    s = alarmStep(s, canaryLlr(rng() < q, q, q1));
+    if (s >= threshold) {
+      alarms += 1;
+      s = 0;
+    }
+  }
+  const delays: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    // From the healthy statistic's stationary state: 500 healthy canaries first (restarted at an alarm).
+    s = 0;
+    for (let i = 0; i < 500; i++) {
+      s = alarmStep(s, canaryLlr(rng() < q, q, q1));
+      if (s >= threshold) s = 0;
+    }
+    let d = 0;
+    while (s < threshold && d < 10_000) {
+      d += 1;
+      s = alarmStep(s, canaryLlr(rng() < q1, q, q1));
+    }
+    delays.push(d);
+  }
+  delays.sort((a, b) => a - b);
+  return {
+    q,
+    threshold,
+    falseAlarms: (alarms / canaries) * 1e5,
+    within60: delays.filter((d) => d <= 60).length / runs,
+    p95: pct(delays, 0.95),
+  };
+}
+
 const fmt = (x: number): string => (Number.isFinite(x) ? String(Math.round(x)) : 'never');
 
 const ci = (x: number, n: number): string => {
@@ -403,7 +464,10 @@ const perUnit = (count: number, trials: number, per: number): string => {
 /** A markdown row of the table. */
 export function render(row: Row): string {
   if (row.falseQuarantines !== undefined) {
-    return `| ${row.scenario} | ${row.q} | ${row.runs} × ${fmt((row.judgments ?? 0) / row.runs)} | false quarantines ${perUnit(row.falseQuarantines, row.judgments ?? 0, 1e6)} per 10⁶ judgments | false fleet alerts ${perUnit(row.falseAlerts ?? 0, row.pooled ?? 0, 1e5)} per 10⁵ pooled canaries | canaries per judgment ${((row.canaries ?? 0) / (row.judgments ?? 1)).toFixed(4)} |`;
+    // Per replica and 10⁴ of its canaries (the unit of the table before the fleet test): each canary is one
+    // replica's, so that is quarantines over all canaries.
+    const perReplica = (row.falseQuarantines / Math.max(1, row.canaries ?? 0)) * 1e4;
+    return `| ${row.scenario} | ${row.q} | ${row.runs} × ${fmt((row.judgments ?? 0) / row.runs)} | false quarantines ${perUnit(row.falseQuarantines, row.judgments ?? 0, 1e6)} per 10⁶ judgments = ${perReplica.toFixed(3)} per 10⁴ canaries per replica | false fleet alerts ${perUnit(row.falseAlerts ?? 0, row.pooled ?? 0, 1e5)} per 10⁵ pooled canaries | canaries per judgment ${((row.canaries ?? 0) / (row.judgments ?? 1)).toFixed(4)} |`;
   }
   const d = row.delays ?? [];
   const within = row.withinTarget ?? 0;
@@ -431,6 +495,19 @@ function main(): void {
     floor: Number(arg('floor') ?? DEFAULTS.floor),
   };
   const json = process.argv.includes('--json');
+  if (process.argv.includes('--oracle')) {
+    for (const q of qs) {
+      for (const h of [5, 7, 9, 11]) {
+        const o = oracle(q, h, 0.2, 20_000_000, 4000);
+        process.stdout.write(
+          json
+            ? `${JSON.stringify(o)}\n`
+            : `| ${q} | ${h} | ${o.falseAlarms.toFixed(2)} | ${(o.within60 * 100).toFixed(1)} % | ${o.p95} |\n`,
+        );
+      }
+    }
+    return;
+  }
   const lines: string[] = [];
   for (const q of qs) {
     for (const s of scenarios(q)) {
