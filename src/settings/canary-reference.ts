@@ -33,7 +33,9 @@ export const CanaryReferenceFile = z
     dataset: z.strictObject({ path: z.string(), sha256: z.string() }).optional(),
     /** Each decided row's offline outcome (failed judgments are left out: no evidence). */
     rows: z
-      .array(z.strictObject({ id: z.string().min(1), label: Verdict, verdict: Verdict, correct: z.boolean() }))
+      .array(
+        z.strictObject({ id: z.string().min(1), label: Verdict, verdict: Verdict, correct: z.boolean() }),
+      )
       .optional(),
     overall: z.strictObject({
       n: z.number().int().min(1),
