@@ -230,6 +230,8 @@ describe('the whole fleet drifting', () => {
       }),
     );
     const f = await driftingFleet({ CANARY_REFERENCE: ref });
+    // With a reference from the start there is nothing to warn about.
+    expect(f.log.filter((l) => String(l['msg']).includes('no CANARY_REFERENCE'))).toEqual([]);
     const first = await integrity(f.app);
     expect(first.canaries.fleet).toMatchObject({
       state: 'ok',
@@ -244,6 +246,10 @@ describe('the whole fleet drifting', () => {
 
   it('late, against the frozen first canaries: alerts', async () => {
     const f = await driftingFleet();
+    // Without a file, one start-up line says how long the run goes without a fleet reference.
+    const notes = f.log.filter((l) => String(l['msg']).includes('no CANARY_REFERENCE'));
+    expect(notes).toHaveLength(1);
+    expect(notes[0]).toMatchObject({ reference_size: 40, judgments: 160 });
     await warmUp(f);
     const frozen = (await integrity(f.app)).canaries.fleet.reference;
     expect(frozen).toMatchObject({ source: 'frozen', canaries: 40, accuracy: 1 });

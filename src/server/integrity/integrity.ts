@@ -564,6 +564,19 @@ function createWorkers(
   return { auditor, runner };
 }
 
+/**
+ * Without CANARY_REFERENCE the fleet test has no reference until the first canaries are frozen: one line
+ * at start-up says for how long, and that a fleet-wide drop before then is inside the reference.
+ */
+function warnFrozen(options: IntegrityOptions): void {
+  const size = options.fleet.referenceSize;
+  const judgments = Math.ceil(size / options.canaryRate);
+  options.warn(
+    { reference_size: size, judgments },
+    `canaries: no CANARY_REFERENCE: the fleet test freezes the first ${size} pooled canaries as its reference (~${judgments} computed judgments); a fleet-wide drop before then is part of the reference and is not alerted. Write one before training with \`npm run ablate -- --dataset CANARY_DATASET --canary-reference FILE\``,
+  );
+}
+
 export function createIntegrity(options: IntegrityOptions): Integrity {
   const now = options.now ?? Date.now;
   const { router, metrics } = options;
@@ -584,6 +597,7 @@ export function createIntegrity(options: IntegrityOptions): Integrity {
 
   const canaryOn = options.canaries !== undefined && options.canaries.length > 0 && options.canaryRate > 0;
   const { auditor, runner } = createWorkers(options, ledger, canaryOn, now);
+  if (canaryOn && options.fleet.reference === undefined) warnFrozen(options);
   metrics.watchCanaries(() => ({
     rate: runner?.rate() ?? 0,
     shares: runner?.shares() ?? [],
