@@ -106,7 +106,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           signal: options.signal,
           deadline: callDeadline,
           observer: options.observer,
-          ...(options.urgent === true ? { priority: URGENT_PRIORITY } : {}),
+          ...(options.urgent === true ? { priority: URGENT_PRIORITY, urgent: true } : {}),
         },
       );
     } catch (err) {

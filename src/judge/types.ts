@@ -1,3 +1,4 @@
+import type { ControlSnapshot } from './inflight-control.js';
 import type { ComparativeContext, Focus, RoleContext, Verdict } from '../roles/types.js';
 import type { ErrorCode } from '../errors.js';
 
@@ -132,6 +133,11 @@ export interface CallOptions {
    * judgments already started finish instead of every judgment getting halfway. Default 0.
    */
   priority?: number | undefined;
+  /**
+   * A call of the high-priority lane: an engine with request priority configured (`engine_priority`) is
+   * told so too. Default false.
+   */
+  urgent?: boolean | undefined;
   /** Told about each retry the backend wants to make (allowed or denied by its retry budget). */
   observer?: JudgeObserver | undefined;
   /**
@@ -177,6 +183,10 @@ export interface ReplicaSnapshot {
   responseFormatSwitches?: ReadonlyMap<'json_schema' | 'json_object', number> | undefined;
   /** Taken out of real work by the canaries' sequential test (it still receives canaries). */
   quarantined?: boolean | undefined;
+  /** How its in-flight limit is set (`inflight_control`). */
+  inflightControl?: 'engine' | 'fixed' | 'aimd' | undefined;
+  /** The engine-aware control's state (mode `engine`): the engine's load, its capacity, saturation. */
+  control?: ControlSnapshot | undefined;
 }
 
 /**

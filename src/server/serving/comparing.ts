@@ -343,7 +343,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   });
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void =>
+  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void => {
     admitWhole(
       admission,
       shapes,
@@ -353,6 +353,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       { metrics, onRefusal: options.onRefusal },
       lane,
     );
+  };
 
   /**
    * The flight of `key` for a request with deadline `at`: started here (`own`) under `at`, or joined, which
