@@ -50,6 +50,7 @@ const isCanaryCall = (body: Json): boolean =>
   (body.messages ?? []).some((m: Json) => typeof m.content === 'string' && m.content.includes(CANARY_MARK));
 
 describe('canary quarantine on four replicas', () => {
+  // 7 s on an idle machine; past 30 s once in the unit run at load 6 on 2 shared cores: 60 s allowed.
   it('quarantines an always-match replica within the documented delay, routes it canaries only, releases it when fixed', async () => {
     const path = join(dir, 'quarantine-transcripts.jsonl');
     const transcripts = await createFileTranscriptSink(path);
@@ -135,7 +136,7 @@ describe('canary quarantine on four replicas', () => {
     await driveUntil(f.app, () => false, 320);
     expect(bad!.calls.some((c) => !isCanaryCall(c.body))).toBe(true);
     await transcripts.close();
-  }, 30_000);
+  }, 60_000);
 
   it('keeps four healthy replicas (one canary row in ten answered wrong by all) in routing over 3 200 judgments', async () => {
     // 21 rows, every 10th hard: each replica errs on 2 rows of 21 (9.5 %), as a real judge would.
