@@ -52,6 +52,8 @@ export interface Plan {
   requests: number;
   graph: { name: string; hash: string };
   calls: number;
+  /** The canaries' calls during the step at the current canary rate (on top of `calls`). */
+  canary_calls: number;
   prompt_tokens: number | null;
   completion_tokens: number | null;
   predicted_wall_s: number;
@@ -79,6 +81,11 @@ export interface PlannerLimits {
   maxCandidates: number;
   /** JUDGE_TPM of the default backend; undefined = none. */
   tpm?: number | undefined;
+  /**
+   * Canaries run beside real work now: canaries per computed judgment (CANARY_RATE, higher while a
+   * replica is in doubt) and the graph they judge. Their calls share the backend; undefined = none.
+   */
+  canaries?: (() => { rate: number; graph: CompiledGraph }) | undefined;
 }
 
 export interface Planner {
@@ -145,6 +152,9 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
       const { rollouts, groupSize, graph } = input;
       const perJudgment = admission.costOf(graph);
       const calls = rollouts * perJudgment;
+      const canaries = limits.canaries?.();
+      const canaryCalls =
+        canaries === undefined ? 0 : rollouts * canaries.rate * admission.costOf(canaries.graph);
       const latencyMs = admission.callLatencyMs();
       const callS = (latencyMs ?? COLD_CALL_MS) / 1000;
       const tokens = tokensPerJudgment(graph, perJudgment);
@@ -172,7 +182,7 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
           rate = r;
         }
       const backlogWaitS = admission.backlogCalls / drain;
-      const drainS = calls / rate;
+      const drainS = (calls + canaryCalls) / rate;
       const tailS = Math.max(0, graph.criticalPathCalls - 1) * callS;
       const wallS = backlogWaitS + drainS + tailS;
       if (tailS > drainS && graph.criticalPathCalls > 0) bottleneck = 'critical_path';
@@ -197,6 +207,7 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
         requests: Math.ceil(rollouts / groupSize),
         graph: { name: graph.name, hash: graph.hash },
         calls: Math.round(calls),
+        canary_calls: Math.round(canaryCalls),
         prompt_tokens: promptTokens,
         completion_tokens: completionTokens,
         predicted_wall_s: round1(wallS),

@@ -23,7 +23,7 @@ import { createLocalCanaryLog, type CanaryLog } from '../../state/canary-log.js'
 import { acquireLoopLag, type LoopLag } from '../../judge/loop-lag.js';
 import { Admission, callObserver, type Refusal } from '../admission/admission.js';
 import { createTokenBudget, type TokenBudget } from '../admission/budget.js';
-import { createPlanner } from '../admission/plan.js';
+import { createPlanner, type PlannerLimits } from '../admission/plan.js';
 import { registerPlanRoutes } from './routes/plan.js';
 import { createComparisonService } from '../serving/comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
@@ -135,6 +135,16 @@ function sendFailure(
   const seconds = retryAfter(failure.body.details);
   if (seconds !== undefined) reply.header('retry-after', String(seconds));
   void reply.code(failure.statusCode).send(failure.body);
+}
+
+/** The planner's limits: deadline, request cap, the default backend's TPM, canaries beside real work. */
+function plannerLimits(config: Config, canaries: PlannerLimits['canaries']): PlannerLimits {
+  return {
+    requestDeadlineMs: config.requestDeadlineMs,
+    maxCandidates: config.maxCandidates,
+    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
+    canaries,
+  };
 }
 
 /**
@@ -249,11 +259,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   };
   const loopLag = acquireLoopLag();
   const admission = createAdmission(config, router, metrics, now, budget, loopLag);
-  const planner = createPlanner(admission, {
-    requestDeadlineMs: config.requestDeadlineMs,
-    maxCandidates: config.maxCandidates,
-    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
-  });
+  const planner = createPlanner(
+    admission,
+    plannerLimits(config, () => integrity.background()),
+  );
   callHooks.push((event) => planner.observeCall(event));
   const failures = createFailureMonitor({
     rate: config.failureWarnRate,
