@@ -4,10 +4,10 @@
  * while: after `reprobeMs` one call is sent as `json_schema` again, and if the replica accepts it the
  * replica is back on `json_schema`. A replica configured `json_object` never switches.
  *
- * What counts as evidence is decided in openai.ts (`schemaRefusal` in openai-wire.ts): a 4xx that names the
- * schema, with a successful `json_object` probe; or a suspect refusal (a 4xx that rejects the body's shape
- * without naming it, a 5xx that names the schema) repeated word for word by a second `json_schema` request
- * sent after a successful `json_object` probe. Never a 5xx, 429 or timeout alone.
+ * What counts as evidence is decided in format-negotiation.ts (`schemaRefusal` in openai-wire.ts): a 4xx
+ * that names the schema, with a successful `json_object` probe; or a suspect refusal (a 4xx that rejects the
+ * body's shape without naming it, a 5xx that names the schema) repeated word for word by a second
+ * `json_schema` request sent after a successful `json_object` probe. Never a 5xx, 429 or timeout alone.
  */
 import type { ResponseFormat } from '../../settings/routing-file.js';
 
