@@ -20,23 +20,20 @@
  * Memory: the queue of judgments waiting for a run slot is bounded by `maxQueued` (sized from the
  * measured bytes per queued judgment, README "Configuration"), not by a small count.
  */
-import { RewardError, toError } from '../../errors.js';
+import { RewardError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { JudgeObserver } from '../../judge/types.js';
+import type { Flow } from '../../judge/fair-queue.js';
 import type { Metrics } from '../observe/metrics.js';
-import { HighLaneBudget, LaneQueue, type Lane } from './priority.js';
+import { cappedLane, FairShares, flowOf, type TenantWork } from './fair-shares.js';
+import type { Lane } from './priority.js';
+import { RunSlots, type Release } from './run-slots.js';
 
 /**
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
  * calls per unit, and a stable key under which its measured cost is tracked).
  */
 export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'criticalPathCalls'>;
-
-type Release = () => void;
-
-interface Waiter {
-  resolve(release: Release): void;
-}
 
 /** What admission publishes after every change (feeds the gauges). */
 export interface AdmissionState {
@@ -72,6 +69,10 @@ export interface Ticket {
   done(calls: number | undefined): void;
   /** The lane its run-slot wait is in (priority.ts); normal unless admitted as high. */
   readonly lane?: Lane | undefined;
+  /** The tenant flow its run-slot wait and backend calls are in (fair-shares.ts); default shared. */
+  readonly flow?: Flow | undefined;
+  /** The tenant it was admitted for (its spend, cache scope); undefined without tenants. */
+  readonly work?: TenantWork | undefined;
 }
 
 export interface AdmissionOptions {
@@ -120,9 +121,10 @@ export class Admission {
   readonly maxQueued: number;
   readonly callSlots: number;
   readonly callRateLimit: number;
-  #running = 0;
-  readonly #waiters = new LaneQueue<Waiter>();
-  readonly high: HighLaneBudget;
+  /** Run slots; their waiters by lane, then by tenant flow (weighted fair queuing), then FIFO. */
+  readonly #slots: RunSlots;
+  /** Per-tenant backlogs and high-lane budgets (fair-shares.ts). */
+  readonly fair: FairShares;
   readonly gate: (() => RewardError | undefined) | undefined;
   readonly #now: () => number;
   readonly #isBackendSaturated: () => boolean;
@@ -147,16 +149,17 @@ export class Admission {
     this.#now = options.now ?? Date.now;
     this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
-    this.high = new HighLaneBudget(options.highShare ?? 0.1, this.#now);
+    this.fair = new FairShares(options.highShare ?? 0.1, this.#now);
+    this.#slots = new RunSlots(options.maxConcurrent, () => this.#changed());
     this.gate = options.gate;
   }
 
   get running(): number {
-    return this.#running;
+    return this.#slots.running;
   }
 
   get waiting(): number {
-    return this.#waiters.size;
+    return this.#slots.waiting;
   }
 
   /** Expected backend calls of the admitted judgments that have not ended. */
@@ -213,8 +216,14 @@ export class Admission {
    * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs`. With nothing admitted
    * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time out.
    */
-  decide(graphs: readonly WorkShape[], remainingMs: number, lane: Lane = 'normal'): AdmissionDecision {
+  decide(
+    graphs: readonly WorkShape[],
+    remainingMs: number,
+    lane: Lane = 'normal',
+    work?: TenantWork,
+  ): AdmissionDecision {
     const n = graphs.length;
+    const flow = flowOf(work);
     if (n === 0) return { ok: true };
     let calls = 0;
     let critical = 0;
@@ -224,12 +233,15 @@ export class Admission {
     }
     this.#observe(this.#now());
     const drain = this.drainCallsPerS();
-    const waitS = this.#backlogCalls / drain;
+    // At the tenant's fair share (fair-shares.ts); one flow: the whole backlog, first come first served.
+    const waitS = this.fair.completionCalls(flow, 0) / drain;
     const callS = (this.#callLatencyMs ?? COLD_CALL_MS) / 1000;
-    const completionS = Math.max((this.#backlogCalls + calls) / drain, critical * callS);
+    const completionS = Math.max(this.fair.completionCalls(flow, calls) / drain, critical * callS);
     const horizonS = (ADMIT_WITHIN * Math.max(0, remainingMs)) / 1000;
-    const freeSlots = Math.max(0, this.maxConcurrent - this.#running);
-    const queuedAfter = this.#waiters.size + Math.max(0, n - freeSlots);
+    const freeSlots = Math.max(0, this.maxConcurrent - this.running);
+    const queuedAfter = this.waiting + Math.max(0, n - freeSlots);
+    const flowQueuedAfter = this.#slots.waitingOf(flow.name) + Math.max(0, n - freeSlots);
+    const fraction = work?.fraction ?? 1;
     const refusal = (reason: Refusal['reason']): AdmissionDecision => ({
       ok: false,
       refusal: {
@@ -238,20 +250,22 @@ export class Admission {
         completionS,
         horizonS,
         drainCallsPerS: drain,
-        neededCallsPerS: horizonS > 0 ? (this.#backlogCalls + calls) / horizonS : Infinity,
-        waiting: this.#waiters.size,
+        neededCallsPerS: horizonS > 0 ? (completionS * drain) / horizonS : Infinity,
+        waiting: this.waiting,
       },
     });
-    if (queuedAfter > this.maxQueued) return refusal('memory');
+    // A tenant's part of the queue memory is its fraction of it (fair-shares.ts).
+    if (queuedAfter > this.maxQueued || flowQueuedAfter > this.maxQueued * fraction) return refusal('memory');
     // High work goes ahead of the queued backlog: its own budget decides, not the backlog's completion.
     // HIGH_PRIORITY_SHARE=0 turns the lane off (high requests are normal ones).
-    if (lane === 'high' && this.high.share > 0) {
-      if (this.high.fits(calls, drain, horizonS)) return { ok: true };
+    if (cappedLane(lane, work) === 'high' && this.fair.highShare > 0) {
+      const high = this.fair.highLane(flow, fraction);
+      if (high.fits(calls, drain, horizonS)) return { ok: true };
       const denied = refusal('priority');
-      if (!denied.ok) denied.refusal.waitS = this.high.waitS(calls, drain, horizonS);
+      if (!denied.ok) denied.refusal.waitS = high.waitS(calls, drain, horizonS);
       return denied;
     }
-    if (this.#backlogCalls > 0 && completionS > horizonS) return refusal('deadline');
+    if (this.fair.backlogOf(flow) > 0 && completionS > horizonS) return refusal('deadline');
     return { ok: true };
   }
 
@@ -260,19 +274,27 @@ export class Admission {
     return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(refusal.waitS)));
   }
 
-  /** Adds one admitted judgment of `graph` to the backlog; call `done` exactly once when it ended. */
-  admit(graph: WorkShape, lane: Lane = 'normal'): Ticket {
+  /**
+   * Adds one admitted judgment of `graph` to the backlog (of `work`'s tenant); call `done` exactly once when
+   * it ended.
+   */
+  admit(graph: WorkShape, lane: Lane = 'normal', work?: TenantWork): Ticket {
     const cost = this.costOf(graph);
+    const flow = flowOf(work);
     this.#backlogCalls += cost;
-    const laneOf: Lane = lane === 'high' && this.high.share > 0 ? 'high' : 'normal';
-    if (laneOf === 'high') this.high.take(cost, this.drainCallsPerS());
+    this.fair.add(flow, cost);
+    const laneOf: Lane = cappedLane(lane, work) === 'high' && this.fair.highShare > 0 ? 'high' : 'normal';
+    if (laneOf === 'high') this.fair.highLane(flow, work?.fraction ?? 1).take(cost, this.drainCallsPerS());
     let finished = false;
     return {
       lane: laneOf,
+      flow,
+      work,
       done: (calls) => {
         if (finished) return;
         finished = true;
         this.#backlogCalls = Math.max(0, this.#backlogCalls - cost);
+        this.fair.remove(flow, cost);
         if (calls !== undefined) this.#recordCost(graph.hash, calls);
         this.#changed();
       },
@@ -301,7 +323,7 @@ export class Admission {
 
   /** Samples the backlogged state (every call, admission and slot change); true when backlogged. */
   #observe(now: number): boolean {
-    const busy = this.#waiters.size > 0 || this.#isBackendSaturated();
+    const busy = this.waiting > 0 || this.#isBackendSaturated();
     if (busy) {
       this.#busySince ??= now;
     } else {
@@ -314,32 +336,9 @@ export class Admission {
     return busy;
   }
 
-  /**
-   * Takes a run slot, waiting FIFO when all are busy. Synchronous bookkeeping: the judgment counts as
-   * running or waiting as soon as this returns. Rejects with the signal's reason if it aborts while waiting.
-   */
-  acquire(signal: AbortSignal, lane: Lane = 'normal'): Promise<Release> {
-    if (signal.aborted) return Promise.reject(toError(signal.reason));
-    if (this.#running < this.maxConcurrent) {
-      this.#running += 1;
-      this.#changed();
-      return Promise.resolve(this.#releaser());
-    }
-    return new Promise<Release>((resolve, reject) => {
-      const waiter: Waiter = {
-        resolve: (release) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(release);
-        },
-      };
-      const onAbort = (): void => {
-        if (this.#waiters.delete(waiter)) this.#changed();
-        reject(toError(signal.reason));
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.add(waiter, lane);
-      this.#changed();
-    });
+  /** Takes a run slot (run-slots.ts): in `lane` and `flow`, fairly, when all are busy. */
+  acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow): Promise<Release> {
+    return this.#slots.acquire(signal, lane, flow);
   }
 
   /**
@@ -354,7 +353,7 @@ export class Admission {
   ): Promise<R> {
     let calls: number | undefined;
     try {
-      const release = await this.acquire(signal, ticket.lane);
+      const release = await this.acquire(signal, ticket.lane, ticket.flow);
       let result: T;
       try {
         result = await work();
@@ -390,28 +389,12 @@ export class Admission {
     this.#callsPerJudgment.set(hash, prev === undefined ? calls : prev + EWMA_ALPHA * (calls - prev));
   }
 
-  #releaser(): Release {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = this.#waiters.shift();
-      if (next === undefined) {
-        this.#running -= 1;
-      } else {
-        // The slot passes straight to the oldest waiter (high lane first): running stays the same.
-        next.resolve(this.#releaser());
-      }
-      this.#changed();
-    };
-  }
-
   #changed(): void {
     this.#observe(this.#now());
     if (this.#onChange === undefined) return;
     this.#onChange({
-      running: this.#running,
-      waiting: this.#waiters.size,
+      running: this.running,
+      waiting: this.waiting,
       predictedWaitS: this.predictedWaitS(),
       drainCallsPerS: this.drainCallsPerS(),
     });
@@ -484,6 +467,7 @@ export function admitWhole(
   hint: string,
   reporting: RefusalReporting,
   lane: Lane = 'normal',
+  work?: TenantWork,
 ): void {
   const n = shapes.length;
   const capacity = admission.maxConcurrent + admission.maxQueued;
@@ -496,8 +480,8 @@ export function admitWhole(
     );
   }
   if (n === 0) return;
-  const gated = admission.gate?.();
+  const gated = admission.gate?.() ?? work?.gate?.();
   if (gated !== undefined) throw gated;
-  const decision = admission.decide(shapes, remainingMs, lane);
+  const decision = admission.decide(shapes, remainingMs, lane, work);
   if (!decision.ok) throw overloadError(decision.refusal, n, noun, reporting);
 }
