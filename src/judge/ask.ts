@@ -9,6 +9,7 @@ import type { z } from 'zod';
 import type { ErrorCode } from '../errors.js';
 import type { ComparativeContext, RenderedPrompt } from '../roles/types.js';
 import { addKnown, observeFailedCall, observeReply, toFailure, URGENT_PRIORITY } from './calls.js';
+import type { Flow } from './fair-queue.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type { ChatMessage, JudgeObserver, Route } from './types.js';
 
@@ -35,6 +36,8 @@ export interface AskOptions {
   observer?: JudgeObserver | undefined;
   /** Take a free backend slot before queued normal calls (the priority lane). */
   urgent?: boolean | undefined;
+  /** The tenant's fair-queue flow for backend slots (fair-queue.ts). */
+  flow?: Flow | undefined;
 }
 
 /** What one ask cost, whether it succeeded or not. */
@@ -98,6 +101,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           signal: options.signal,
           deadline: options.deadline,
           observer: options.observer,
+          flow: options.flow,
           ...(options.urgent === true ? { priority: URGENT_PRIORITY } : {}),
         },
       );

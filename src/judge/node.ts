@@ -304,6 +304,7 @@ async function callOnce(
         signal: exec.signal,
         deadline: callDeadline,
         priority: callPriority(exec),
+        flow: exec.options.flow,
         observer: exec.options.observer,
         pin: exec.options.pin,
       },

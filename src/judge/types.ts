@@ -1,5 +1,6 @@
 import type { ComparativeContext, Focus, RoleContext, Verdict } from '../roles/types.js';
 import type { ErrorCode } from '../errors.js';
+import type { Flow } from './fair-queue.js';
 
 export type { Verdict } from '../roles/types.js';
 
@@ -132,6 +133,8 @@ export interface CallOptions {
    * judgments already started finish instead of every judgment getting halfway. Default 0.
    */
   priority?: number | undefined;
+  /** The tenant's fair-queue flow (fair-queue.ts): backend slots are shared between flows by weight. */
+  flow?: Flow | undefined;
   /** Told about each retry the backend wants to make (allowed or denied by its retry budget). */
   observer?: JudgeObserver | undefined;
   /**

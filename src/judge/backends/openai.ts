@@ -485,7 +485,7 @@ export function createOpenAICompatibleBackend(
 
   const complete = async (
     request: LlmRequest,
-    { signal, deadline, priority, observer, pin }: CallOptions,
+    { signal, deadline, priority, flow, observer, pin }: CallOptions,
   ): Promise<LlmReply> => {
     const started = performance.now();
     // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -537,7 +537,7 @@ export function createOpenAICompatibleBackend(
               }
               if (turn.waitedMs > 0) staggered += 1;
             }
-            release = await replica.limiter.acquire(tokens, { signal, deadline, priority });
+            release = await replica.limiter.acquire(tokens, { signal, deadline, priority, flow });
           } catch (error) {
             replica.breaker.settle('neutral');
             throw error;

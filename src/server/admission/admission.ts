@@ -336,6 +336,11 @@ export class Admission {
     return busy;
   }
 
+  /** Tenant flows holding or waiting for run slots (GET /v1/tenants). */
+  runSlotFlows(): ReturnType<RunSlots['flows']> {
+    return this.#slots.flows();
+  }
+
   /** Takes a run slot (run-slots.ts): in `lane` and `flow`, fairly, when all are busy. */
   acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow): Promise<Release> {
     return this.#slots.acquire(signal, lane, flow);

@@ -40,10 +40,13 @@ import {
   callObserver,
   type Admission,
   type Refusal,
+  type Ticket,
   type WorkShape,
 } from '../admission/admission.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Lane } from '../admission/priority.js';
+import type { TenantWork } from '../admission/fair-shares.js';
+import { scopedKey, withSpend } from './tenant-work.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
 
@@ -82,6 +85,8 @@ export interface RequestScope {
   cancel?: AbortSignal | undefined;
   /** The priority lane of its new comparisons (priority.ts); default normal. */
   priority?: Lane | undefined;
+  /** Its tenant (REWARD_KEYS): fair-queue flow, lane cap, budget and spend, cache scope. */
+  tenant?: TenantWork | undefined;
 }
 
 export interface ComparisonService {
@@ -183,6 +188,44 @@ function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgmen
   };
 }
 
+/** A group's shared texts and candidates as judged, with each prepared candidate's outcome by its text. */
+interface PreparedTexts<T> {
+  shared: T;
+  candidates: string[];
+  known: ReadonlyMap<string, PreparedCandidate>;
+}
+
+/**
+ * What is judged (src/judge/candidate.ts), at the one door every ranking route's candidates come through:
+ * texts normalised, each candidate's final answer extracted, before anything is keyed or compared. A
+ * rejected candidate keeps its text (the comparison rejects it again, with the same reason, and it loses).
+ */
+function prepareRankTexts<T extends { question: string; groundTruth: string | null }>(
+  options: Pick<ComparisonServiceOptions, 'reasoningFormat' | 'candidateLimits'>,
+  metrics: Pick<Metrics, 'rejectedInputs'>,
+  shared: T,
+  candidates: readonly string[],
+): PreparedTexts<T> {
+  const normal = normalizeShared(shared);
+  // Each prepared text's outcome, for the comparisons of these candidates (same question): they take it
+  // instead of preparing every candidate again in each of its pairs.
+  const known = new Map<string, PreparedCandidate>();
+  return {
+    shared: normal,
+    candidates: candidates.map((c) => {
+      const p = prepareCandidate(c, {
+        reasoningFormat: options.reasoningFormat,
+        limits: options.candidateLimits,
+        question: normal.question,
+      });
+      if (p.rejection !== undefined) metrics.rejectedInputs.labels(p.rejection).inc();
+      known.set(p.candidate, p);
+      return p.candidate;
+    }),
+    known,
+  };
+}
+
 export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<Stored>({
@@ -198,15 +241,16 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   };
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void =>
+  const admit = (shapes: readonly WorkShape[], scope: RequestScope): void =>
     admitWhole(
       admission,
       shapes,
-      deadline - Date.now(),
+      scope.deadline - Date.now(),
       'comparisons',
       'use a cheaper schedule or fewer candidates',
       { metrics, onRefusal: options.onRefusal },
-      lane,
+      scope.priority,
+      scope.tenant,
     );
 
   const computePair = (
@@ -215,22 +259,23 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     signal: AbortSignal,
     deadline: number,
     requestId: string | undefined,
-    lane: Lane = 'normal',
+    ticket: Ticket,
     known?: ReadonlyMap<string, PreparedCandidate>,
   ): Promise<Stored> =>
     admission.run(
-      admission.admit(pairShape(judges), lane),
+      ticket,
       signal,
       () =>
         comparePair(input, {
           router,
           deadline,
           signal,
-          observer,
+          observer: withSpend(observer, ticket.work),
+          flow: ticket.flow,
           judges,
           limits: options.candidateLimits,
           reasoningFormat: options.reasoningFormat,
-          urgent: lane === 'high',
+          urgent: ticket.lane === 'high',
           preparedText: known === undefined ? undefined : (text) => known.get(text),
         }),
       async (judgment) => {
@@ -244,34 +289,10 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       },
     );
 
-  /**
-   * What is judged (src/judge/candidate.ts), at the one door every ranking route's candidates come through:
-   * texts normalised, each candidate's final answer extracted, before anything is keyed or compared. A
-   * rejected candidate keeps its text (the comparison rejects it again, with the same reason, and it loses).
-   */
   const prepareTexts = <T extends { question: string; groundTruth: string | null }>(
     shared: T,
     candidates: readonly string[],
-  ): { shared: T; candidates: string[]; known: ReadonlyMap<string, PreparedCandidate> } => {
-    const normal = normalizeShared(shared);
-    // Each prepared text's outcome, for the comparisons of these candidates (same question): they take it
-    // instead of preparing every candidate again in each of its pairs.
-    const known = new Map<string, PreparedCandidate>();
-    return {
-      shared: normal,
-      candidates: candidates.map((c) => {
-        const p = prepareCandidate(c, {
-          reasoningFormat: options.reasoningFormat,
-          limits: options.candidateLimits,
-          question: normal.question,
-        });
-        if (p.rejection !== undefined) metrics.rejectedInputs.labels(p.rejection).inc();
-        known.set(p.candidate, p);
-        return p.candidate;
-      }),
-      known,
-    };
-  };
+  ): PreparedTexts<T> => prepareRankTexts(options, metrics, shared, candidates);
 
   const tournaments: ComparisonService['tournaments'] = (rawGroups, request) =>
     playTournaments(
@@ -297,7 +318,8 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
             a: group.candidates[p.i] ?? '',
             b: group.candidates[p.j] ?? '',
           });
-          k = { ...c, key: comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges }) };
+          const key = comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges });
+          k = { ...c, key: scopedKey(key, request.tenant?.cacheScope) };
           known.set(at, k);
         }
         return k;
@@ -322,7 +344,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         }
       }
     });
-    admit(shapes, request.deadline, request.priority);
+    admit(shapes, request);
     const scope = createRequestScope({
       deadline: request.deadline,
       signal: request.signal,
@@ -363,7 +385,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
                 signal,
                 request.deadline,
                 request.requestId,
-                request.priority,
+                admission.admit(pairShape(group.judges), request.priority, request.tenant),
                 group.known,
               ),
             scope.signal,
@@ -402,14 +424,14 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   const pick: ComparisonService['pick'] = async (rawInput, scopeIn) => {
     const texts = prepareTexts(rawInput, rawInput.candidates);
     const input: PickInput = { ...texts.shared, candidates: texts.candidates };
-    const key = comparativeKey(router, { kind: 'pick', input });
+    const key = scopedKey(comparativeKey(router, { kind: 'pick', input }), scopeIn.tenant?.cacheScope);
     const hit = cache.get(key);
     if (hit !== undefined && hit.kind === 'pick') {
       lookups.hit.inc();
       return { pickId: hit.id, judgment: hit.judgment, cached: true };
     }
     const own = !cache.has(key);
-    if (own) admit([PICK_SHAPE], scopeIn.deadline, scopeIn.priority);
+    if (own) admit([PICK_SHAPE], scopeIn);
     const scope = createRequestScope({
       deadline: scopeIn.deadline,
       signal: scopeIn.signal,
@@ -423,17 +445,18 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
             key,
             (signal) =>
               admission.run(
-                admission.admit(PICK_SHAPE, scopeIn.priority),
+                admission.admit(PICK_SHAPE, scopeIn.priority, scopeIn.tenant),
                 signal,
                 () =>
                   pickBest(input, {
                     router,
                     deadline: scopeIn.deadline,
                     signal,
-                    observer,
+                    observer: withSpend(observer, scopeIn.tenant),
+                    flow: scopeIn.tenant?.flow,
                     limits: options.candidateLimits,
                     reasoningFormat: options.reasoningFormat,
-                    urgent: scopeIn.priority === 'high',
+                    urgent: scopeIn.priority === 'high' && scopeIn.tenant?.maxPriority !== 'normal',
                     preparedText: (text) => texts.known.get(text),
                   }),
                 (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),

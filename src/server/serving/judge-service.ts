@@ -39,6 +39,8 @@ import {
 import type { Metrics } from '../observe/metrics.js';
 import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import type { Lane } from '../admission/priority.js';
+import type { TenantWork } from '../admission/fair-shares.js';
+import { scopedKey, withSpend } from './tenant-work.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../../state/types.js';
@@ -83,6 +85,11 @@ export interface JudgeRequest {
   cancel?: AbortSignal | undefined;
   /** The priority lane of the request's new judgments (priority.ts); default normal. */
   priority?: Lane | undefined;
+  /**
+   * Its tenant (REWARD_KEYS): the fair-queue flow and lane cap its new judgments are admitted and run in,
+   * the budget they are gated by and charged to, and its cache scope (CACHE_SCOPE=tenant).
+   */
+  tenant?: TenantWork | undefined;
 }
 
 export interface JudgeService {
@@ -192,6 +199,22 @@ function syntheticFailure(
   return failedJudgment(graph, { status, code, message, ...SYNTHETIC_REASONS[status] }, { latencyMs });
 }
 
+/** A request cancelled before anything started: its unanswered items are `cancelled`. */
+function allCancelled(
+  items: readonly JudgeItem[],
+  results: Array<JudgedItem | undefined>,
+  startedAt: number,
+): JudgedItem[] {
+  for (const [i, item] of items.entries()) {
+    results[i] ??= {
+      judgmentId: null,
+      judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+      cached: false,
+    };
+  }
+  return complete(items, results);
+}
+
 /** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
 function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undefined>): JudgedItem[] {
   return items.map(
@@ -202,6 +225,27 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
         cached: false,
       },
   );
+}
+
+/**
+ * The shared lease of `key`, or the outcome another process published. An outcome cut by that process's
+ * own deadline (status `timeout`) while this request still has time is not taken: this process asks again
+ * and, the lease being free, computes the judgment itself.
+ */
+async function acquireShared(
+  shared: SharedJudgments,
+  now: () => number,
+  key: string,
+  signal: AbortSignal,
+  deadline: { at: number },
+): Promise<SharedFlight> {
+  let flight = await shared.acquire(key, signal, deadline.at);
+  for (let i = 0; i < MAX_TAKEOVERS && flight.kind === 'landed'; i++) {
+    const cutShort = flight.stored.judgment.status === 'timeout';
+    if (!cutShort || deadline.at - now() < TAKEOVER_MIN_MS) break;
+    flight = await shared.acquire(key, signal, deadline.at);
+  }
+  return flight;
 }
 
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
@@ -242,15 +286,16 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     signal: AbortSignal,
     deadline: { at: number },
     admitted: Ticket | undefined,
-    requestId: string | undefined,
+    owner: Pick<JudgeRequest, 'requestId' | 'tenant'>,
   ): Promise<StoredJudgment> => {
+    const { requestId, tenant } = owner;
     if (options.shared === undefined) {
       miss.inc();
       return computeHere(item, signal, deadline, admitted ?? admission.admit(item.graph.graph), requestId);
     }
     let flight: SharedFlight;
     try {
-      flight = await acquireShared(key, signal, deadline);
+      flight = await acquireShared(options.shared, now, key, signal, deadline);
     } catch (err) {
       admitted?.done(undefined);
       throw err;
@@ -266,12 +311,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (ticket === undefined) {
       // It was being computed elsewhere, and that process gave it up (its clients left, or it died): it is
       // new work here now, admitted like any other, so a retry cannot queue past MAX_QUEUED_JUDGMENTS.
-      const decision = admission.decide([item.graph.graph], deadline.at - now());
+      const decision = admission.decide([item.graph.graph], deadline.at - now(), 'normal', tenant);
       if (!decision.ok) {
         void flight.abandon();
         throw refuse(decision.refusal, 1);
       }
-      ticket = admission.admit(item.graph.graph);
+      ticket = admission.admit(item.graph.graph, 'normal', tenant);
     }
     miss.inc();
     let stored: StoredJudgment;
@@ -290,27 +335,6 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     // Not awaited: the answer does not wait for Redis (the local LRU already has it).
     void flight.complete(stored, isCacheable(stored));
     return stored;
-  };
-
-  /**
-   * The shared lease of `key`, or the outcome another process published. An outcome cut by that process's
-   * own deadline (status `timeout`) while this request still has time is not taken: this process asks again
-   * and, the lease being free, computes the judgment itself.
-   */
-  const acquireShared = async (
-    key: string,
-    signal: AbortSignal,
-    deadline: { at: number },
-  ): Promise<SharedFlight> => {
-    const shared = options.shared;
-    if (shared === undefined) throw new Error('no shared tier');
-    let flight = await shared.acquire(key, signal, deadline.at);
-    for (let i = 0; i < MAX_TAKEOVERS && flight.kind === 'landed'; i++) {
-      const cutShort = flight.stored.judgment.status === 'timeout';
-      if (!cutShort || deadline.at - now() < TAKEOVER_MIN_MS) break;
-      flight = await shared.acquire(key, signal, deadline.at);
-    }
-    return flight;
   };
 
   /** Wait for a run slot, run, count, write the transcript. */
@@ -332,7 +356,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
             return deadline.at;
           },
           signal,
-          observer,
+          // The tenant that started it is charged for its calls, which wait in its fair-queue flow.
+          observer: withSpend(observer, ticket.work),
+          flow: ticket.flow,
           limits: options.candidateLimits,
           reasoningFormat: options.reasoningFormat,
           urgent: ticket.lane === 'high',
@@ -408,7 +434,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     const results: Array<JudgedItem | undefined> = [];
     /** Index of the item that starts each new flight. */
     const starters = new Map<string, number>();
-    for (const item of items) keys.push(judgmentKey(item.graph.graph, item.input, router));
+    const cacheScope = request.tenant?.cacheScope;
+    for (const item of items) keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router), cacheScope));
     const id = request.idempotencyKey;
     const itemsKey = id === undefined ? '' : itemsDigest(keys);
     let hits = 0;
@@ -451,16 +478,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     }
     // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
     // starts, the unanswered items are `cancelled`.
-    if (isCancelled(request.cancel)) {
-      for (const [i, item] of items.entries()) {
-        results[i] ??= {
-          judgmentId: null,
-          judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
-          cached: false,
-        };
-      }
-      return complete(items, results);
-    }
+    if (isCancelled(request.cancel)) return allCancelled(items, results, startedAt);
     // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
     const lane = request.priority ?? 'normal';
     admitWhole(
@@ -471,6 +489,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       'split it into smaller requests',
       { metrics, onRefusal: options.onRefusal },
       lane,
+      request.tenant,
     );
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
@@ -503,10 +522,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
         const ticket =
-          elsewhere?.running.has(key) === true ? undefined : admission.admit(item.graph.graph, lane);
+          elsewhere?.running.has(key) === true
+            ? undefined
+            : admission.admit(item.graph.graph, lane, request.tenant);
         flight = cache.run(
           key,
-          (signal) => compute(key, item, signal, flightDeadline, ticket, request.requestId),
+          (signal) => compute(key, item, signal, flightDeadline, ticket, request),
           scope.signal,
         );
         const forget = (): void => {
