@@ -42,6 +42,7 @@ import { registerRewardRoutes } from './routes/reward.js';
 import { createSchemas } from './schemas.js';
 import type { TranscriptSink } from '../observe/transcripts.js';
 import { createAccess } from '../tenants/access.js';
+import { assertScoped } from '../tenants/auth.js';
 import type { Keyring } from '../tenants/keyring.js';
 import { registerTenantRoutes } from './routes/tenants.js';
 
@@ -99,10 +100,7 @@ function refusalLogger(
 }
 
 /** The one rate-limited warning for refused judgments and comparisons alike (they share the admission). */
-function admissionRefusalLog(
-  log: FastifyInstance['log'],
-  now: () => number,
-): (refusal: Refusal) => void {
+function admissionRefusalLog(log: FastifyInstance['log'], now: () => number): (refusal: Refusal) => void {
   return refusalLogger((refusal, refused) => {
     const missing = refusal.neededCallsPerS / refusal.drainCallsPerS;
     log.warn(
@@ -418,6 +416,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done();
   });
 
+  app.addHook('onRoute', (route) => assertScoped(route.url));
   registerRewardRoutes(app, ctx);
   registerAdapterRoutes(app, ctx);
   registerRankRoutes(app, ctx);

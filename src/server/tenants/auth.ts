@@ -5,8 +5,8 @@
  * without the scope is `403 RW_FORBIDDEN` naming the scope; a refusal is logged by the key's name (never its
  * value), at most once per LOG_INTERVAL_MS per tenant and code, with the count since the last line.
  *
- * A route missing from the table needs `admin`: a new route is closed until it says who may call it
- * (test/server/tenants-auth.test.ts checks that every route is listed).
+ * A route missing from the table needs `admin`, and `buildApp` refuses to register it (`assertScoped`): a
+ * new route says who may call it before it serves.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
@@ -39,6 +39,15 @@ export const ROUTE_SCOPES: ReadonlyMap<string, RouteScope> = new Map<string, Rou
   ['/v1/graphs/:name', 'any'],
   ['/readyz', 'any'],
 ]);
+
+/**
+ * Throws unless `route` is in ROUTE_SCOPES (or is /healthz): `buildApp` checks every route it registers, so
+ * a route that does not say who may call it stops the server from being built.
+ */
+export function assertScoped(route: string): void {
+  if (route !== '/healthz' && !ROUTE_SCOPES.has(route))
+    throw new Error(`route ${route} has no scope in ROUTE_SCOPES (src/server/tenants/auth.ts)`);
+}
 
 /** The scope `route` needs: its entry; `any` for an unmatched URL (it answers 404); else `admin`. */
 export function scopeOf(route: string | undefined): RouteScope {

@@ -55,7 +55,8 @@ export function registerCancelRoutes(
       requests += broadcast.requests;
     }
     return {
-      tenant,
+      // Named when an admin cancelled another tenant's work.
+      ...(body.tenant === undefined ? {} : { tenant }),
       cancelled_judgments: judgments,
       cancelled_requests: requests,
       ...(relay === undefined ? {} : { workers }),
