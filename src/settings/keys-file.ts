@@ -25,11 +25,9 @@ export type Scope = z.infer<typeof Scope>;
 export const DEFAULT_TENANT = 'default';
 
 /** A tenant's name is a metrics label value and a log field: short, plain, never a secret. */
-export const TenantName = z
-  .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, {
-    error: 'must be 1-63 characters: letters, digits, ".", "_" or "-", starting with a letter or digit',
-  });
+export const TenantName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, {
+  error: 'must be 1-63 characters: letters, digits, ".", "_" or "-", starting with a letter or digit',
+});
 
 const KeyEntry = z
   .strictObject({
@@ -67,7 +65,11 @@ const KeysFileSchema = z
       if (names.has(k.name))
         ctx.addIssue({ code: 'custom', path: ['keys', i, 'name'], message: `"${k.name}" is listed twice` });
       if (hashes.has(k.sha256))
-        ctx.addIssue({ code: 'custom', path: ['keys', i, 'sha256'], message: 'the same key is listed twice' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['keys', i, 'sha256'],
+          message: 'the same key is listed twice',
+        });
       names.add(k.name);
       hashes.add(k.sha256);
     }

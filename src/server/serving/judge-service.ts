@@ -435,7 +435,8 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     /** Index of the item that starts each new flight. */
     const starters = new Map<string, number>();
     const cacheScope = request.tenant?.cacheScope;
-    for (const item of items) keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router), cacheScope));
+    for (const item of items)
+      keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router), cacheScope));
     const id = request.idempotencyKey;
     const itemsKey = id === undefined ? '' : itemsDigest(keys);
     let hits = 0;

@@ -76,5 +76,6 @@ export function reportReload(
 ): void {
   metrics.keyReloads.labels(outcome.ok ? 'ok' : 'invalid').inc();
   if (outcome.ok) log.info({ tenants: outcome.tenants }, 'keys file reloaded');
-  else log.warn({ error: outcome.error }, `keys file not reloaded, the old keys keep serving: ${outcome.error}`);
+  else
+    log.warn({ error: outcome.error }, `keys file not reloaded, the old keys keep serving: ${outcome.error}`);
 }

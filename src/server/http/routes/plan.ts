@@ -35,6 +35,9 @@ export function registerPlanRoutes(app: FastifyInstance, ctx: ServerContext, pla
       known.length === 0 ? undefined : Math.min(...known),
     );
     const share = ctx.admission.fair.shareOf(flowOf(work));
-    return { ...plan, tenant: { name: tenant.name, weight: tenant.weight, share: Math.round(share * 1000) / 1000 } };
+    return {
+      ...plan,
+      tenant: { name: tenant.name, weight: tenant.weight, share: Math.round(share * 1000) / 1000 },
+    };
   });
 }
