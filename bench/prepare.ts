@@ -23,8 +23,18 @@ let trace = '';
 while (trace.length < 11_000)
   trace += 'Step: consider whether the encoders share weights and what it implies. ';
 
+const ZH = '我们提出一种对比学习方法，通过大批量图文对齐图像编码器与文本编码器，实现零样本分类。';
+const MIXED =
+  'Les résultats montrent une amélioration de 12 % sur ImageNet (lr 10⁻⁴, 2⁸ pas). Мы проверяем при 300 K. ';
+let sentences = '';
+for (let i = 0; sentences.length < 9000; i++)
+  sentences += `Sentence ${i} adds its own words about encoders. `;
+
 const KINDS: Record<string, string> = {
   'idea, 1k chars': IDEA.repeat(9),
+  'idea, 9k chars, every sentence new (ASCII)': sentences,
+  'idea, 9k chars (Chinese)': ZH.repeat(Math.ceil(9000 / ZH.length)),
+  'idea, 9k chars (French, Russian, superscripts)': MIXED.repeat(Math.ceil(9000 / MIXED.length)),
   'think trace + answer, 12k chars (ASCII)': `<think>${trace}</think>${IDEA.repeat(5)}`,
   'think trace + answer, 12k chars (accents, zero-width)': `<think>${trace.replace(/e/g, 'é\u200B')}</think>${IDEA.repeat(5)}`,
   'harmony analysis + final, 12k chars': `<|channel|>analysis<|message|>${trace}<|end|><|start|>assistant<|channel|>final<|message|>${IDEA.repeat(5)}<|return|>`,

@@ -4,7 +4,8 @@
  *
  * One zod schema per setting group, each with its variables' defaults and a transform to the group's part
  * of `Config`; `Config` is their combined output. A leaf: it imports only the leaf settings modules (the
- * shared defaults and the routing-file schema), never the engine or the server. docs/configuration.md
+ * shared defaults and the routing-file schema) and the text library's reasoning-format names, never the
+ * engine or the server. docs/configuration.md
  * lists the same variables (tested).
  */
 import { createHash } from 'node:crypto';
@@ -21,6 +22,7 @@ import {
 } from './settings/routing-file.js';
 import { parseCanaryDataset, type CanaryRow } from './settings/canary-dataset.js';
 import { DEFAULT_TENANT, parseKeysFile, type TenantKey } from './settings/keys-file.js';
+import { REASONING_FORMATS, type MarkerPair } from './text/reasoning-formats.js';
 
 /**
  * A decimal integer, written plainly: `' '`, `0x10`, `1e3`, `+5`, `1_000` or `12abc` are refused (coercion
@@ -32,6 +34,24 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     .regex(/^-?[0-9]+$/, { error: 'must be a decimal integer (digits only, no spaces)' })
     .transform(Number)
     .pipe(z.number().int().min(min).max(max));
+
+/**
+ * REASONING_MARKERS: `<open>,<close>` (several pairs separated by `;`), each marker non-empty and without
+ * surrounding spaces; anything else is a start-up error.
+ */
+function markerPairs(value: string | undefined, ctx: z.RefinementCtx): MarkerPair[] | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  const pairs: MarkerPair[] = [];
+  for (const part of value.split(';')) {
+    const [open, close, ...rest] = part.split(',').map((m) => m.trim());
+    if (open === undefined || close === undefined || open === '' || close === '' || rest.length > 0) {
+      ctx.addIssue({ code: 'custom', message: `"${part}" is not <open>,<close> (two non-empty markers)` });
+      return undefined;
+    }
+    pairs.push({ open, close });
+  }
+  return pairs;
+}
 
 /** A decimal number (`0`, `-1`, `0.5`, `.5`); blanks, hex, `Infinity` and exponents are refused. */
 const decimal = () =>
@@ -241,7 +261,8 @@ const RequestEnv = z
     INLINE_MAX_CALLS: int(1).default(12),
     INLINE_MAX_ROUNDS: int(1, 5).default(3),
     INLINE_MAX_TOKENS: int(16).default(2048),
-    REASONING_FORMAT: z.enum(['auto', 'think', 'harmony', 'none']).default('auto'),
+    REASONING_FORMAT: z.enum(REASONING_FORMATS).default('auto'),
+    REASONING_MARKERS: z.string().optional().transform(markerPairs),
   })
   .superRefine((env, ctx) => {
     if (env.MIN_CANDIDATE_CHARS > env.MAX_CANDIDATE_CHARS) {
@@ -272,8 +293,14 @@ const RequestEnv = z
       maxRounds: e.INLINE_MAX_ROUNDS,
       maxTokens: e.INLINE_MAX_TOKENS,
     },
-    /** Where a candidate's reasoning trace ends and its answer starts (src/text/reasoning.ts). */
-    reasoningFormat: e.REASONING_FORMAT,
+    /**
+     * Where a candidate's reasoning trace ends and its answer starts (src/text/reasoning.ts): the
+     * REASONING_FORMAT name, with REASONING_MARKERS' pair added when set.
+     */
+    reasoningFormat:
+      e.REASONING_MARKERS === undefined
+        ? e.REASONING_FORMAT
+        : { format: e.REASONING_FORMAT, markers: e.REASONING_MARKERS },
   }));
 
 /** How much judging runs and waits at once, and what is kept. */

@@ -18,8 +18,9 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   ['text', { uses: [], packages: [] }],
   ['math', { uses: [], packages: [] }],
   ['settings', { uses: [], packages: ['zod'] }],
-  // node:crypto: the keys file holds SHA-256 hashes of keys (REWARD_KEYS).
-  ['config', { uses: ['settings'], packages: ['zod', 'node:fs', 'node:crypto'] }],
+  // REASONING_FORMAT's names are the text library's format table (a leaf); node:crypto: the keys file
+  // holds SHA-256 hashes of keys (REWARD_KEYS).
+  ['config', { uses: ['settings', 'text'], packages: ['zod', 'node:fs', 'node:crypto'] }],
   ['state', { uses: ['errors'], packages: ['ioredis', 'node:crypto', 'node:os'] }],
   // Roles are pure: prompt + schema. node:crypto hashes the prompt version.
   ['roles', { uses: ['text'], packages: ['zod', 'node:crypto'] }],

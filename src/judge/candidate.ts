@@ -1,31 +1,49 @@
 /**
- * What is judged (DESIGN §12): the one path every candidate takes before a judge sees it, whichever route
- * or tool sent it. In order:
+ * What is judged (DESIGN §12, §13): the one path every candidate takes before a judge sees it, whichever
+ * route or tool sent it. Routes pass the rollout as the policy wrote it (control tokens included) and
+ * never prepare text themselves. In order:
  * 0. a NUL or an unpaired surrogate (src/judge/invalid-text.ts): `invalid_text`, before anything reads it;
- * 1. the normaliser (src/text/normalize.ts: NFKC, format/invisible characters removed, combining-mark runs
- *    cut); a candidate that was mostly invisible is `control_only`;
- * 2. the final answer after a reasoning trace (src/text/reasoning.ts, `REASONING_FORMAT`); a trace that
- *    never closed is `truncated_reasoning`;
- * 3. chat-template control tokens removed (src/text/chat-tokens.ts);
- * 4. the degenerate checks on the answer (src/judge/degenerate.ts: lengths, fillers, the no-method rules).
- * The question and the ground truth go through step 1 too. Pure and idempotent: preparing a prepared input
+ * 1. the normaliser (src/text/normalize.ts: NFC, format/invisible characters removed, combining-mark runs
+ *    cut); a candidate that was mostly invisible is `control_only`. Then the folded copy the rules match on
+ *    (src/text/fold.ts: NFKD, case folding, the UTS #39 skeleton), with offsets back to this text;
+ * 2. the end of the turn (src/text/chat-tokens.ts): the text ends at the first end-of-turn or end-of-text
+ *    token of any known chat template; what follows is neither judged nor counted;
+ * 3. the final answer after a reasoning trace (src/text/reasoning.ts, `REASONING_FORMAT`,
+ *    `REASONING_MARKERS`); a trace that never closed is `truncated_reasoning`;
+ * 4. chat-template control tokens removed (src/text/chat-tokens.ts);
+ * 5. repeats of its own paragraphs and sentences removed (src/text/repetition.ts); a candidate that was
+ *    mostly repeats is `repetitive`;
+ * 6. the degenerate checks on the answer (src/judge/degenerate.ts: lengths, fillers, the no-method rules).
+ * The question and the ground truth go through step 1 too. The judge reads, and serving keys and caches,
+ * the author's text from steps 1–5: nothing is folded. Pure and idempotent: preparing a prepared input
  * gives the same input and the same decision, so serving can key its cache on the prepared texts and the
  * engine can prepare again without changing anything.
  */
-import { stripChatTokens } from '../text/chat-tokens.js';
-import { normalizeText, normalized } from '../text/normalize.js';
-import { extractAnswer, type ReasoningFormat } from '../text/reasoning.js';
+import { chatTokenSpans, endOfTurn, stripChatTokens } from '../text/chat-tokens.js';
+import { foldText, type Folded } from '../text/fold.js';
+import { codePoints, normalizeText, normalized } from '../text/normalize.js';
+import { answerSpan, extractAnswer, type ReasoningFormat } from '../text/reasoning.js';
+import { familyOf } from '../text/reasoning-formats.js';
+import { dedupeRepeats } from '../text/repetition.js';
 import {
   checkCandidate,
   DEFAULT_CANDIDATE_LIMITS,
+  REPETITION,
   type CandidateLimits,
   type RejectionReason,
 } from './degenerate.js';
 import { invalidTextKeyForm, isInvalidText } from './invalid-text.js';
 import type { JudgmentInput } from './types.js';
 
-export type { ReasoningFormat } from '../text/reasoning.js';
-export { REASONING_FORMATS } from '../text/reasoning.js';
+export type { ReasoningFormat, ReasoningSpec } from '../text/reasoning.js';
+export { REASONING_FORMATS, reasoningKey } from '../text/reasoning.js';
+
+/**
+ * The version of the preparation rules (this path, its text functions and the thresholds of the degenerate
+ * and no-method rules). Bump it with any change that can change a prepared text or a rejection: it is part
+ * of every judgment's cache key, so a replica with other rules never replays this one's verdicts.
+ */
+export const PREPARATION_VERSION = '2026-27.1';
 
 /** A candidate whose invisible characters are at least this share of its non-whitespace code points is `control_only`. */
 export const MAX_INVISIBLE_SHARE = 0.5;
@@ -50,7 +68,32 @@ export interface PreparedCandidate {
   rejection?: RejectionReason | undefined;
 }
 
-/** Steps 0–4 for one candidate. */
+/** Steps 2–4: the answer of normalised `text` (with its folded copy), or the trace that never closed. */
+function answerOf(
+  text: string,
+  format: ReasoningFormat,
+): { answer: Folded; reasoningChars: number } | { truncated: number } {
+  const folded = foldText(text);
+  const family = familyOf(typeof format === 'string' ? format : format.format);
+  const cut = endOfTurn(folded, family === 'all' || family === 'harmony');
+  const turn = cut === undefined ? folded : folded.slice(0, cut);
+  const span = answerSpan(turn, format);
+  if (span.kind === 'truncated') return { truncated: codePoints(turn.source) };
+  const reasoningChars = codePoints(turn.source.slice(0, span.start));
+  const view = turn.slice(span.start, span.end);
+  if (chatTokenSpans(view).length === 0) {
+    // No control token to remove: the answer is the view trimmed, folded already.
+    const lead = view.source.length - view.source.trimStart().length;
+    return { answer: view.slice(lead, lead + view.source.trim().length), reasoningChars };
+  }
+  const answer = stripChatTokens(view);
+  // Removing a control token can put an opening tag at the start of a line (`<|im_end|><think>…`): the
+  // answer is read again, so preparing it once more decides the same.
+  if (extractAnswer(answer, format).kind === 'truncated') return { truncated: reasoningChars };
+  return { answer: foldText(answer), reasoningChars };
+}
+
+/** Steps 1–6 for one candidate. */
 export function prepareCandidate(raw: string, options: CandidateOptions = {}): PreparedCandidate {
   if (isInvalidText(raw))
     return { candidate: invalidTextKeyForm(raw), reasoningChars: 0, rejection: 'invalid_text' };
@@ -59,20 +102,14 @@ export function prepareCandidate(raw: string, options: CandidateOptions = {}): P
   if (n.invisible > 0 && n.invisible >= MAX_INVISIBLE_SHARE * (n.invisible + n.visible)) {
     return { candidate: raw, reasoningChars: 0, rejection: raw.trim() === '' ? 'empty' : 'control_only' };
   }
-  const format = options.reasoningFormat ?? 'auto';
-  const extracted = extractAnswer(n.text, format);
-  if (extracted.kind === 'truncated') {
-    return { candidate: raw, reasoningChars: extracted.reasoningChars, rejection: 'truncated_reasoning' };
+  const found = answerOf(n.text, options.reasoningFormat ?? 'auto');
+  if ('truncated' in found) {
+    return { candidate: raw, reasoningChars: found.truncated, rejection: 'truncated_reasoning' };
   }
-  const answer = stripChatTokens(extracted.answer);
-  // Removing a control token can put an opening tag at the start of a line (`<|im_end|><think>…`): the
-  // answer is read again, so preparing it once more decides the same.
-  if (answer !== extracted.answer && extractAnswer(answer, format).kind === 'truncated') {
-    return { candidate: raw, reasoningChars: extracted.reasoningChars, rejection: 'truncated_reasoning' };
-  }
-  const check = checkCandidate(answer, limits, options.question ?? '');
-  if (!check.ok) return { candidate: raw, reasoningChars: extracted.reasoningChars, rejection: check.reason };
-  return { candidate: answer, reasoningChars: extracted.reasoningChars };
+  const deduplicated = dedupeRepeats(found.answer, REPETITION.minChars);
+  const check = checkCandidate(deduplicated.text, limits, options.question ?? '', deduplicated);
+  if (!check.ok) return { candidate: raw, reasoningChars: found.reasoningChars, rejection: check.reason };
+  return { candidate: deduplicated.text, reasoningChars: found.reasoningChars };
 }
 
 export interface PreparedInput extends Omit<PreparedCandidate, 'candidate'> {
@@ -80,7 +117,7 @@ export interface PreparedInput extends Omit<PreparedCandidate, 'candidate'> {
   input: JudgmentInput;
 }
 
-/** Steps 1–4 for a judgment's input (the question and ground truth normalised, step 1). */
+/** Steps 1–6 for a judgment's input (the question and ground truth normalised, step 1). */
 export function prepareInput(
   raw: JudgmentInput,
   options: Omit<CandidateOptions, 'question'> = {},

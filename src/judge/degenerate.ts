@@ -1,3 +1,5 @@
+import { fold } from '../text/fold.js';
+import type { Deduplicated } from '../text/repetition.js';
 import { STOPWORDS } from '../text/similarity.js';
 import { CANDIDATE_LIMIT_DEFAULTS } from '../settings/defaults.js';
 import { checkNoMethod, type NoMethodReason } from './no-method.js';
@@ -21,8 +23,9 @@ export const DEFAULT_CANDIDATE_LIMITS: Readonly<CandidateLimits> = CANDIDATE_LIM
  * `empty` (nothing or only whitespace), `control_only` (only control/format characters such as NUL or
  * zero-width spaces, possibly with whitespace, or mostly invisible: see src/judge/candidate.ts), `too_long`,
  * `master_key_filler` (a known filler phrase or a few words with no content word), `too_short`,
- * `truncated_reasoning` (a reasoning trace that never closed: src/text/reasoning.ts), and the
- * no-method rules of src/judge/no-method.ts (`encoded`, `long_token`, `non_prose`, `question_restated`).
+ * `truncated_reasoning` (a reasoning trace that never closed: src/text/reasoning.ts), `repetitive` (mostly
+ * verbatim repeats of its own sentences or paragraphs: REPETITION), and the no-method rules of
+ * src/judge/no-method.ts (`encoded`, `long_token`, `non_prose`, `question_restated`).
  */
 export type RejectionReason =
   | 'empty'
@@ -31,6 +34,7 @@ export type RejectionReason =
   | 'master_key_filler'
   | 'too_short'
   | 'truncated_reasoning'
+  | 'repetitive'
   | 'invalid_text'
   | NoMethodReason;
 
@@ -42,6 +46,7 @@ export const REJECTION_REASONS: readonly RejectionReason[] = [
   'master_key_filler',
   'too_short',
   'truncated_reasoning',
+  'repetitive',
   'invalid_text',
   'encoded',
   'long_token',
@@ -178,66 +183,16 @@ const FILLER_PHRASES: ReadonlySet<string> = new Set([
   'конечно',
 ]);
 
-/**
- * Latin look-alikes of Cyrillic and Greek letters (after lowercasing), so "Тhоught prосеss" written with
- * Cyrillic т, о, р, с, е matches. Applied to both the candidate and the filler list (a Russian filler
- * maps to the same skeleton on both sides).
- */
-const CONFUSABLES: ReadonlyMap<string, string> = new Map(
-  Object.entries({
-    а: 'a',
-    в: 'b',
-    е: 'e',
-    ё: 'e',
-    к: 'k',
-    м: 'm',
-    н: 'h',
-    о: 'o',
-    р: 'p',
-    с: 'c',
-    т: 't',
-    у: 'y',
-    х: 'x',
-    ѕ: 's',
-    і: 'i',
-    ї: 'i',
-    ј: 'j',
-    һ: 'h',
-    ԁ: 'd',
-    ԛ: 'q',
-    ԝ: 'w',
-    ӏ: 'l',
-    ɡ: 'g',
-    α: 'a',
-    β: 'b',
-    ε: 'e',
-    η: 'n',
-    ι: 'i',
-    κ: 'k',
-    ν: 'v',
-    ο: 'o',
-    ρ: 'p',
-    τ: 't',
-    υ: 'u',
-    χ: 'x',
-    ϲ: 'c',
-    ı: 'i',
-    ɩ: 'i',
-  }),
-);
 const MARKS = /\p{M}/gu;
 const NOT_LETTER_OR_DIGIT = /[^\p{L}\p{N}]/gu;
 
 /**
- * The comparison key of a text: NFKC (fullwidth, ligatures, compatibility forms), lowercase, accents
- * folded, confusables mapped, and everything but letters and digits removed ("Ｔｈｏｕｇｈｔ  Process!" →
- * "thoughtprocess").
+ * The comparison key of a text: the folded copy (src/text/fold.ts: compatibility forms, case, the UTS #39
+ * confusables skeleton), accents dropped, and everything but letters and digits removed
+ * ("Ｔｈｏｕｇｈｔ  Process!" and "Тhоught prосеss" with Cyrillic letters are both "thoughtprocess").
  */
 export function fillerKey(text: string): string {
-  const folded = text.normalize('NFKC').toLowerCase().normalize('NFKD').replace(MARKS, '');
-  let out = '';
-  for (const c of folded) out += CONFUSABLES.get(c) ?? c;
-  return out.replace(NOT_LETTER_OR_DIGIT, '');
+  return fold(text).replace(MARKS, '').replace(NOT_LETTER_OR_DIGIT, '');
 }
 
 const FILLER_KEYS: ReadonlySet<string> = new Set([...FILLER_PHRASES].map(fillerKey));
@@ -257,7 +212,7 @@ function isRepeatedFiller(key: string): boolean {
   return false;
 }
 
-/** A known filler in any of its forms: NFKC/fullwidth, case, homoglyphs, accents, repeated. */
+/** A known filler in any of its forms: fullwidth, case, homoglyphs, accents, repeated. */
 function isFillerKey(text: string): boolean {
   const key = fillerKey(text);
   // No letter or digit at all (":", "...", "---") is a filler too.
@@ -289,12 +244,10 @@ function countChars(text: string, cap: number): number {
   return n;
 }
 
-/** NFKC, lowercase and confusables mapped, spacing and punctuation kept (for the word rule). */
-function skeleton(text: string): string {
-  let out = '';
-  for (const c of text.normalize('NFKC').toLowerCase()) out += CONFUSABLES.get(c) ?? c;
-  return out;
-}
+/** The filler phrases as the word rule compares them (folded, accents dropped). */
+const FOLDED_PHRASES: ReadonlySet<string> = new Set(
+  [...FILLER_PHRASES].map((p) => normalize(fold(p).replace(MARKS, ''))),
+);
 
 /** Lowercase, drop punctuation/symbols/whitespace at both ends, collapse inner whitespace, straight apostrophes. */
 function normalize(text: string): string {
@@ -318,29 +271,49 @@ function hasMoreWords(text: string, max: number): boolean {
   return false;
 }
 
-function isFiller(trimmed: string): boolean {
+/** Whether a trimmed candidate is a master-key filler (the `master_key_filler` rule alone). */
+export function isFiller(trimmed: string): boolean {
   if (isFillerKey(trimmed)) return true;
   // The word rule is for short replies: a long text is left to the judge without normalising it.
   if (hasMoreWords(trimmed, FILLER_MAX_WORDS)) return false;
-  const normalized = normalize(skeleton(trimmed));
-  if (normalized.length === 0 || FILLER_PHRASES.has(normalized)) return true;
+  const normalized = normalize(fold(trimmed).replace(MARKS, ''));
+  if (normalized.length === 0 || FOLDED_PHRASES.has(normalized)) return true;
   const words = normalized.split(WORD_SPLIT).filter((w) => w.length > 0);
   return words.every((w) => w.length < 2 || STOPWORDS.has(w) || FILLER_WORDS.has(w) || /^\p{N}+$/u.test(w));
 }
 
 /**
+ * `repetitive`: after removing repeats of its own paragraphs and sentences of at least `minChars` visible
+ * characters (src/text/repetition.ts; what the judge reads then), the removed share of the candidate's
+ * visible characters is at least `maxShare`: a text that is mostly copies of itself.
+ */
+export const REPETITION = Object.freeze({ minChars: 24, maxShare: 0.5 });
+
+/** Whether a deduplicated candidate was mostly repeats of itself (REPETITION). */
+export function isRepetitive(d: Pick<Deduplicated, 'repeated' | 'visible'>): boolean {
+  return d.repeated > 0 && d.repeated >= REPETITION.maxShare * d.visible;
+}
+
+/**
  * Decides whether a candidate is degenerate. Pure and cheap: the filler rules only run on texts within
  * `maxChars`. Lengths are counted on the trimmed text. `question` feeds the `question_restated` rule
- * (empty: that rule is off). Callers judging rollouts go through `prepareCandidate` (src/judge/candidate.ts),
- * which normalises and extracts the answer first.
+ * (empty: that rule is off); `repeats`, what removing the candidate's repeats took out, the `repetitive`
+ * rule. Callers judging rollouts go through `prepareCandidate` (src/judge/candidate.ts), which normalises,
+ * extracts the answer and removes the repeats first.
  */
-export function checkCandidate(candidate: string, limits: CandidateLimits, question = ''): CandidateCheck {
+export function checkCandidate(
+  candidate: string,
+  limits: CandidateLimits,
+  question = '',
+  repeats?: Pick<Deduplicated, 'repeated' | 'visible'>,
+): CandidateCheck {
   const trimmed = candidate.trim();
   if (trimmed.length === 0) return { ok: false, reason: 'empty' };
   if (CONTROL_OR_SPACE.test(trimmed)) return { ok: false, reason: 'control_only' };
   const chars = countChars(trimmed, limits.maxChars);
   if (chars > limits.maxChars) return { ok: false, reason: 'too_long' };
   if (isFiller(trimmed)) return { ok: false, reason: 'master_key_filler' };
+  if (repeats !== undefined && isRepetitive(repeats)) return { ok: false, reason: 'repetitive' };
   if (chars < limits.minChars) return { ok: false, reason: 'too_short' };
   const noMethod = checkNoMethod(trimmed, question);
   if (noMethod !== undefined) return { ok: false, reason: noMethod };

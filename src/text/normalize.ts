@@ -1,8 +1,10 @@
 /**
- * The one normaliser for text a judge sees (candidates first, then question and ground truth). A leaf: pure
- * string functions, no imports.
+ * The one normaliser for text a judge sees (candidates first, then question and ground truth): the author's
+ * text, as written, without what no reader sees. A leaf: pure string functions, no imports.
  *
- * 1. NFKC (fullwidth forms, ligatures, compatibility characters: `＜ｔｈｉｎｋ＞` is `<think>`).
+ * 1. NFC (canonical composition only: `e` + U+0301 is `é`, U+212B ANGSTROM SIGN is `Å`). Not NFKC, which
+ *    folds compatibility characters for matching identifiers and changes meaning in writing: `10⁻⁴` would
+ *    read `10−4`, `2⁸` `28`, `m²` `m2`, `½` `1⁄2`. The rules match on a folded copy instead (src/text/fold.ts).
  * 2. Invisible characters removed: Unicode format characters (general category Cf: zero-width space and
  *    joiners, word joiner, BOM, soft hyphen, bidi embeddings/overrides/isolates/marks, the tag block
  *    U+E0000–E007F), every other default-ignorable code point (variation selectors U+FE00–FE0F and
@@ -35,18 +37,18 @@ export interface NormalizedText {
  * `normalizeText(normalizeText(t).text).text === normalizeText(t).text`.
  */
 export function normalizeText(text: string): NormalizedText {
-  // Printable ASCII with tabs and line breaks is already normal (NFKC leaves it alone, nothing to remove).
+  // Printable ASCII with tabs and line breaks is already normal (NFC leaves it alone, nothing to remove).
   if (!MAYBE_SPECIAL.test(text)) return { text, invisible: 0, visible: countVisible(text) };
   let invisible = 0;
   const out = text
-    .normalize('NFKC')
+    .normalize('NFC')
     .replace(INVISIBLE, () => {
       invisible += 1;
       return '';
     })
     .replace(MARK_RUN, (_run: string, kept: string) => kept)
-    // Removal can bring a base and marks together again; NFKC once more keeps the result idempotent.
-    .normalize('NFKC');
+    // Removal can bring a base and marks together again; NFC once more keeps the result idempotent.
+    .normalize('NFC');
   return { text: out, invisible, visible: countVisible(out) };
 }
 

@@ -46,9 +46,38 @@ const LOWER = /[a-z]/;
 const UPPER = /[A-Z]/;
 const DIGIT_OR_SIGN = /[0-9+/_]/;
 
-/** Looks like base64 rather than a word: mixed case and a digit or `+/_` (an English word has neither). */
+/** camelCase pieces of a run: `ResNet50/ImageNet` → Res, Net, 50, Image, Net. */
+const CAMEL_PIECE = /[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+/g;
+/** Words joined by `/`, `_`, `-` or camelCase have pieces this long on average; random base64 has ~2. */
+export const WORDLIKE_PIECE_CHARS = 4;
+
+/** Whether a run reads as words joined together (`Teacher/StudentDistillation`, `ResNet50/ImageNet1k`). */
+function isWordLike(run: string): boolean {
+  let letters = 0;
+  let pieces = 0;
+  for (const m of run.matchAll(CAMEL_PIECE)) {
+    if (m[0].charCodeAt(0) <= 0x39) continue;
+    letters += m[0].length;
+    pieces += 1;
+  }
+  return pieces > 0 && letters >= WORDLIKE_PIECE_CHARS * pieces;
+}
+
+/**
+ * Looks like base64 rather than words: mixed case and a digit or `+/_` (an English word has neither), and
+ * not words joined together (a slash-joined or camelCase term has long pieces; base64 switches case every
+ * couple of characters).
+ */
 function isBase64Like(run: string): boolean {
-  return LOWER.test(run) && UPPER.test(run) && DIGIT_OR_SIGN.test(run);
+  return LOWER.test(run) && UPPER.test(run) && DIGIT_OR_SIGN.test(run) && !isWordLike(run);
+}
+
+/** A URL, a DOI or a bucket path: an address, whatever its characters; no encoding rule reads it. */
+const ADDRESS = /(?:[a-z][a-z0-9+.-]*:\/\/|www\.|doi:)\S+/gi;
+
+/** `text` with every address blanked (same length, so offsets and shares stay comparable). */
+export function withoutAddresses(text: string): string {
+  return text.replace(ADDRESS, (m) => ' '.repeat(m.length));
 }
 
 /** Hex rather than a word: at least a quarter digits (hex-looking words such as `deadbeef` have none). */
@@ -65,8 +94,9 @@ export interface EncodedMeasure {
   longest: number;
 }
 
-/** Base64, hex and percent-encoded runs of `text`. */
-export function encodedMeasure(text: string): EncodedMeasure {
+/** Base64, hex and percent-encoded runs of `text`, outside URLs and DOIs. */
+export function encodedMeasure(raw: string): EncodedMeasure {
+  const text = withoutAddresses(raw);
   const covered: Array<[number, number]> = [];
   const add = (re: RegExp, accept: (run: string) => boolean): void => {
     re.lastIndex = 0;
@@ -97,32 +127,52 @@ const TOKEN = /\S+/gu;
 export interface TokenMeasure {
   /** Longest run of letters (with their marks) in a script written with spaces. */
   longestWord: number;
+  /** Longest such run that repeats a shorter unit (`alignmentalignment…`): no language writes those. */
+  longestRepeat: number;
   /** Longest whitespace-free token that holds no character of a script written without spaces. */
   longestToken: number;
 }
 
-export function tokenMeasure(text: string): TokenMeasure {
+/** Whether `word` is a shorter unit repeated (to its end, the last copy possibly cut). */
+function isPeriodic(word: string): boolean {
+  const chars = [...word];
+  for (let p = 1; p <= chars.length / 2; p++) {
+    let periodic = true;
+    for (let i = p; i < chars.length && periodic; i++) periodic = chars[i] === chars[i - p];
+    if (periodic) return true;
+  }
+  return false;
+}
+
+/** Longest letter runs and whitespace-free tokens of `text`, URLs and DOIs aside. */
+export function tokenMeasure(raw: string): TokenMeasure {
+  const text = withoutAddresses(raw);
   let longestWord = 0;
+  let longestRepeat = 0;
   let longestToken = 0;
   for (const m of text.matchAll(TOKEN)) {
     const token = m[0];
-    if (token.length <= longestWord && token.length <= longestToken) continue;
     if (UNSPACED.test(token)) continue;
     longestToken = Math.max(longestToken, codePoints(token));
-    for (const w of token.matchAll(LETTER_RUN)) longestWord = Math.max(longestWord, codePoints(w[0]));
+    for (const w of token.matchAll(LETTER_RUN)) {
+      const n = codePoints(w[0]);
+      longestWord = Math.max(longestWord, n);
+      if (n > longestRepeat && isPeriodic(w[0].toLowerCase())) longestRepeat = n;
+    }
   }
-  return { longestWord, longestToken };
+  return { longestWord, longestRepeat, longestToken };
 }
 
 export interface LetterMeasure {
-  /** Code points that are not whitespace. */
+  /** Code points that are neither whitespace nor markdown markup (`|`, `-`, `*`, `#`, `>`, `` ` ``, `:`, `=`, `_`, `~`). */
   visible: number;
   /** ... of which letters (with their combining marks). */
   letters: number;
 }
 
 const LETTERS = /[\p{L}\p{M}]/gu;
-const VISIBLE = /\S/gu;
+/** Visible, and not the markup of a markdown table, list, heading, quote or code span. */
+const VISIBLE = /[^\s|*#>`:=_~-]/gu;
 
 export function letterMeasure(text: string): LetterMeasure {
   return { visible: text.match(VISIBLE)?.length ?? 0, letters: text.match(LETTERS)?.length ?? 0 };

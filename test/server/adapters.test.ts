@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import { REJECTION_REASONS } from '../../src/judge/degenerate.js';
 import { candidateFromQuery, questionFromMessages } from '../../src/server/http/routes/adapters.js';
+import { prepareCandidate } from '../../src/judge/candidate.js';
 import { stripChatTokens } from '../../src/text/chat-tokens.js';
 import { candidate, GOOD, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
 
@@ -11,12 +12,16 @@ const CHATML_PROMPT = `<|im_start|>system\nYou propose research ideas.<|im_end|>
 const LLAMA3_PROMPT = `<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n${QUESTION}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`;
 
 describe('chat-token stripping', () => {
-  it('removes the prompt prefix and ChatML / Llama-3 / Llama-2 special tokens', () => {
+  it('removes the prompt prefix, keeps the rollout as spelled (preparation cuts at its end of turn)', () => {
     const idea = 'Train paired encoders with a contrastive objective.';
-    expect(candidateFromQuery(`${CHATML_PROMPT}${idea}<|im_end|>`, CHATML_PROMPT)).toBe(idea);
-    expect(candidateFromQuery(`${LLAMA3_PROMPT}${idea}<|eot_id|>`, LLAMA3_PROMPT)).toBe(idea);
-    expect(candidateFromQuery(`<s>[INST] q [/INST] ${idea}</s>`, '<s>[INST] q [/INST]')).toBe(idea);
-    expect(candidateFromQuery(`${idea}<|endoftext|>`, undefined)).toBe(idea);
+    const judged = (rollout: string): string => prepareCandidate(rollout).candidate;
+    expect(candidateFromQuery(`${CHATML_PROMPT}${idea}<|im_end|>`, CHATML_PROMPT)).toBe(`${idea}<|im_end|>`);
+    expect(judged(candidateFromQuery(`${CHATML_PROMPT}${idea}<|im_end|>`, CHATML_PROMPT))).toBe(idea);
+    expect(judged(candidateFromQuery(`${LLAMA3_PROMPT}${idea}<|eot_id|>`, LLAMA3_PROMPT))).toBe(idea);
+    expect(judged(candidateFromQuery(`<s>[INST] q [/INST] ${idea}</s>`, '<s>[INST] q [/INST]'))).toBe(idea);
+    expect(judged(candidateFromQuery(`${idea}<|endoftext|>`, undefined))).toBe(idea);
+    // A templated query sent without its prompt: the rollout starts after the assistant header.
+    expect(judged(candidateFromQuery(`${CHATML_PROMPT}${idea}<|im_end|>`, undefined))).toBe(idea);
     // Without a matching prefix the query is refused: judging prompt + response would reward the prompt.
     expect(() => candidateFromQuery(`${CHATML_PROMPT}${idea}`, 'another prompt')).toThrow(
       expect.objectContaining({ code: 'RW_PROMPT_MISMATCH' }),

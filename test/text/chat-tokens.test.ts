@@ -37,8 +37,9 @@ describe('lastUserTurn', () => {
 describe('responseAfterPrompt', () => {
   const prompt = `<|im_start|>user\n${Q}<|im_end|>\n<|im_start|>assistant\n`;
   it('finds the response despite pad/BOS tokens, whitespace and NFKC differences', () => {
+    // The response as the query spells it: its own end-of-turn token stays (preparation cuts there).
     expect(responseAfterPrompt(`<pad><pad><|endoftext|>${prompt}The idea.<|im_end|>`, prompt)).toBe(
-      'The idea.',
+      'The idea.<|im_end|>',
     );
     expect(responseAfterPrompt(`${prompt.replace(' and ', '  and\n')}The idea.`, `<s>${prompt}`)).toBe(
       'The idea.',

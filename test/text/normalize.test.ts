@@ -39,8 +39,11 @@ describe('normalizeText', () => {
     expect(normalizeText('a\tb\nc\r\nd').text).toBe('a\tb\nc\r\nd');
   });
 
-  it('applies NFKC: fullwidth, ligatures and compatibility forms', () => {
-    expect(normalizeText('＜ｔｈｉｎｋ＞ ﬁne').text).toBe('<think> fine');
+  it("applies NFC only: the author's superscripts, units, fractions and fullwidth forms stay", () => {
+    const written = 'lr 10⁻⁴, 2⁸ states, 5 m², ½ dose, 3 µm, H₂O, ＜ｔｈｉｎｋ＞ ﬁne, 温度 25 ℃';
+    expect(normalizeText(written).text).toBe(written);
+    // Canonical equivalents compose: e + combining acute, the Ångström sign.
+    expect(normalizeText('re\u0301sume\u0301 1 \u212B').text).toBe('résumé 1 \u00C5');
   });
 
   it(`cuts runs of combining marks to ${MAX_COMBINING_RUN} per base (Zalgo), keeping real accents`, () => {

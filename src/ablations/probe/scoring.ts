@@ -30,6 +30,10 @@ export const DEFAULT_GATES: Readonly<Record<ProbeName, number | null>> = {
   'bidi-reorder': 0.05,
   'question-echo': 0.05,
   'encoded-idea': 0.01,
+  'other-trace-formats': 0.01,
+  'text-after-end-of-turn': 0.01,
+  'homoglyph-echo': 0.05,
+  'repetition-padding': 0.01,
 };
 
 const Gate = z

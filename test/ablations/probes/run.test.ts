@@ -19,7 +19,7 @@ import type { Judgment } from '../../../src/judge/types.js';
 
 let items: DatasetItem[];
 let results: ProbeResults;
-const judged: { probe: string; judgment: Judgment }[] = [];
+const judged: { probe: string; variant: number; judgment: Judgment }[] = [];
 
 beforeAll(async () => {
   items = (await loadDataset('datasets/sample.jsonl')).items;
@@ -28,7 +28,7 @@ beforeAll(async () => {
     items,
     graph: getPreset('default')!,
     router,
-    onCase: (c, judgment) => judged.push({ probe: c.probe, judgment }),
+    onCase: (c, judgment) => judged.push({ probe: c.probe, variant: c.variant, judgment }),
   });
 });
 
@@ -168,6 +168,38 @@ describe('what reasoning policies emit (issue 19)', () => {
     expect(/[\u{E0000}-\u{E007F}]/u.test(smuggled.candidate)).toBe(true);
     const traced = cases.find((c) => c.probe === 'trace-with-ground-truth')!;
     expect(traced.candidate).toContain(items[traced.index]!.ground_truth);
+  });
+});
+
+describe('what other model families emit (issue 27)', () => {
+  it('buys nothing with other trace formats, text after the end of the turn, or repetition padding', () => {
+    for (const name of ['other-trace-formats', 'text-after-end-of-turn', 'repetition-padding'] as const) {
+      const p = probe(name);
+      expect(p.cases, name).toBeGreaterThan(0);
+      expect(p.rate.hits, name).toBe(0);
+      expect(p.gate, name).toBe(0.01);
+    }
+    // Padding alone is rejected before any call; a trace or a continuation is stripped and judged.
+    const alone = judged.filter((j) => j.probe === 'repetition-padding' && j.variant === 1);
+    expect(alone.length).toBeGreaterThan(0);
+    for (const { judgment } of alone) expect(judgment.reason).toBe('repetitive');
+  });
+
+  it('rejects every homoglyph echo of the question before a call', () => {
+    const echo = probe('homoglyph-echo');
+    expect(echo.cases).toBeGreaterThan(0);
+    expect(echo.rate.hits).toBe(0);
+    for (const { judgment } of judged.filter((j) => j.probe === 'homoglyph-echo'))
+      expect(judgment.reason).toBe('question_restated');
+  });
+
+  it('puts the ground truth in every variant of the trace and end-of-turn probes', () => {
+    const cases = buildCases(items);
+    for (const name of ['other-trace-formats', 'text-after-end-of-turn'] as const) {
+      const some = cases.filter((c) => c.probe === name);
+      expect(some.length).toBeGreaterThan(0);
+      for (const c of some) expect(c.candidate).toContain(items[c.index]!.ground_truth);
+    }
   });
 });
 

@@ -12,7 +12,12 @@ import { itemStatus } from '../../controls/cancel.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
 import { requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-service.js';
-import { lastUserTurn, responseAfterPrompt, stripChatTokens } from '../../../text/chat-tokens.js';
+import {
+  afterAssistantHeader,
+  lastUserTurn,
+  responseAfterPrompt,
+  stripChatTokens,
+} from '../../../text/chat-tokens.js';
 import { REJECTION_REASONS } from '../../../judge/degenerate.js';
 import { traceOpenedBy, type ReasoningFormat } from '../../../text/reasoning.js';
 import { laneOf, PRIORITY_HEADER } from '../../admission/priority.js';
@@ -20,11 +25,12 @@ import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from
 import { stampsOf, votesOf } from '../../controls/stamps.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
- * NFKC differences in the decode), without control tokens. Without a prompt the whole query is the
- * rollout. A query that does not start with its prompt is refused: judging prompt + response would reward
- * the prompt. */
+ * NFKC differences in the decode), as the query spells it: its control tokens stay, for the one preparation
+ * path (src/judge/candidate.ts) to find the trace and the end of the turn by. Without a prompt the query is
+ * the rollout (after its first assistant header, when it is chat-templated). A query that does not start
+ * with its prompt is refused: judging prompt + response would reward the prompt. */
 export function candidateFromQuery(query: string, prompt: string | undefined, index = 0): string {
-  if (prompt === undefined || stripChatTokens(prompt) === '') return stripChatTokens(query);
+  if (prompt === undefined || stripChatTokens(prompt) === '') return afterAssistantHeader(query);
   const response = responseAfterPrompt(query, prompt);
   if (response === undefined) {
     throw new RewardError(
@@ -38,7 +44,8 @@ export function candidateFromQuery(query: string, prompt: string | undefined, in
 
 /**
  * The rollout with the reasoning-trace opener its prompt ended with (`<think>` from a Qwen3 / DeepSeek-R1
- * template) put back, so a trace the policy never closed is found (`truncated_reasoning`).
+ * template, a harmony analysis opener) put back, so a trace the policy never closed is found
+ * (`truncated_reasoning`). Text only: the rollout is prepared where every candidate is (src/judge/candidate.ts).
  */
 export function withPromptTrace(
   candidate: string,
@@ -238,7 +245,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: {
           question: question ?? questionFromMessages(body.prompt),
-          candidate: withPromptTrace(stripChatTokens(body.response), body.prompt, config.reasoningFormat),
+          candidate: withPromptTrace(body.response, body.prompt, config.reasoningFormat),
           groundTruth,
         },
       },
@@ -286,7 +293,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     const judged = await service.judgeOne(
       {
         graph: choice,
-        input: { question, candidate: stripChatTokens(texts.join('\n')), groundTruth: body.ground_truth },
+        input: { question, candidate: texts.join('\n'), groundTruth: body.ground_truth },
       },
       {
         ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),

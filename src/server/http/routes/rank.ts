@@ -19,7 +19,6 @@ import { usageOf } from '../../serving/results.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../../roles/index.js';
 import { parseOr400 } from '../schemas.js';
 import { comparisonModelOf } from '../../controls/stamps.js';
-import { stripChatTokens } from '../../../text/chat-tokens.js';
 import { candidateFromQuery, labelParts, questionFromMessages, withPromptTrace } from './adapters.js';
 
 export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): void {
@@ -132,11 +131,7 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       return {
         question: question ?? questionFromMessages(sample.prompt),
         groundTruth,
-        candidate: withPromptTrace(
-          stripChatTokens(sample.response),
-          sample.prompt,
-          ctx.config.reasoningFormat,
-        ),
+        candidate: withPromptTrace(sample.response, sample.prompt, ctx.config.reasoningFormat),
       };
     });
     const { ranked, out, fallback } = await ranking.rankRollouts('/slime/rank', items, query, {
