@@ -277,10 +277,13 @@ describe('reloading the keys file', () => {
     });
     const outcomes: boolean[] = [];
     const stop = keyring.watch(20, (o) => outcomes.push(o.ok));
+    // The watch takes its first look at the file asynchronously: change it after that.
+    await new Promise((resolve) => setTimeout(resolve, 200));
     try {
       writeFileSync(path, JSON.stringify({ keys: [entry('run-a', ['reward']), entry('run-b', ['rank'])] }));
       await waitFor(() => outcomes.length >= 1, 'the watch to reload');
       expect(keyring.authenticate('Bearer key-run-b')?.name).toBe('run-b');
+      await new Promise((resolve) => setTimeout(resolve, 50)); // a later mtime
       writeFileSync(path, JSON.stringify({ keys: [entry('default', ['rank'])] }));
       await waitFor(() => outcomes.length >= 2, 'the second reload');
       expect(outcomes).toEqual([true, false]);
