@@ -117,6 +117,44 @@ describe('Admission with tenants', () => {
       expect([admission.running, admission.waiting]).toEqual([0, 0]);
     }
   });
+  it("starts a tenant's judgments at once up to its guaranteed slots while another holds them all", async () => {
+    const { admission } = setup({ maxConcurrent: 4 });
+    const signal = new AbortController().signal;
+    const held = await Promise.all(
+      Array.from({ length: 4 }, () => admission.acquire(signal, 'normal', A, 0.5)),
+    );
+    const started: string[] = [];
+    const releases: Array<() => void> = [];
+    const take = (name: string, flow: Flow, fraction: number) =>
+      void admission.acquire(signal, 'normal', flow, fraction).then((release) => {
+        started.push(name);
+        releases.push(release);
+      });
+    take('b0', B, 0.5);
+    take('b1', B, 0.5);
+    take('b2', B, 0.5); // beyond run-b's 2 of 4: waits
+    take('a4', A, 0.5);
+    take('c0', { name: 'run-c', weight: 1 }, 0); // no guarantee (FAIR_QUEUING=false): waits
+    await flush();
+    expect(started).toEqual(['b0', 'b1']);
+    expect([admission.running, admission.waiting]).toEqual([6, 3]);
+    // Back under MAX_CONCURRENT_JUDGMENTS first: the first two slots A frees are retired.
+    held[0]?.();
+    held[1]?.();
+    await flush();
+    expect(started).toEqual(['b0', 'b1']);
+    expect(admission.running).toBe(4);
+    held[2]?.();
+    await flush();
+    expect(started).toHaveLength(3);
+    held[3]?.();
+    while (releases.length > 0) {
+      releases.shift()?.();
+      await flush();
+    }
+    expect(started.toSorted()).toEqual(['a4', 'b0', 'b1', 'b2', 'c0']);
+    expect([admission.running, admission.waiting]).toEqual([0, 0]);
+  });
 });
 
 describe('backend slots with tenants (limiter)', () => {

@@ -341,9 +341,12 @@ export class Admission {
     return this.#slots.flows();
   }
 
-  /** Takes a run slot (run-slots.ts): in `lane` and `flow`, fairly, when all are busy. */
-  acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow): Promise<Release> {
-    return this.#slots.acquire(signal, lane, flow);
+  /**
+   * Takes a run slot (run-slots.ts): in `lane` and `flow`, fairly, when all are busy; at once while `flow`
+   * holds fewer than `fraction` of them (its guarantee).
+   */
+  acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow, fraction = 0): Promise<Release> {
+    return this.#slots.acquire(signal, lane, flow, Math.floor(this.maxConcurrent * fraction));
   }
 
   /**
@@ -358,7 +361,7 @@ export class Admission {
   ): Promise<R> {
     let calls: number | undefined;
     try {
-      const release = await this.acquire(signal, ticket.lane, ticket.flow);
+      const release = await this.acquire(signal, ticket.lane, ticket.flow, ticket.work?.fraction);
       let result: T;
       try {
         result = await work();

@@ -2,6 +2,12 @@
  * Admission's run slots (MAX_CONCURRENT_JUDGMENTS): a judgment holds one while it runs. When all are busy,
  * the waiters are served by lane (high first), then by tenant flow with weighted fair queuing, then FIFO
  * (`judge/fair-queue.ts`). A freed slot passes straight to the next waiter; nothing running is preempted.
+ *
+ * A tenant's guaranteed slots (its fraction × the slots, fair-shares.ts): a tenant holding fewer starts at
+ * once even while others hold every slot, so a run arriving beside another's step does not wait for that
+ * step's judgments to finish (they hold their slots while their calls queue at the backend). The running
+ * count may then pass `max` by the guarantees not yet used (at most `max` more); freed slots go to nobody
+ * until it is back under `max`.
  */
 import { toError } from '../../errors.js';
 import { FairQueue, type Flow } from '../../judge/fair-queue.js';
@@ -46,12 +52,14 @@ export class RunSlots {
   }
 
   /**
-   * Takes a slot, waiting in `lane` and `flow` when all are busy. Synchronous bookkeeping: the judgment counts
-   * as running or waiting as soon as this returns. Rejects with the signal's reason if it aborts while waiting.
+   * Takes a slot, waiting in `lane` and `flow` when all are busy, unless `flow` holds fewer than its
+   * `guaranteed` slots (default none beyond the free ones). Synchronous bookkeeping: the judgment counts as
+   * running or waiting as soon as this returns. Rejects with the signal's reason if it aborts while waiting.
    */
-  acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow): Promise<Release> {
+  acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow, guaranteed = 0): Promise<Release> {
     if (signal.aborted) return Promise.reject(toError(signal.reason));
-    if (this.#running < this.max) {
+    const below = flow !== undefined && this.#waiters.heldBy(flow.name) < guaranteed;
+    if (this.#running < this.max || below) {
       this.#running += 1;
       this.#waiters.hold(flow);
       this.#changed();
@@ -81,7 +89,8 @@ export class RunSlots {
       if (released) return;
       released = true;
       this.#waiters.release(flow);
-      const next = this.#waiters.shift();
+      // Over `max` (guaranteed slots were taken beyond it): this slot is retired.
+      const next = this.#running > this.max ? undefined : this.#waiters.shift();
       if (next === undefined) {
         this.#running -= 1;
       } else {
