@@ -25,6 +25,10 @@ const PROCESS_SUITES = [
   'test/server/cancel-shared.test.ts',
   // issue 20: canaries in the built server (two fake replicas, a CANARY_DATASET on disk)
   'test/server/canary-built.test.ts',
+  // issue 32: the ranking routes' rewards (rejected, failed, cancelled) on the built server
+  'test/server/rank-rewards-built.test.ts',
+  // issue 32: redis-server: replicas' keys, lease-wait deadlines, takeovers and the budget across an outage
+  'test/server/shared-seams.test.ts',
   'test/ablations/cli-ablate.test.ts',
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',

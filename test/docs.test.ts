@@ -50,7 +50,10 @@ describe('docs/configuration.md variable table', () => {
       expect(parsed.success, `${name} needs a value: document it as required`).toBe(true);
       const cell = documented.get(name)?.[1] ?? '';
       if (parsed.data === undefined) expect(cell, name).toMatch(/^unset\b/);
-      else expect(codeSpans(cell)[0], name).toBe(String(parsed.data));
+      else {
+        const value = typeof parsed.data === 'object' ? JSON.stringify(parsed.data) : String(parsed.data);
+        expect(codeSpans(cell)[0], name).toBe(value);
+      }
     }
   });
 

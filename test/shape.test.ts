@@ -28,15 +28,15 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([]);
  * this round, each capped at its length when listed. Splitting one below MAX_LINES means removing it here.
  */
 const TEMPORARY: ReadonlyMap<string, number> = new Map([
-  // Helper w32 is adding the budget write-back to this file now (createRedisState stays for the final round).
-  ['src/state/redis.ts › createRedisState', 495],
+  // The budget's Redis counters moved out to redis-budget.ts (issue 32); the rest waits for the final round.
+  ['src/state/redis.ts › createRedisState', 488],
   ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 486],
   // Mostly the metric-definition table (a TABLES candidate), with the observe functions beside it.
   ['src/server/observe/metrics.ts › createMetrics', 390],
-  ['src/server/serving/judge-service.ts › createJudgeService', 379],
-  ['src/server/serving/judge-service.ts › judgePrepared', 167],
+  ['src/server/serving/judge-service.ts › createJudgeService', 329],
+  ['src/server/serving/judge-service.ts › judgePrepared', 161],
   ['src/server/admission/admission.ts › Admission', 302],
-  ['src/server/serving/comparing.ts › createComparisonService', 293],
+  ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 277],
   ['src/server/integrity/integrity.ts › createIntegrity', 229],
   // Mostly the request schemas (a TABLES candidate).

@@ -8,7 +8,14 @@ import type { z } from 'zod';
 
 import type { ErrorCode } from '../errors.js';
 import type { ComparativeContext, RenderedPrompt } from '../roles/types.js';
-import { addKnown, observeFailedCall, observeReply, toFailure, URGENT_PRIORITY } from './calls.js';
+import {
+  addKnown,
+  cutByMovedDeadline,
+  observeFailedCall,
+  observeReply,
+  toFailure,
+  URGENT_PRIORITY,
+} from './calls.js';
 import type { Flow } from './fair-queue.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type { ChatMessage, JudgeObserver, Route } from './types.js';
@@ -31,8 +38,8 @@ export interface AskSpec<T> {
 
 export interface AskOptions {
   signal: AbortSignal;
-  /** Absolute deadline, epoch ms. */
-  deadline: number;
+  /** Absolute deadline, epoch ms; read at every call (a getter may move it later). */
+  readonly deadline: number;
   observer?: JudgeObserver | undefined;
   /** Take a free backend slot before queued normal calls (the priority lane). */
   urgent?: boolean | undefined;
@@ -81,6 +88,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     }
     cost.calls += 1;
     const callStarted = performance.now();
+    const callDeadline = options.deadline;
     let reply;
     try {
       reply = await route.backend.complete(
@@ -99,7 +107,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
         },
         {
           signal: options.signal,
-          deadline: options.deadline,
+          deadline: callDeadline,
           observer: options.observer,
           flow: options.flow,
           ...(options.urgent === true ? { priority: URGENT_PRIORITY } : {}),
@@ -109,6 +117,11 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
       const failure = toFailure(err);
       cost.attempts += 1;
       observeFailedCall(options.observer, spec.role, route, failure.code, performance.now() - callStarted);
+      // Cut by a deadline that has moved later since (a request joined the comparison): ask again.
+      if (cutByMovedDeadline(failure.code, options.signal, callDeadline, options.deadline)) {
+        ask -= 1;
+        continue;
+      }
       return { ok: false, error: failure, ...done() };
     }
     cost.attempts += reply.attempts;

@@ -70,6 +70,30 @@ export function observeReply(
 export const addKnown = (sum: number | null, value: number | null): number | null =>
   sum === null || value === null ? null : sum + value;
 
+/** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
+const DEADLINE_CUT_MARGIN_MS = 50;
+
+/**
+ * True when a call failed only because the deadline it was given has passed, and that deadline has moved
+ * later since (a request joined the judgment or comparison): the caller asks again under the new one (not a
+ * re-ask: the reply never came). `deadline` is read now.
+ */
+export function cutByMovedDeadline(
+  code: ErrorCode,
+  signal: AbortSignal,
+  callDeadline: number,
+  deadline: number,
+): boolean {
+  const now = Date.now();
+  return (
+    code === 'RW_JUDGE_TIMEOUT' &&
+    !signal.aborted &&
+    now >= callDeadline - DEADLINE_CUT_MARGIN_MS &&
+    deadline > callDeadline &&
+    deadline > now
+  );
+}
+
 /**
  * The scope of one judgment or comparative unit: a signal that aborts with the caller's signal, or at the
  * deadline with RW_JUDGE_TIMEOUT (`deadline` is read again when the timer fires: a getter that moved it later

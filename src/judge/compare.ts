@@ -11,7 +11,6 @@
  * Degenerate candidates (empty, fillers, too short or long) are decided without any LLM call: one loses to
  * any real idea, two tie, a rating is 1, and a pick never chooses one.
  */
-import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 
 import type { z } from 'zod';
@@ -25,7 +24,7 @@ import type {
   PickContext,
   RatingContext,
 } from '../roles/types.js';
-import { askStructured, type AskCost, type AskResult } from './ask.js';
+import { askStructured, type AskCost, type AskOptions, type AskResult } from './ask.js';
 import { addKnown, deadlineScope } from './calls.js';
 import { normalized } from '../text/normalize.js';
 import { prepareCandidate, type PreparedCandidate, type ReasoningFormat } from './candidate.js';
@@ -43,8 +42,11 @@ export type UnitStatus = 'ok' | 'rejected_input' | 'judge_error' | 'timeout';
 
 export interface ComparativeOptions {
   router: Router;
-  /** Absolute deadline, epoch ms: unfinished units end `timeout`. */
-  deadline: number;
+  /**
+   * Absolute deadline, epoch ms: unfinished units end `timeout`. Read again whenever it is needed (a getter
+   * may move it later: a request joined the flight), never copied.
+   */
+  readonly deadline: number;
   signal?: AbortSignal | undefined;
   observer?: JudgeObserver | undefined;
   limits?: CandidateLimits | undefined;
@@ -180,6 +182,22 @@ function failureOf(
   return { status: 'judge_error', error: failed, reason: failed.message };
 }
 
+/**
+ * A unit's calls' options: its scope's signal, and its deadline read through `options` at every call (serving
+ * moves a comparison flight's deadline later when a request joins it; a spread would freeze it).
+ */
+function askOptions(signal: AbortSignal, options: ComparativeOptions): AskOptions {
+  return {
+    signal,
+    get deadline() {
+      return options.deadline;
+    },
+    observer: options.observer,
+    urgent: options.urgent,
+    flow: options.flow,
+  };
+}
+
 /** Adds one ask's (or one vote's) cost to a unit's usage. */
 function addCost(
   usage: Usage,
@@ -218,13 +236,7 @@ async function askAlone<T, C extends RatingContext | PickContext>(
         temperature: 0,
         check,
       },
-      {
-        signal: scope.signal,
-        deadline: options.deadline,
-        observer: options.observer,
-        urgent: options.urgent,
-        flow: options.flow,
-      },
+      askOptions(scope.signal, options),
     );
     const usage = noUsage();
     addCost(usage, r);
@@ -325,13 +337,7 @@ export async function comparePair(
               temperature: judges > 1 ? MULTI_JUDGE_TEMPERATURE : 0,
               seed: judge,
             },
-            {
-              signal: scope.signal,
-              deadline: options.deadline,
-              observer: options.observer,
-              urgent: options.urgent,
-              flow: options.flow,
-            },
+            askOptions(scope.signal, options),
           ).then((r) => {
             // A failed call ends the pair now: its siblings' calls (and retries) are cancelled.
             if (!r.ok) {
@@ -541,47 +547,4 @@ export function canonicalPair(input: PairInput): { input: PairInput; swapped: bo
   return input.a <= input.b
     ? { input, swapped: false }
     : { input: { ...input, a: input.b, b: input.a }, swapped: true };
-}
-
-/**
- * Identity of a comparative unit for coalescing and caching: kind, comparative prompt version, every judge's
- * route (backend, model, sampling), criterion and the texts, length-prefixed. Pairs should be keyed in
- * canonical order (`canonicalPair`) so (a, b) and (b, a) share one computation.
- */
-export function comparativeKey(
-  router: Router,
-  unit:
-    | { kind: 'pair'; input: PairInput; judges: number }
-    | { kind: 'pick'; input: PickInput }
-    | { kind: 'rating'; input: RatingInput },
-): string {
-  const h = createHash('sha256');
-  const nodes =
-    unit.kind === 'pair'
-      ? Array.from({ length: unit.judges }, (_, k) => ({
-          id: comparisonNodeId(k + 1),
-          role: comparison.name,
-        }))
-      : [{ id: unit.kind, role: unit.kind }];
-  h.update(`${unit.kind}|${COMPARATIVE_PROMPT_VERSION}|${unit.input.criterion}`);
-  for (const node of nodes) {
-    const r = router.route(node);
-    h.update(
-      `|${node.id}=${r.backend.name}/${r.model}/${r.temperature ?? ''}/${r.topP ?? ''}/${r.maxTokens ?? ''}`,
-    );
-  }
-  const texts =
-    unit.kind === 'pair'
-      ? [unit.input.a, unit.input.b]
-      : unit.kind === 'pick'
-        ? unit.input.candidates
-        : [unit.input.idea];
-  const gt = unit.input.groundTruth;
-  h.update(gt === null ? '|none' : `|${gt.length}:`);
-  if (gt !== null) h.update(gt);
-  for (const text of [unit.input.question, ...texts]) {
-    h.update(`|${text.length}:`);
-    h.update(text);
-  }
-  return h.digest('hex');
 }

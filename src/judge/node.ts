@@ -9,7 +9,14 @@ import { performance } from 'node:perf_hooks';
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
 import { defaultMaxTokens } from './budgets.js';
-import { addKnown, observeFailedCall, observeReply, toFailure, URGENT_PRIORITY } from './calls.js';
+import {
+  addKnown,
+  cutByMovedDeadline,
+  observeFailedCall,
+  observeReply,
+  toFailure,
+  URGENT_PRIORITY,
+} from './calls.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
 import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
 import type { RunOptions } from './run-options.js';
@@ -39,9 +46,6 @@ export interface Execution {
   /** The debate monitor of a `converged` early stop. */
   debate?: DebateMonitor | undefined;
 }
-
-/** A call that timed out within this of its deadline was cut by the deadline, not by its own timeout. */
-const DEADLINE_CUT_MARGIN_MS = 50;
 
 /** Progress dominates age: 2^40 ms is 34 years of `performance.now()`. */
 const PROGRESS_WEIGHT = 2 ** 40;
@@ -312,12 +316,8 @@ async function callOnce(
   } catch (err) {
     const failure = toFailure(err);
     ask.attempts += 1;
-    const extended =
-      failure.code === 'RW_JUDGE_TIMEOUT' &&
-      !exec.signal.aborted &&
-      Date.now() >= callDeadline - DEADLINE_CUT_MARGIN_MS &&
-      exec.options.deadline > callDeadline &&
-      exec.options.deadline > Date.now();
+    // Cut by the deadline it was given, which has moved later since (a request joined the judgment).
+    const extended = cutByMovedDeadline(failure.code, exec.signal, callDeadline, exec.options.deadline);
     observeFailedCall(exec.options.observer, role.name, route, failure.code, performance.now() - callStarted);
     if (extended) return undefined;
     fail(failure.code, failure.message);

@@ -54,13 +54,25 @@ export function swissRounds(g: number): number {
 
 /**
  * One Swiss round: candidates ordered by points (win 1, tie ½), then index; each unpaired candidate in that
- * order meets the next unpaired one it has not met yet. A candidate left without an opponent sits out.
+ * order meets the next unpaired one it has not met yet. With an odd number of candidates one sits out (the
+ * bye): the lowest-placed one that has not sat out yet (`byes`), as the Swiss rule has it — else the same
+ * last-placed candidate would sit out every round and never be compared. A candidate left without an
+ * opponent (everyone left has met it) sits out too.
  */
-export function swissPairings(g: number, points: readonly number[], played: ReadonlySet<string>): Pairing[] {
+export function swissPairings(
+  g: number,
+  points: readonly number[],
+  played: ReadonlySet<string>,
+  byes: ReadonlySet<number> = new Set(),
+): Pairing[] {
   const order = Array.from({ length: g }, (_, k) => k).sort(
     (a, b) => (points[b] ?? 0) - (points[a] ?? 0) || a - b,
   );
   const paired = new Set<number>();
+  if (g % 2 === 1) {
+    const bye = [...order].reverse().find((k) => !byes.has(k));
+    if (bye !== undefined) paired.add(bye);
+  }
   const pairs: Pairing[] = [];
   for (const [pos, a] of order.entries()) {
     if (paired.has(a)) continue;
@@ -73,6 +85,12 @@ export function swissPairings(g: number, points: readonly number[], played: Read
     }
   }
   return pairs;
+}
+
+/** Adds the candidates of `g` that no pair of a round includes to `byes` (who sat that round out). */
+export function recordByes(g: number, pairs: readonly Pairing[], byes: Set<number>): void {
+  const playing = new Set(pairs.flatMap((p) => [p.i, p.j]));
+  for (let k = 0; k < g; k++) if (!playing.has(k)) byes.add(k);
 }
 
 /** Pairs a schedule compares for G candidates (for Swiss, the most it can compare). */
@@ -116,10 +134,12 @@ export async function runTournament<R extends PairResult>(
   if (schedule === 'circular') return play(circularPairs(g), 1);
   const played: Array<PlayedPair<R>> = [];
   const met = new Set<string>();
+  const byes = new Set<number>();
   const points = new Array<number>(g).fill(0);
   for (let round = 1; round <= swissRounds(g); round++) {
-    const pairs = swissPairings(g, points, met);
+    const pairs = swissPairings(g, points, met, byes);
     if (pairs.length === 0) break;
+    recordByes(g, pairs, byes);
     for (const p of pairs) met.add(key(p));
     for (const r of await play(pairs, round)) {
       played.push(r);
@@ -160,9 +180,38 @@ export interface Standings {
 
 export interface StandingsOptions {
   method?: ScoreMethod | undefined;
+  /**
+   * Candidates that are no ideas (rejected inputs): each loses to every other candidate by rule, without a
+   * comparison — in the fit and in wins/losses, not in `comparisons` nor the position-bias rate. Two of them
+   * have no outcome between them. So the real candidates' scores count their wins over these (beating a
+   * filler is a real outcome), and a lone real idea among them is scored.
+   */
+  rejected?: ReadonlySet<number> | undefined;
   /** Posterior draws of the score intervals (default DEFAULT_SCORE_DRAWS). */
   draws?: number | undefined;
   seed?: number | undefined;
+}
+
+/** Every candidate not in `rejected` beats every one in it (each such outcome counted in `rows`). */
+function addRejectedLosses(
+  rows: ReadonlyArray<{ index: number; wins: number; losses: number }>,
+  outcomes: Outcome[],
+  rejected: ReadonlySet<number> | undefined,
+): void {
+  if (rejected === undefined || rejected.size === 0) return;
+  for (const real of rows) {
+    if (rejected.has(real.index)) continue;
+    for (const lost of rows) {
+      if (!rejected.has(lost.index)) continue;
+      real.wins += 1;
+      lost.losses += 1;
+      outcomes.push(
+        real.index < lost.index
+          ? { i: real.index, j: lost.index, winner: 'i' }
+          : { i: lost.index, j: real.index, winner: 'j' },
+      );
+    }
+  }
 }
 
 /** Standings, ranking and counts from the played pairs. */
@@ -203,6 +252,7 @@ export function standings<R extends PairResult>(
     }
     outcomes.push({ i: p.i, j: p.j, winner: pref === 'a' ? 'i' : pref === 'b' ? 'j' : 'tie' });
   }
+  addRejectedLosses(rows, outcomes, options.rejected);
   const scores = scoreOutcomes(g, outcomes, options.method);
   const cis = scoreIntervals(g, outcomes, {
     method: options.method,

@@ -109,7 +109,8 @@ export function createLocalLeases(now: Clock = Date.now): LeaseStore {
   return {
     // Every lease here is this process's own.
     heldElsewhere: (keys) => Promise.resolve(keys.map(() => false)),
-    acquire(key: string, { signal, deadline }: LeaseOptions): Promise<LeaseOutcome> {
+    acquire(key: string, opts: LeaseOptions): Promise<LeaseOutcome> {
+      const { signal } = opts;
       if (signal.aborted) return Promise.reject(toError(signal.reason));
       const entry = held.get(key);
       if (entry === undefined) {
@@ -134,13 +135,16 @@ export function createLocalLeases(now: Clock = Date.now): LeaseStore {
           },
         };
         const onAbort = (): void => waiter.reject(toError(signal.reason));
-        const timer = setTimeout(
-          () =>
+        // The deadline is read again when the timer fires: one that moved later re-arms it.
+        const onDeadline = (): void => {
+          const left = opts.deadline - now();
+          if (left > 0) timer = setTimeout(onDeadline, left);
+          else
             waiter.reject(
               new RewardError('RW_JUDGE_TIMEOUT', 'deadline reached waiting for a shared judgment'),
-            ),
-          Math.max(0, deadline - now()),
-        );
+            );
+        };
+        let timer = setTimeout(onDeadline, Math.max(0, opts.deadline - now()));
         signal.addEventListener('abort', onAbort, { once: true });
         entry.waiters.add(waiter);
       });

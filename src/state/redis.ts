@@ -6,7 +6,8 @@
  * connection is down and time out after `timeoutMs`; a failed command marks the state `degraded` and the
  * local implementation answers instead (leases and buckets in-process, buckets at this process's share of
  * the limit). While degraded no command is sent but a PING every second; when one succeeds the state
- * recovers and writes made during the outage (judgments, idempotency records; bounded) are flushed.
+ * recovers and writes made during the outage (judgments, idempotency records; bounded) are flushed, and the
+ * token spend counted locally meanwhile is added to the shared counters (`redis-budget.ts`).
  *
  * Keys (all under `prefix`): `j:<key>` judgment, `l:<key>` lease, `d:<key>` channel of a lease's outcome,
  * `b:<name>` bucket (hash of level and time), `i:<id>` idempotency record, `members` heartbeats (zset),
@@ -20,6 +21,7 @@ import { Redis } from 'ioredis';
 import { RewardError, toError } from '../errors.js';
 import { evictOldest } from './bounded.js';
 import { createLocalBudget, createLocalBuckets, createLocalIdempotency, createLocalLeases } from './local.js';
+import { createRedisBudget } from './redis-budget.js';
 import { createRedisCancels } from './redis-cancels.js';
 import type {
   BucketReservation,
@@ -186,12 +188,17 @@ export function createRedisState(options: RedisStateOptions): RedisState {
   const pending = new Map<string, Pending>();
   observer?.onDegraded?.(true);
 
+  /** What runs when Redis is usable again: outage writes flushed, outage spend written back. */
+  const onRecovered: Array<() => void> = [];
   const setDegraded = (value: boolean): void => {
     if (value === degraded || closed) return;
     degraded = value;
     since = now();
     observer?.onDegraded?.(value);
-    if (!value) void flush();
+    if (!value) {
+      void flush();
+      for (const recovered of onRecovered) recovered();
+    }
   };
 
   const usable = (): boolean => !degraded && !closed && client.status === 'ready';
@@ -457,7 +464,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
       );
     },
     async acquire(key: string, opts: LeaseOptions): Promise<LeaseOutcome> {
-      const { signal, deadline } = opts;
+      const { signal } = opts;
       if (signal.aborted) throw toError(signal.reason);
       if (!usable()) return localAcquire(key, opts);
       let stop: (() => void) | undefined;
@@ -475,7 +482,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
           if (!usable()) return await localAcquire(key, opts);
           const outcome = await tryAcquire(key, true);
           if (outcome !== undefined) return outcome;
-          const left = deadline - now();
+          const left = opts.deadline - now();
           if (left <= 0) break;
           const message = await nextMessage(messages, wake, Math.min(pollMs, left), signal);
           if (message?.startsWith('v') === true) {
@@ -581,28 +588,16 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     },
   };
 
-  // ---- token budget: one counter per window (`t:<window>`), INCRBY + PEXPIRE in one round trip. While
-  // degraded, this process's local counter answers (it sees only its own spend during the outage).
-  const budget: BudgetStore = {
-    add: (window, tokens, ttlMs) =>
-      guarded(
-        'budget',
-        async () => {
-          const key = `${prefix}t:${window}`;
-          const reply = await client.multi().incrby(key, Math.ceil(tokens)).pexpire(key, ttlMs).exec();
-          const total: unknown = reply?.[0]?.[1];
-          if (typeof total !== 'number') throw new Error('unexpected budget reply');
-          return total;
-        },
-        () => local.budget.add(window, tokens, ttlMs),
-      ),
-    get: (window) =>
-      guarded(
-        'budget',
-        async () => Number((await client.get(`${prefix}t:${window}`)) ?? 0),
-        () => local.budget.get(window),
-      ),
-  };
+  // ---- token budget (redis-budget.ts): spend counted locally during an outage is written back on recovery.
+  const budget = createRedisBudget({
+    client,
+    prefix,
+    guarded: (attempt, fallback) => guarded('budget', attempt, fallback),
+    local: local.budget,
+    now,
+    failed: (err) => failed('budget', err),
+  });
+  onRecovered.push(() => void budget.writeBack());
 
   // ---- cancels across processes (redis-cancels.ts)
   const cancels = createRedisCancels({ client, sub, prefix, holder, usable, failed, listen, now });
@@ -614,7 +609,7 @@ export function createRedisState(options: RedisStateOptions): RedisState {
     leases,
     buckets,
     idempotency,
-    budget,
+    budget: budget.store,
     cancels,
     status: () => ({ kind: 'redis', degraded, since, url }),
     peers: () => peerCount,

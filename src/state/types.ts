@@ -33,8 +33,11 @@ export interface Lease {
 
 export interface LeaseOptions {
   signal: AbortSignal;
-  /** Absolute deadline, epoch ms: a waiter stops waiting then (rejects with RW_JUDGE_TIMEOUT). */
-  deadline: number;
+  /**
+   * Absolute deadline, epoch ms: a waiter stops waiting then (rejects with RW_JUDGE_TIMEOUT). Read again
+   * while waiting: a getter may move it later (a request joined the waiting judgment).
+   */
+  readonly deadline: number;
 }
 
 /**

@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 
 import {
   canonicalPair,
-  comparativeKey,
   comparePair,
   mirrorPair,
   pickBest,
   rateIdea,
   type PairInput,
 } from '../../src/judge/compare.js';
+import { comparativeKey, keySettingsOf } from '../../src/judge/key.js';
 import type { JudgeObserver } from '../../src/judge/types.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
 import { soon, useFakeRouter } from './helpers.js';
@@ -186,7 +186,8 @@ describe('canonical pairs and keys', () => {
     expect(forward.swapped).toBe(false);
     expect(backward.swapped).toBe(true);
     expect(backward.input).toEqual(forward.input);
-    const key = (p: PairInput, judges = 1) => comparativeKey(router, { kind: 'pair', input: p, judges });
+    const key = (p: PairInput, judges = 1) =>
+      comparativeKey(router, { kind: 'pair', input: p, judges }, keySettingsOf({}));
     expect(key(forward.input)).toBe(key(backward.input));
     expect(key(forward.input)).not.toBe(key(forward.input, 2));
     expect(key(forward.input)).not.toBe(key({ ...forward.input, criterion: 'novelty' }));

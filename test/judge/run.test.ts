@@ -5,13 +5,15 @@ import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { BackendSettings } from '../../src/settings/routing-file.js';
-import { judgmentKey } from '../../src/judge/key.js';
+import { judgmentKey, keySettingsOf } from '../../src/judge/key.js';
 import { nextAsk, parseReply } from '../../src/judge/reply.js';
 import { runJudgment } from '../../src/judge/run.js';
 import type { JudgeObserver, Router } from '../../src/judge/types.js';
 import { analyst } from '../../src/roles/index.js';
 import { universalReply, type FakeReply } from '../fakes/openai.js';
 import { soon, useFakeRouter, VERIFY_INPUT as input } from './helpers.js';
+
+const KEY_SETTINGS = keySettingsOf({});
 
 const setup = useFakeRouter();
 const match: FakeReply = { kind: 'json', body: universalReply('match', 0.8) };
@@ -313,12 +315,14 @@ describe('judgmentKey', () => {
     const a = routerFor('judge-a');
     const b = routerFor('judge-b');
     const graph = getPreset('analysts-2')!;
-    const key = judgmentKey(graph, input, a);
-    expect(judgmentKey(graph, input, a)).toBe(key);
-    expect(judgmentKey(graph, input, routerFor('judge-a'))).toBe(key);
-    expect(judgmentKey(graph, input, b)).not.toBe(key);
-    expect(judgmentKey(getPreset('vote-3')!, input, a)).not.toBe(key);
-    expect(judgmentKey(graph, { ...input, groundTruth: input.groundTruth + '.' }, a)).not.toBe(key);
+    const key = judgmentKey(graph, input, a, KEY_SETTINGS);
+    expect(judgmentKey(graph, input, a, KEY_SETTINGS)).toBe(key);
+    expect(judgmentKey(graph, input, routerFor('judge-a'), KEY_SETTINGS)).toBe(key);
+    expect(judgmentKey(graph, input, b, KEY_SETTINGS)).not.toBe(key);
+    expect(judgmentKey(getPreset('vote-3')!, input, a, KEY_SETTINGS)).not.toBe(key);
+    expect(judgmentKey(graph, { ...input, groundTruth: input.groundTruth + '.' }, a, KEY_SETTINGS)).not.toBe(
+      key,
+    );
   });
 });
 
@@ -332,9 +336,11 @@ describe('offline backend determinism', () => {
     expect(a.status).toBe('ok');
     expect(a.graph.hash).toBe(b.graph.hash);
     expect([a.verdict, a.score]).toEqual([b.verdict, b.score]);
-    expect(judgmentKey(graph, input, offline)).toBe(judgmentKey(graph, { ...input }, offline));
-    expect(judgmentKey(graph, input, offline)).not.toBe(
-      judgmentKey(graph, { ...input, candidate: input.candidate + ' ' }, offline),
+    expect(judgmentKey(graph, input, offline, KEY_SETTINGS)).toBe(
+      judgmentKey(graph, { ...input }, offline, KEY_SETTINGS),
+    );
+    expect(judgmentKey(graph, input, offline, KEY_SETTINGS)).not.toBe(
+      judgmentKey(graph, { ...input, candidate: input.candidate + ' ' }, offline, KEY_SETTINGS),
     );
   });
 

@@ -55,6 +55,25 @@ describe('schedules', () => {
     ]);
   });
 
+  it('gives the bye to a candidate that has not had one: with an odd G nobody sits out every round', async () => {
+    // Before: the last-placed candidate (0 points, highest index) sat out round after round, never compared,
+    // and a ranking with it could say nothing about it (its group no reward, rank-outcomes.ts).
+    for (const g of [3, 5, 7, 9, 11, 13, 15]) {
+      const played = await runTournament(g, 'swiss', (p) => Promise.resolve(result(p.i < p.j ? 'a' : 'b')));
+      const compared = new Set(played.flatMap((p) => [p.i, p.j]));
+      expect(compared.size, `G = ${g}`).toBe(g);
+      const s = standings(g, played);
+      expect(
+        s.candidates.every((c) => c.score !== null),
+        `G = ${g}`,
+      ).toBe(true);
+    }
+    expect(swissPairings(5, [0, 1, 0, 1, 0], new Set(['0:1', '2:3']), new Set([4]))).toEqual([
+      { i: 1, j: 3 },
+      { i: 0, j: 4 },
+    ]);
+  });
+
   it('runs Swiss round by round, feeding results into the next pairing, and never repeats a pair', async () => {
     const seen: string[] = [];
     const played = await runTournament(8, 'swiss', (p, round) => {

@@ -86,6 +86,20 @@ describe('token budget against the fake backend', () => {
     return ready.budget.spent_tokens;
   }
 
+  it('counts the calls of audits (the integrity observer, canaries alike) against the budget', async () => {
+    const t = await tokensPerJudgment();
+    const h = await start({ env: { JUDGE_TOKEN_BUDGET: '1000000000', AUDIT_RATE: '1' } });
+    expect(
+      (await h.app.inject({ method: 'POST', url: '/v1/judge', payload: judgeBody(10) })).statusCode,
+    ).toBe(200);
+    const integrity = async () =>
+      (await h.app.inject({ method: 'GET', url: '/v1/integrity' })).json<{ audit: { judgments: number } }>();
+    await waitFor(async () => (await integrity()).audit.judgments === 1, 'the audit to finish');
+    // The judgment and its audit (the same graph asked again): both spent, both counted.
+    const ready = (await h.app.inject({ method: 'GET', url: '/readyz' })).json<{ budget: ReadyBudget }>();
+    expect(ready.budget.spent_tokens).toBeGreaterThanOrEqual(Math.floor(1.9 * t));
+  });
+
   it('refuses new judgments with 429 RW_BUDGET_EXHAUSTED once spent, warning once at 80 % and once at 100 %', async () => {
     const t = await tokensPerJudgment();
     const log = logLines();

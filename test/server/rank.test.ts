@@ -111,7 +111,7 @@ describe('POST /v1/rank', () => {
     expect(await counterValue(h.metrics.positionBiasEvents, { criterion: 'match' })).toBe(15);
   });
 
-  it('drops a comparison that fails after retries (never a loss) and gives a candidate with none null', async () => {
+  it('drops a comparison that fails after retries (never a loss); a candidate left with none makes the group no reward', async () => {
     const h = await harness({
       env: { JUDGE_MAX_RETRIES: '1' },
       // Calls that meet the circuit opened by RANK0's failures wait 50 ms for it, not the production 5 s.
@@ -123,13 +123,13 @@ describe('POST /v1/rank', () => {
     });
     const { status, body } = await rank(h, { reward_mode: 'top_k', top_k: 2 });
     expect(status).toBe(200);
-    expect(body.scores[3]).toBeNull();
-    expect(body.rewards[3]).toBeNull();
-    expect(body.ci[3]).toBeNull();
     expect(body.results[3]).toMatchObject({ rank: null, wins: 0, losses: 0, ties: 0, failed: 5 });
     expect(body.comparisons).toMatchObject({ scheduled: 15, ok: 10, failed: 5 });
     expect(body.ranking).toEqual(ORDER);
-    expect(body.rewards).toEqual([0, 0, 1, null, 1, 0]);
+    // Without candidate 3 nobody knows who the best two are: no reward for the group (not [0, 0, 1, null, 1, 0]).
+    expect(body.rewards).toEqual([null, null, null, null, null, null]);
+    expect(body.scores).toEqual([null, null, null, null, null, null]);
+    expect(body.results.map((r: Json) => r.status)).toEqual(Array(6).fill('judge_error'));
     const failed = body.pairs.filter((p: Json) => p.status === 'judge_error');
     expect(failed).toHaveLength(5);
     expect(failed.every((p: Json) => p.winner === null && p.error_code === 'RW_JUDGE_UNAVAILABLE')).toBe(
@@ -318,13 +318,36 @@ describe('POST /v1/rank', () => {
     expect(h.fake.callCount).toBe(0);
   });
 
-  it('decides a degenerate candidate without calls: it loses every comparison', async () => {
+  it('decides a degenerate candidate without calls: it loses to every idea, the schedule compares the ideas', async () => {
     const h = await harness({ fake: { fallback: rankJudge } });
     const { body } = await rank(h, { candidates: [IDEAS[0], 'Thought process:', IDEAS[1]] });
     expect(h.fake.callCount).toBe(2);
-    expect(body.results[1]).toMatchObject({ wins: 0, losses: 2, rank: 3 });
-    expect(body.pairs.filter((p: Json) => p.status === 'rejected_input')).toHaveLength(2);
+    expect(body.results[1]).toMatchObject({
+      status: 'rejected_input',
+      reason: 'master_key_filler',
+      wins: 0,
+      losses: 2,
+      rank: 3,
+      reward: 0,
+    });
+    // The one comparison played is between the two ideas; the filler's losses are decided by rule.
+    expect(body.pairs).toHaveLength(1);
+    expect(body.pairs[0]).toMatchObject({ i: 0, j: 2, status: 'ok' });
     expect(body.position_bias.judged).toBe(1);
+  });
+
+  it('plays a circular schedule among the ideas: fillers between them do not keep them apart', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    // Circular over all four would compare each idea with fillers only, never with the other idea.
+    const { body } = await rank(h, {
+      candidates: [IDEAS[0], ':', IDEAS[2], '...'],
+      schedule: 'circular',
+      reward_mode: 'top_k',
+      top_k: 1,
+    });
+    expect(body.pairs.map((p: Json) => [p.i, p.j])).toEqual([[0, 2]]);
+    // IDEAS[2] has RANK5, IDEAS[0] RANK3: the better idea gets the one reward.
+    expect(body.rewards).toEqual([0, 0, 1, 0]);
   });
 
   it('cancels the comparisons of a client that disconnects', async () => {
@@ -473,6 +496,18 @@ describe('POST /v1/best-of-n', () => {
     expect(neither.body.details.map((d: Json) => d.path)).toEqual(['criterion']);
   });
 
+  it('a single degenerate candidate: no best (null), the reason per candidate, counted like any rejection', async () => {
+    const h = await harness({ fake: { fallback: rankJudge } });
+    const { body } = await rank(h, { candidates: ['Thought process:'] }, '/v1/best-of-n');
+    expect(body).toMatchObject({ best_index: null, calls: 0, reason: 'the only candidate is degenerate' });
+    expect(await counterValue(h.metrics.rejectedInputs, { reason: 'master_key_filler' })).toBe(1);
+    expect(body.results).toEqual([{ index: 0, status: 'rejected_input', reason: 'master_key_filler' }]);
+    const real = await rank(h, { candidates: [IDEAS[0]] }, '/v1/best-of-n');
+    expect(real.body).toMatchObject({ best_index: 0, results: [{ index: 0, status: 'ok' }] });
+    expect(await counterValue(h.metrics.rejectedInputs)).toBe(1);
+    expect(h.fake.callCount).toBe(0);
+  });
+
   it('takes the body /v1/rank takes: with a ground truth and no criterion it judges on match', async () => {
     const h = await harness({ fake: { fallback: rankJudge } });
     const ranked = await rank(h, { candidates: IDEAS.slice(0, 3) });
@@ -519,6 +554,7 @@ describe('group adapters', () => {
     expect(body.scores[2]).toBeGreaterThan(body.scores[4]);
     expect(Object.keys(body.extra_logs).sort()).toEqual(
       [
+        'cancelled',
         'comparisons_failed',
         'group_size',
         'judge_failed',
@@ -533,7 +569,7 @@ describe('group adapters', () => {
     expect(body.extra_logs.wins).toEqual([0, 2, 2, 0, 1, 1]);
   });
 
-  it('OpenRLHF: 503 RW_JUDGE_FAILED for a rollout without any comparison, FAILURE_REWARD instead when set; 400 for a lone rollout', async () => {
+  it('OpenRLHF: 503 RW_JUDGE_FAILED for the group of a rollout without any comparison, FAILURE_REWARD instead when set; 400 for a lone rollout', async () => {
     const fail = (b: FakeChatRequest): FakeReply =>
       JSON.stringify(b.messages).includes('RANK3') ? { kind: 'status', status: 500 } : rankJudge(b);
     const payload = {
@@ -544,7 +580,9 @@ describe('group adapters', () => {
     const h = await harness({ fake: { fallback: fail } });
     const refused = await h.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
     expect(refused.statusCode).toBe(503);
-    expect(refused.json()).toMatchObject({ code: 'RW_JUDGE_FAILED', details: { failed: [2] } });
+    // Rollout 2 (RANK3) has no comparison: its group (rollouts 0, 2, 4) has no reward, the other group does.
+    expect(refused.json().code).toBe('RW_JUDGE_FAILED');
+    expect(refused.json().details.failed.map((f: Json) => f.index)).toEqual([0, 2, 4]);
     const lone = await h.app.inject({
       method: 'POST',
       url: '/get_reward/rank',
@@ -552,11 +590,14 @@ describe('group adapters', () => {
     });
     expect(lone.statusCode).toBe(400);
     expect(lone.json().message).toContain('single rollout');
-    const withFallback = await harness({ env: { FAILURE_REWARD: '0' }, fake: { fallback: fail } });
+    const withFallback = await harness({ env: { FAILURE_REWARD: '0.25' }, fake: { fallback: fail } });
     const fallback = await withFallback.app.inject({ method: 'POST', url: '/get_reward/rank', payload });
     expect(fallback.statusCode).toBe(200);
-    expect(fallback.json().rewards[2]).toBe(0);
-    expect(fallback.json().extra_logs.judge_failed).toEqual([0, 0, 1, 0, 0, 0]);
+    const rewards = fallback.json().rewards;
+    expect([rewards[0], rewards[2], rewards[4]]).toEqual([0.25, 0.25, 0.25]);
+    expect(rewards[1]).toBeGreaterThan(rewards[5]);
+    expect(rewards[5]).toBeGreaterThan(rewards[3]);
+    expect(fallback.json().extra_logs.judge_failed).toEqual([1, 0, 1, 0, 1, 0]);
   });
 
   it('OpenRLHF /get_reward/rank asks about the last user turn, as /slime/rank does (the same comparisons)', async () => {

@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
-import { judgmentKey } from '../../src/judge/key.js';
+import { judgmentKey, keySettingsOf } from '../../src/judge/key.js';
 import type { Router } from '../../src/judge/types.js';
 import { buildApp } from '../../src/server/http/app.js';
 import { createMetrics, type Metrics } from '../../src/server/observe/metrics.js';
@@ -190,6 +190,7 @@ describeRedis('two replicas sharing Redis', () => {
         getPreset('default')!,
         { question: QUESTION, candidate: candidate(2000 + i), groundTruth: GROUND_TRUTH },
         b!.router,
+        keySettingsOf({}),
       ),
     );
     await waitFor(
@@ -223,6 +224,7 @@ describeRedis('two replicas sharing Redis', () => {
         getPreset('default')!,
         { question: QUESTION, candidate: candidate(120 + i), groundTruth: GROUND_TRUTH },
         b!.router,
+        keySettingsOf({}),
       ),
     );
     const onA = reward(a!, body);
@@ -401,6 +403,7 @@ describeRedis('two replicas sharing Redis', () => {
       getPreset('default')!,
       { question: QUESTION, candidate: candidate(5000), groundTruth: GROUND_TRUTH },
       a!.router,
+      keySettingsOf({}),
     );
     await waitFor(async () => (await a!.state.judgments?.getMany([key]))?.[0] !== undefined, 'the flush');
     const calls = fake.callCount;

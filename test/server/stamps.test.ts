@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
-import { judgmentKey } from '../../src/judge/key.js';
+import { judgmentKey, keySettingsOf } from '../../src/judge/key.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { createRouter } from '../../src/judge/routing.js';
 import { runJudgment } from '../../src/judge/run.js';
@@ -16,6 +16,7 @@ import { judgeModelOf, votesOf } from '../../src/server/controls/stamps.js';
 import { GROUND_TRUTH, QUESTION, candidate } from './helpers.js';
 
 const input = { question: QUESTION, candidate: candidate(1), groundTruth: GROUND_TRUTH };
+const KEY_SETTINGS = keySettingsOf({});
 
 function routerFor(model: string) {
   const config = loadConfig({ JUDGE_BASE_URL: 'http://127.0.0.1:9/v1', JUDGE_MODEL: model });
@@ -25,9 +26,9 @@ function routerFor(model: string) {
 describe('judge stamps', () => {
   it('keys the same judgment of two judge models apart (and the same model alike)', () => {
     const graph = getPreset('default')!;
-    const a = judgmentKey(graph, input, routerFor('judge-a'));
-    expect(judgmentKey(graph, input, routerFor('judge-a'))).toBe(a);
-    expect(judgmentKey(graph, input, routerFor('judge-b'))).not.toBe(a);
+    const a = judgmentKey(graph, input, routerFor('judge-a'), KEY_SETTINGS);
+    expect(judgmentKey(graph, input, routerFor('judge-a'), KEY_SETTINGS)).toBe(a);
+    expect(judgmentKey(graph, input, routerFor('judge-b'), KEY_SETTINGS)).not.toBe(a);
   });
 
   it('keeps votes and the reported model through the shared tier', async () => {

@@ -60,7 +60,7 @@ describe('evictOldest', () => {
     expect([...stubborn.keys()]).toEqual(['b']);
   });
 
-  it('is the only eviction loop in src/ (cache, idempotency, stagger and both state stores use it)', () => {
+  it('is the only eviction loop in src/ (cache, idempotency, stagger, both state stores and the outage budget use it)', () => {
     const loops = sources(SRC)
       .filter((path) => readFileSync(path, 'utf8').includes('.keys().next()'))
       .map((path) => relative(SRC, path));
@@ -76,6 +76,7 @@ describe('evictOldest', () => {
         'server/controls/cancel.ts',
         'server/serving/idempotency.ts',
         'state/local.ts',
+        'state/redis-budget.ts',
         'state/redis-cancels.ts',
         'state/redis.ts',
       ].sort(),

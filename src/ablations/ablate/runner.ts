@@ -3,7 +3,7 @@ import { basename, join } from 'node:path';
 import { RewardError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import { compileSpec, getPreset, PRESETS, voteGraph } from '../../judge/presets.js';
-import { judgmentKey } from '../../judge/key.js';
+import { judgmentKey, keySettingsOf } from '../../judge/key.js';
 import type { JudgmentInput } from '../../judge/types.js';
 import { PROMPT_VERSION } from '../../roles/index.js';
 import { analyze } from './analysis.js';
@@ -157,12 +157,13 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   /** Judges `batch` over every item (what is not stored yet); false when interrupted. */
   const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
     const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
+    const settings = keySettingsOf(options);
     // Item-major order: an interrupted run has paired results across graphs for the items it finished.
     for (const entry of batch) keys.set(entry.label, []);
     for (const item of items) {
       const input = toInput(item);
       for (const entry of batch) {
-        const key = judgmentKey(entry.graph, input, options.router);
+        const key = judgmentKey(entry.graph, input, options.router, settings);
         keys.get(entry.label)?.push(key);
         tasks.push({ entry, item, input, key });
       }

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { z } from 'zod';
 
 import { RewardError } from '../../errors.js';
-import { comparativeKey, comparePair, rateIdea } from '../../judge/compare.js';
+import { comparePair, rateIdea } from '../../judge/compare.js';
+import { comparativeKey, keySettingsOf, type KeySettings } from '../../judge/key.js';
 import type { Router } from '../../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import { CriterionName, needsGroundTruth } from '../../roles/criteria.js';
@@ -73,6 +74,7 @@ interface Task {
 
 function unitKey(
   router: Router,
+  settings: KeySettings,
   kind: 'rating' | 'pair',
   criterion: Criterion,
   ideas: readonly Idea[],
@@ -80,12 +82,12 @@ function unitKey(
   const [first, second] = ideas;
   const shared = { question: first?.question ?? '', groundTruth: first?.groundTruth ?? null, criterion };
   return kind === 'rating'
-    ? comparativeKey(router, { kind, input: { ...shared, idea: first?.text ?? '' } })
-    : comparativeKey(router, {
-        kind,
-        input: { ...shared, a: first?.text ?? '', b: second?.text ?? '' },
-        judges: 1,
-      });
+    ? comparativeKey(router, { kind, input: { ...shared, idea: first?.text ?? '' } }, settings)
+    : comparativeKey(
+        router,
+        { kind, input: { ...shared, a: first?.text ?? '', b: second?.text ?? '' }, judges: 1 },
+        settings,
+      );
 }
 
 /** Units to judge, question by question: ratings of each idea, then its question's pairs, per criterion. */
@@ -94,6 +96,7 @@ export function planUnits(
   router: Router,
   criteria: readonly Criterion[],
   protocols: readonly Protocol[],
+  settings: KeySettings,
 ): Task[] {
   const tasks: Task[] = [];
   for (const q of input.questions) {
@@ -104,7 +107,7 @@ export function planUnits(
             kind: 'rating',
             criterion,
             ideas: [idea],
-            key: unitKey(router, 'rating', criterion, [idea]),
+            key: unitKey(router, settings, 'rating', criterion, [idea]),
           });
       }
       if (protocols.includes('pairwise')) {
@@ -115,7 +118,7 @@ export function planUnits(
               kind: 'pair',
               criterion,
               ideas: pair,
-              key: unitKey(router, 'pair', criterion, pair),
+              key: unitKey(router, settings, 'pair', criterion, pair),
             });
           }
       }
@@ -286,7 +289,7 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
   const unitsPath = join(options.outDir, 'units.jsonl');
   const loaded = await loadJsonl(unitsPath, UnitRecord, (r) => recordId(r.key, r.ideas));
   const stored = loaded.records;
-  const planned = planUnits(input, router, options.criteria, options.protocols);
+  const planned = planUnits(input, router, options.criteria, options.protocols, keySettingsOf(options));
   const unitId = (t: Task): string =>
     recordId(
       t.key,

@@ -8,6 +8,7 @@ import { scoreIntervals, type Outcome } from '../../judge/bradley-terry.js';
 import {
   allPairs,
   circularPairs,
+  recordByes,
   swissPairings,
   swissRounds,
   type Pairing,
@@ -60,10 +61,12 @@ function schedule(rng: Rng, s: RankScenario, theta: readonly number[]): Outcome[
   }
   const outcomes: Outcome[] = [];
   const met = new Set<string>();
+  const byes = new Set<number>();
   const points = new Array<number>(s.g).fill(0);
   for (let round = 1; round <= swissRounds(s.g); round++) {
-    const pairs = swissPairings(s.g, points, met);
+    const pairs = swissPairings(s.g, points, met, byes);
     if (pairs.length === 0) break;
+    recordByes(s.g, pairs, byes);
     for (const p of pairs) {
       met.add(`${p.i}:${p.j}`);
       for (const o of play(rng, theta, p, perPair, ties)) {

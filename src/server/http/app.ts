@@ -292,7 +292,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     limits: config.candidateLimits,
     reasoningFormat: config.reasoningFormat,
     router,
-    observer: callObserver(metrics, admission),
+    observer: callObserver(metered, admission), // canary and audit tokens count against the budget
     metrics: metrics.integrity,
     log: deps.canaryLog ?? createLocalCanaryLog(),
     transcripts: deps.transcripts,

@@ -4,6 +4,13 @@
  * or nothing), per-request deadline, client-disconnect release, metrics and transcripts as judgments get.
  * It never rejects for a judge failure (a failed comparison is a result with a null preference), only for
  * overload or a request too large to admit.
+ *
+ * Every candidate is prepared once per request, here (`prepare`: src/judge/candidate.ts), and what its
+ * preparation decided comes back with the pairs (`rejections`), so routes say why a candidate is not an idea
+ * without preparing it again. The schedule is played among a group's real candidates only: a rejected one is
+ * no idea to compare (the standings decide its outcomes: it loses to every real one), so a circular or Swiss
+ * schedule compares the real ideas with each other rather than with fillers. A flight runs under the latest
+ * deadline of the requests waiting for it (`flight-deadlines.ts`).
  */
 import { randomUUID } from 'node:crypto';
 
@@ -12,9 +19,9 @@ import { JudgmentCache } from '../../judge/cache.js';
 import { prepareCandidate, type PreparedCandidate, type ReasoningFormat } from '../../judge/candidate.js';
 import {
   canonicalPair,
-  comparativeKey,
   comparePair,
   mirrorPair,
+  type ComparativeOptions,
   normalizeShared,
   pickBest,
   type PairInput,
@@ -32,6 +39,8 @@ import {
   type PlayedPair,
   type Schedule,
 } from '../../judge/tournament.js';
+import type { RejectionReason } from '../../judge/degenerate.js';
+import { comparativeKey, keySettingsOf, type KeySettings } from '../../judge/key.js';
 import type { Router } from '../../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
@@ -45,8 +54,9 @@ import {
 } from '../admission/admission.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Lane } from '../admission/priority.js';
-import type { TenantWork } from '../admission/fair-shares.js';
+import { cappedLane, type TenantWork } from '../admission/fair-shares.js';
 import { scopedKey, withSpend } from './tenant-work.js';
+import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
 
@@ -65,6 +75,8 @@ export interface PickedBest {
   pickId: string | null;
   judgment: PickJudgment;
   cached: boolean;
+  /** Per candidate: why it is not an idea (never shown to the pick), or undefined. */
+  rejections: Array<RejectionReason | undefined>;
 }
 
 /** One group to rank: its candidates, what they are judged on, the schedule and the judges per order. */
@@ -89,17 +101,43 @@ export interface RequestScope {
   tenant?: TenantWork | undefined;
 }
 
+/** Where a unit's calls run: its lane, its tenant's flow, and the tenant (spend); a ticket is one. */
+type Seat = Pick<Ticket, 'lane' | 'flow' | 'work'>;
+
+/** Candidates as their one preparation left them (src/judge/candidate.ts). */
+export interface PreparedGroup<T extends { question: string; groundTruth: string | null }> {
+  /** The shared texts, normalised. */
+  shared: T;
+  /** Each candidate's prepared text (a rejected one as sent: preparing it again rejects it again). */
+  candidates: string[];
+  /** Per candidate, in order: why it is not an idea, or undefined for one that is judged. */
+  rejections: Array<RejectionReason | undefined>;
+  /** Each prepared text's outcome, so that the comparisons of these candidates do not prepare them again. */
+  known: ReadonlyMap<string, PreparedCandidate>;
+}
+
+/** One group's tournament: its played pairs and what its candidates' preparation decided. */
+export interface Tournament {
+  played: Array<PlayedPair<ComparedPair>>;
+  rejections: Array<RejectionReason | undefined>;
+}
+
 export interface ComparisonService {
   /**
    * Runs each group's schedule (all groups concurrently, admitted together); every pair comes back, failed
    * ones with a null preference. Rejects only when the request cannot be admitted.
    */
-  tournaments(
-    groups: readonly TournamentGroup[],
-    scope: RequestScope,
-  ): Promise<Array<Array<PlayedPair<ComparedPair>>>>;
+  tournaments(groups: readonly TournamentGroup[], scope: RequestScope): Promise<Tournament[]>;
   /** One "pick the best" call over all candidates (coalesced and cached like a pair). */
   pick(input: PickInput, scope: RequestScope): Promise<PickedBest>;
+  /**
+   * The one preparation of a request's candidates (counted in `reward_rejected_inputs_total`); what
+   * `tournaments` and `pick` do first, and what a request with nothing to compare does alone.
+   */
+  prepare<T extends { question: string; groundTruth: string | null }>(
+    shared: T,
+    candidates: readonly string[],
+  ): PreparedGroup<T>;
   abortAll(): void;
 }
 
@@ -188,41 +226,115 @@ function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgmen
   };
 }
 
-/** A group's shared texts and candidates as judged, with each prepared candidate's outcome by its text. */
-interface PreparedTexts<T> {
-  shared: T;
-  candidates: string[];
-  known: ReadonlyMap<string, PreparedCandidate>;
+/** Per candidate, the outcome of its one preparation (pure: counting is the service's). */
+function prepareGroup<T extends { question: string; groundTruth: string | null }>(
+  shared: T,
+  candidates: readonly string[],
+  settings: KeySettings,
+): PreparedGroup<T> {
+  const normal = normalizeShared(shared);
+  const known = new Map<string, PreparedCandidate>();
+  const rejections: Array<RejectionReason | undefined> = [];
+  const texts = candidates.map((c) => {
+    const p = prepareCandidate(c, {
+      reasoningFormat: settings.reasoningFormat,
+      limits: settings.limits,
+      question: normal.question,
+    });
+    rejections.push(p.rejection);
+    known.set(p.candidate, p);
+    return p.candidate;
+  });
+  return { shared: normal, candidates: texts, rejections, known };
 }
 
 /**
- * What is judged (src/judge/candidate.ts), at the one door every ranking route's candidates come through:
- * texts normalised, each candidate's final answer extracted, before anything is keyed or compared. A
- * rejected candidate keeps its text (the comparison rejects it again, with the same reason, and it loses).
+ * A group as it is played: its request, its candidates prepared, and the indices of its real ones (the
+ * schedule is played among them: a rejected candidate is no idea to compare, `standings` decides its pairs).
  */
-function prepareRankTexts<T extends { question: string; groundTruth: string | null }>(
-  options: Pick<ComparisonServiceOptions, 'reasoningFormat' | 'candidateLimits'>,
-  metrics: Pick<Metrics, 'rejectedInputs'>,
-  shared: T,
-  candidates: readonly string[],
-): PreparedTexts<T> {
-  const normal = normalizeShared(shared);
-  // Each prepared text's outcome, for the comparisons of these candidates (same question): they take it
-  // instead of preparing every candidate again in each of its pairs.
-  const known = new Map<string, PreparedCandidate>();
-  return {
-    shared: normal,
-    candidates: candidates.map((c) => {
-      const p = prepareCandidate(c, {
-        reasoningFormat: options.reasoningFormat,
-        limits: options.candidateLimits,
-        question: normal.question,
+type PlayGroup = TournamentGroup & PreparedGroup<TournamentGroup['shared']> & { real: number[] };
+
+/** A pair as it is keyed and played: canonical input, whether it was swapped, its key. */
+interface KeyedPair {
+  input: PairInput;
+  swapped: boolean;
+  key: string;
+}
+
+/** A schedule's pairing of the real candidates (0-based among them) as the group's own indices. */
+const inGroup = (group: PlayGroup, p: Pairing): Pairing => ({
+  i: group.real[p.i] ?? -1,
+  j: group.real[p.j] ?? -1,
+});
+
+/**
+ * Each pair's canonical input and key (within the tenant's cache scope, if any), hashed once: fixed schedules
+ * key a pair when planning and playing.
+ */
+function pairKeys(
+  group: PlayGroup,
+  router: Router,
+  settings: KeySettings,
+  cacheScope: string | undefined,
+): (p: Pairing) => KeyedPair {
+  const g = group.candidates.length;
+  const memo = new Map<number, KeyedPair>();
+  return (p) => {
+    const at = p.i * g + p.j;
+    let k = memo.get(at);
+    if (k === undefined) {
+      const c = canonicalPair({
+        ...group.shared,
+        a: group.candidates[p.i] ?? '',
+        b: group.candidates[p.j] ?? '',
       });
-      if (p.rejection !== undefined) metrics.rejectedInputs.labels(p.rejection).inc();
-      known.set(p.candidate, p);
-      return p.candidate;
-    }),
-    known,
+      const unit = { kind: 'pair' as const, input: c.input, judges: group.judges };
+      k = { ...c, key: scopedKey(comparativeKey(router, unit, settings), cacheScope) };
+      memo.set(at, k);
+    }
+    return k;
+  };
+}
+
+/**
+ * What a request's tournaments would start, for admission: fixed schedules, exactly their new comparisons;
+ * Swiss, its most pairs (each among the group's real candidates).
+ */
+function newComparisons(
+  groups: readonly PlayGroup[],
+  keyed: ReadonlyArray<(p: Pairing) => KeyedPair>,
+  isKnown: (key: string) => boolean,
+): { shapes: WorkShape[]; fanOut: number } {
+  const shapes: WorkShape[] = [];
+  let fanOut = 0;
+  const keys = new Set<string>();
+  groups.forEach((group, k) => {
+    const g = group.real.length;
+    fanOut += plannedPairs(group.schedule, g);
+    if (group.schedule === 'swiss') {
+      for (let n = 0; n < plannedPairs('swiss', g); n++) shapes.push(pairShape(group.judges));
+      return;
+    }
+    for (const p of group.schedule === 'all_pairs' ? allPairs(g) : circularPairs(g)) {
+      const pair = keyed[k]?.(inGroup(group, p));
+      if (pair === undefined || isKnown(pair.key) || keys.has(pair.key)) continue;
+      keys.add(pair.key);
+      shapes.push(pairShape(group.judges));
+    }
+  });
+  return { shapes, fanOut };
+}
+
+/** A pair's result as the request sees it, in its own candidate order. */
+function viewOf(stored: { id: string | null; judgment: PairJudgment }, swapped: boolean, cached: boolean) {
+  const judgment = swapped ? mirrorPair(stored.judgment) : stored.judgment;
+  return {
+    comparisonId: stored.id,
+    judgment,
+    cached,
+    preference: judgment.preference,
+    positionBias: judgment.positionBias,
+    judged: judgment.status === 'ok',
   };
 }
 
@@ -239,45 +351,82 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     coalesced: metrics.comparisonCacheLookups.labels('coalesced'),
     miss: metrics.comparisonCacheLookups.labels('miss'),
   };
+  const deadlines = createFlightDeadlines();
+  // The settings candidates are prepared with are the ones they are keyed with.
+  const settings = keySettingsOf({
+    reasoningFormat: options.reasoningFormat,
+    limits: options.candidateLimits,
+  });
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], scope: RequestScope): void =>
+  const admit = (shapes: readonly WorkShape[], request: RequestScope): void =>
     admitWhole(
       admission,
       shapes,
-      scope.deadline - Date.now(),
+      request.deadline - Date.now(),
       'comparisons',
       'use a cheaper schedule or fewer candidates',
       { metrics, onRefusal: options.onRefusal },
-      scope.priority,
-      scope.tenant,
+      request.priority,
+      request.tenant,
     );
+
+  /**
+   * The flight of `key` for a request with deadline `at`: started here (`own`) under `at`, or joined, which
+   * moves its deadline to `at` when that is later.
+   */
+  const fly = (
+    key: string,
+    own: boolean,
+    at: number,
+    signal: AbortSignal,
+    compute: (flightSignal: AbortSignal, deadline: FlightDeadline) => Promise<Stored>,
+  ): Promise<Stored> | undefined => {
+    (own ? lookups.miss : lookups.coalesced).inc();
+    if (own) return cache.run(key, (s) => deadlines.run(key, at, (d) => compute(s, d)), signal);
+    deadlines.extend(key, at);
+    return cache.join(key, signal);
+  };
+
+  /**
+   * A unit's options: its flight's signal and deadline (read through the flight as joiners move it: never
+   * spread these options), the seat (lane, tenant flow and spend), the candidates' known preparations.
+   */
+  const unitOptions = (
+    signal: AbortSignal,
+    deadline: FlightDeadline,
+    seat: Seat,
+    known: ReadonlyMap<string, PreparedCandidate>,
+    judges?: number,
+  ): ComparativeOptions & { judges?: number | undefined } => ({
+    router,
+    get deadline() {
+      return deadline.at;
+    },
+    signal,
+    observer: withSpend(observer, seat.work),
+    flow: seat.flow,
+    judges,
+    limits: options.candidateLimits,
+    reasoningFormat: options.reasoningFormat,
+    urgent: seat.lane === 'high',
+    preparedText: (text) => known.get(text),
+  });
 
   const computePair = (
     input: PairInput,
     judges: number,
     signal: AbortSignal,
-    deadline: number,
-    requestId: string | undefined,
-    ticket: Ticket,
-    known?: ReadonlyMap<string, PreparedCandidate>,
-  ): Promise<Stored> =>
-    admission.run(
+    deadline: FlightDeadline,
+    request: RequestScope,
+    known: ReadonlyMap<string, PreparedCandidate>,
+  ): Promise<Stored> => {
+    const ticket = admission.admit(pairShape(judges), request.priority, request.tenant);
+    const { requestId } = request;
+    return admission.run(
       ticket,
       signal,
-      () =>
-        comparePair(input, {
-          router,
-          deadline,
-          signal,
-          observer: withSpend(observer, ticket.work),
-          flow: ticket.flow,
-          judges,
-          limits: options.candidateLimits,
-          reasoningFormat: options.reasoningFormat,
-          urgent: ticket.lane === 'high',
-          preparedText: known === undefined ? undefined : (text) => known.get(text),
-        }),
+      () => comparePair(input, unitOptions(signal, deadline, ticket, known, judges)),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
         const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
@@ -288,120 +437,60 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         return stored;
       },
     );
+  };
 
-  const prepareTexts = <T extends { question: string; groundTruth: string | null }>(
-    shared: T,
-    candidates: readonly string[],
-  ): PreparedTexts<T> => prepareRankTexts(options, metrics, shared, candidates);
+  const prepare: ComparisonService['prepare'] = (shared, candidates) => {
+    const prepared = prepareGroup(shared, candidates, settings);
+    for (const r of prepared.rejections) if (r !== undefined) metrics.rejectedInputs.labels(r).inc();
+    return prepared;
+  };
 
-  const tournaments: ComparisonService['tournaments'] = (rawGroups, request) =>
-    playTournaments(
-      rawGroups.map((g) => ({ ...g, ...prepareTexts(g.shared, g.candidates) })),
-      request,
-    );
+  const tournaments: ComparisonService['tournaments'] = async (rawGroups, request) => {
+    const groups = rawGroups.map((g): PlayGroup => {
+      const prepared = prepare(g.shared, g.candidates);
+      const real = prepared.rejections.flatMap((r, k) => (r === undefined ? [k] : []));
+      return { ...g, ...prepared, real };
+    });
+    const played = await playTournaments(groups, request);
+    return groups.map((g, k) => ({ played: played[k] ?? [], rejections: g.rejections }));
+  };
 
   const playTournaments = async (
-    groups: ReadonlyArray<TournamentGroup & { known: ReadonlyMap<string, PreparedCandidate> }>,
+    groups: readonly PlayGroup[],
     request: RequestScope,
   ): Promise<Array<Array<PlayedPair<ComparedPair>>>> => {
-    // Each pair's canonical input and key, hashed once: fixed schedules key every pair when planning and
-    // again when playing it.
-    const keyed = groups.map((group) => {
-      const g = group.candidates.length;
-      const known = new Map<number, { input: PairInput; swapped: boolean; key: string }>();
-      return (p: Pairing): { input: PairInput; swapped: boolean; key: string } => {
-        const at = p.i * g + p.j;
-        let k = known.get(at);
-        if (k === undefined) {
-          const c = canonicalPair({
-            ...group.shared,
-            a: group.candidates[p.i] ?? '',
-            b: group.candidates[p.j] ?? '',
-          });
-          const key = comparativeKey(router, { kind: 'pair', input: c.input, judges: group.judges });
-          k = { ...c, key: scopedKey(key, request.tenant?.cacheScope) };
-          known.set(at, k);
-        }
-        return k;
-      };
-    });
-    // Fixed schedules: exactly the comparisons this request would start; Swiss: its most pairs.
-    const shapes: WorkShape[] = [];
-    let fanOut = 0;
-    const keys = new Set<string>();
-    groups.forEach((group, k) => {
-      const g = group.candidates.length;
-      fanOut += plannedPairs(group.schedule, g);
-      if (group.schedule === 'swiss') {
-        for (let n = 0; n < plannedPairs('swiss', g); n++) shapes.push(pairShape(group.judges));
-        return;
-      }
-      for (const p of group.schedule === 'all_pairs' ? allPairs(g) : circularPairs(g)) {
-        const key = keyed[k]?.(p).key ?? '';
-        if (cache.get(key) === undefined && !cache.has(key) && !keys.has(key)) {
-          keys.add(key);
-          shapes.push(pairShape(group.judges));
-        }
-      }
-    });
-    admit(shapes, request);
+    const keyed = groups.map((group) => pairKeys(group, router, settings, request.tenant?.cacheScope));
+    const work = newComparisons(groups, keyed, (key) => cache.get(key) !== undefined || cache.has(key));
+    admit(work.shapes, request);
     const scope = createRequestScope({
       deadline: request.deadline,
       signal: request.signal,
-      fanOut,
+      fanOut: work.fanOut,
       cancel: request.cancel,
     });
     const startedAt = Date.now();
-    const play = async (
-      group: (typeof groups)[number],
-      pairInput: NonNullable<(typeof keyed)[number]>,
-      p: Pairing,
-    ): Promise<ComparedPair> => {
-      const { input, swapped, key } = pairInput(p);
-      const view = (stored: { id: string | null; judgment: PairJudgment }, cached: boolean): ComparedPair => {
-        const judgment = swapped ? mirrorPair(stored.judgment) : stored.judgment;
-        return {
-          comparisonId: stored.id,
-          judgment,
-          cached,
-          preference: judgment.preference,
-          positionBias: judgment.positionBias,
-          judged: judgment.status === 'ok',
-        };
-      };
+    const play = async (group: PlayGroup, pair: KeyedPair): Promise<ComparedPair> => {
+      const { input, swapped, key } = pair;
       const hit = cache.get(key);
       if (hit !== undefined && hit.kind === 'pair') {
         lookups.hit.inc();
-        return view(hit, true);
+        return viewOf(hit, swapped, true);
       }
       const own = !cache.has(key);
-      const flight = own
-        ? cache.run(
-            key,
-            (signal) =>
-              computePair(
-                input,
-                group.judges,
-                signal,
-                request.deadline,
-                request.requestId,
-                admission.admit(pairShape(group.judges), request.priority, request.tenant),
-                group.known,
-              ),
-            scope.signal,
-          )
-        : cache.join(key, scope.signal);
-      (own ? lookups.miss : lookups.coalesced).inc();
+      const flight = fly(key, own, request.deadline, scope.signal, (signal, deadline) =>
+        computePair(input, group.judges, signal, deadline, request, group.known),
+      );
       try {
         if (flight === undefined) throw new Error('no comparison flight to join');
         const stored = await flight;
         if (stored.kind !== 'pair') throw new Error('comparison key resolved to another kind of unit');
-        return view(stored, !own);
+        return viewOf(stored, swapped, !own);
       } catch (err) {
         const missing = missingPair(scope.signal, err);
         if (missing.internal) options.onInternalError?.(err);
-        return view(
+        return viewOf(
           { id: null, judgment: { ...missing.judgment, latencyMs: Date.now() - startedAt } },
+          swapped,
           false,
         );
       }
@@ -411,9 +500,9 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         groups.map((group, k) => {
           const pairInput = keyed[k];
           if (pairInput === undefined) throw new Error('group without keys');
-          return runTournament<ComparedPair>(group.candidates.length, group.schedule, (p) =>
-            play(group, pairInput, p),
-          );
+          return runTournament<ComparedPair>(group.real.length, group.schedule, (p) =>
+            play(group, pairInput(inGroup(group, p))),
+          ).then((played) => played.map((p) => ({ ...p, ...inGroup(group, p) })));
         }),
       );
     } finally {
@@ -421,17 +510,42 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     }
   };
 
+  // Fewer than two real candidates: decided without a call (src/judge/compare.ts), no run slot.
+  const computePick = (
+    input: PickInput,
+    decided: boolean,
+    signal: AbortSignal,
+    deadline: FlightDeadline,
+    request: RequestScope,
+    known: ReadonlyMap<string, PreparedCandidate>,
+  ): Promise<Stored> => {
+    const run = (seat: Seat) => (): Promise<PickJudgment> =>
+      pickBest(input, unitOptions(signal, deadline, seat, known));
+    const store = (judgment: PickJudgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment });
+    const { tenant } = request;
+    const lane = request.priority ?? 'normal';
+    if (decided)
+      return run({ lane: cappedLane(lane, tenant), flow: tenant?.flow, work: tenant })().then(store);
+    const ticket = admission.admit(PICK_SHAPE, lane, tenant);
+    return admission.run(ticket, signal, run(ticket), store);
+  };
+
   const pick: ComparisonService['pick'] = async (rawInput, scopeIn) => {
-    const texts = prepareTexts(rawInput, rawInput.candidates);
+    const texts = prepare(rawInput, rawInput.candidates);
+    const { rejections } = texts;
     const input: PickInput = { ...texts.shared, candidates: texts.candidates };
-    const key = scopedKey(comparativeKey(router, { kind: 'pick', input }), scopeIn.tenant?.cacheScope);
+    const key = scopedKey(
+      comparativeKey(router, { kind: 'pick', input }, settings),
+      scopeIn.tenant?.cacheScope,
+    );
     const hit = cache.get(key);
     if (hit !== undefined && hit.kind === 'pick') {
       lookups.hit.inc();
-      return { pickId: hit.id, judgment: hit.judgment, cached: true };
+      return { pickId: hit.id, judgment: hit.judgment, cached: true, rejections };
     }
     const own = !cache.has(key);
-    if (own) admit([PICK_SHAPE], scopeIn);
+    const decided = rejections.filter((r) => r === undefined).length < 2;
+    if (own && !decided) admit([PICK_SHAPE], scopeIn);
     const scope = createRequestScope({
       deadline: scopeIn.deadline,
       signal: scopeIn.signal,
@@ -440,35 +554,13 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     });
     const started = Date.now();
     try {
-      const flight = own
-        ? cache.run(
-            key,
-            (signal) =>
-              admission.run(
-                admission.admit(PICK_SHAPE, scopeIn.priority, scopeIn.tenant),
-                signal,
-                () =>
-                  pickBest(input, {
-                    router,
-                    deadline: scopeIn.deadline,
-                    signal,
-                    observer: withSpend(observer, scopeIn.tenant),
-                    flow: scopeIn.tenant?.flow,
-                    limits: options.candidateLimits,
-                    reasoningFormat: options.reasoningFormat,
-                    urgent: scopeIn.priority === 'high' && scopeIn.tenant?.maxPriority !== 'normal',
-                    preparedText: (text) => texts.known.get(text),
-                  }),
-                (judgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment }),
-              ),
-            scope.signal,
-          )
-        : cache.join(key, scope.signal);
-      (own ? lookups.miss : lookups.coalesced).inc();
+      const flight = fly(key, own, scopeIn.deadline, scope.signal, (signal, deadline) =>
+        computePick(input, decided, signal, deadline, scopeIn, texts.known),
+      );
       if (flight === undefined) throw new Error('no pick flight to join');
       const stored = await flight;
       if (stored.kind !== 'pick') throw new Error('pick key resolved to another kind of unit');
-      return { pickId: stored.id, judgment: stored.judgment, cached: !own };
+      return { pickId: stored.id, judgment: stored.judgment, cached: !own, rejections };
     } catch (err) {
       const missing = missingPair(scope.signal, err);
       if (missing.internal) options.onInternalError?.(err);
@@ -476,6 +568,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       return {
         pickId: null,
         cached: false,
+        rejections,
         judgment: {
           status: j.status,
           best: null,
@@ -496,6 +589,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   return {
     tournaments,
     pick,
+    prepare,
     abortAll: () => cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
   };
 }

@@ -19,7 +19,7 @@ import { JudgmentCache } from '../../judge/cache.js';
 import { prepareInput, type ReasoningFormat } from '../../judge/candidate.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import { failedJudgment } from '../../judge/judgment.js';
-import { judgmentKey } from '../../judge/key.js';
+import { judgmentKey, keySettingsOf } from '../../judge/key.js';
 import { runJudgment, type RunOptions } from '../../judge/run.js';
 import type { Judgment, JudgmentInput, Router } from '../../judge/types.js';
 import {
@@ -41,8 +41,10 @@ import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import type { Lane } from '../admission/priority.js';
 import type { TenantWork } from '../admission/fair-shares.js';
 import { scopedKey, withSpend } from './tenant-work.js';
+import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
-import type { SharedFlight, SharedJudgments, SharedLookup } from './shared-judgments.js';
+import { createSharedFlights } from './shared-flights.js';
+import type { SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../../state/types.js';
 import { toTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
 
@@ -133,17 +135,24 @@ export interface JudgeServiceOptions {
 
 const DEFAULT_IDEMPOTENCY = { windowMs: 600_000, lingerMs: 30_000, maxEntries: 65_536, maxItems: 10_000 };
 
-/** How often a request takes over a judgment another process's deadline cut short. */
-const MAX_TAKEOVERS = 2;
-/** ... when at least this much of its own deadline is left (less could not finish a judgment anyway). */
-const TAKEOVER_MIN_MS = 1000;
-
 function isCacheable(stored: StoredJudgment): boolean {
   return stored.judgment.status === 'ok' || stored.judgment.status === 'rejected_input';
 }
 
+/**
+ * What the shared tier (Redis) stores: judged outcomes only. A rejected input costs no call to decide again,
+ * and deciding it here always applies this replica's own preparation rules (a rolling deploy's replicas may
+ * differ); its key carries those settings too (src/judge/key.ts).
+ */
+const isSharedCacheable = (stored: StoredJudgment): boolean => stored.judgment.status === 'ok';
+
 type SyntheticCode =
-  'RW_JUDGE_TIMEOUT' | 'RW_CLIENT_ABORTED' | 'RW_SHUTTING_DOWN' | 'RW_OVERLOADED' | 'RW_INTERNAL';
+  | 'RW_JUDGE_TIMEOUT'
+  | 'RW_CLIENT_ABORTED'
+  | 'RW_SHUTTING_DOWN'
+  | 'RW_OVERLOADED'
+  | 'RW_BUDGET_EXHAUSTED'
+  | 'RW_INTERNAL';
 type SyntheticStatus = 'timeout' | 'judge_error' | 'overloaded';
 
 /** Why a request got no judgment for an item. Only the last case is a bug worth logging. */
@@ -171,9 +180,9 @@ function classify(
     // Waited for another replica's judgment (a shared lease) until the deadline.
     return { status: 'timeout', code: 'RW_JUDGE_TIMEOUT', message: err.message, internal: false };
   }
-  if (err instanceof RewardError && err.code === 'RW_OVERLOADED') {
-    // Taken over from another process that gave it up, when this one had no room for it.
-    return { status: 'overloaded', code: 'RW_OVERLOADED', message: err.message, internal: false };
+  if (err instanceof RewardError && (err.code === 'RW_OVERLOADED' || err.code === 'RW_BUDGET_EXHAUSTED')) {
+    // Taken over from another process that gave it up, when this one had no room (or budget) for it.
+    return { status: 'overloaded', code: err.code, message: err.message, internal: false };
   }
   if (err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN') {
     // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
@@ -227,27 +236,6 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
   );
 }
 
-/**
- * The shared lease of `key`, or the outcome another process published. An outcome cut by that process's
- * own deadline (status `timeout`) while this request still has time is not taken: this process asks again
- * and, the lease being free, computes the judgment itself.
- */
-async function acquireShared(
-  shared: SharedJudgments,
-  now: () => number,
-  key: string,
-  signal: AbortSignal,
-  deadline: { at: number },
-): Promise<SharedFlight> {
-  let flight = await shared.acquire(key, signal, deadline.at);
-  for (let i = 0; i < MAX_TAKEOVERS && flight.kind === 'landed'; i++) {
-    const cutShort = flight.stored.judgment.status === 'timeout';
-    if (!cutShort || deadline.at - now() < TAKEOVER_MIN_MS) break;
-    flight = await shared.acquire(key, signal, deadline.at);
-  }
-  return flight;
-}
-
 export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const { router, metrics, admission, transcripts } = options;
   const cache = new JudgmentCache<StoredJudgment>({
@@ -265,7 +253,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
   const fromElsewhere = new WeakSet<StoredJudgment>();
 
   /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
-  const flightDeadlines = new Map<string, { at: number }>();
+  const deadlines = createFlightDeadlines();
+  // The settings inputs are prepared with are the ones they are keyed with.
+  const settings = keySettingsOf({
+    reasoningFormat: options.reasoningFormat,
+    limits: options.candidateLimits,
+  });
   const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
   const now = options.now ?? Date.now;
   const records = createIdempotencyRecords({
@@ -275,73 +268,56 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
   });
 
+  const refuse = (refusal: Refusal, n: number): RewardError =>
+    overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
+  const sharedFlights =
+    options.shared === undefined
+      ? undefined
+      : createSharedFlights({
+          shared: options.shared,
+          admission,
+          now,
+          refuse: (refusal) => refuse(refusal, 1),
+          isCacheable: isSharedCacheable,
+          onLanded: (waited) => (waited ? sharedCoalesced : sharedHit).inc(),
+        });
+
   /**
-   * One flight. With a shared tier, first the cross-process lease: another holder's outcome is taken as
-   * it lands (no run slot held while waiting); else compute and hand the outcome to its waiters.
+   * One flight: through the shared tier when there is one (`shared-flights.ts`), else computed here.
    * `miss` counts the judgments this process computes.
    */
   const compute = async (
     key: string,
     item: JudgeItem,
     signal: AbortSignal,
-    deadline: { at: number },
+    deadline: FlightDeadline,
     admitted: Ticket | undefined,
     owner: Pick<JudgeRequest, 'requestId' | 'tenant'>,
   ): Promise<StoredJudgment> => {
-    const { requestId, tenant } = owner;
-    if (options.shared === undefined) {
+    const here = (ticket: Ticket): Promise<StoredJudgment> => {
       miss.inc();
-      return computeHere(item, signal, deadline, admitted ?? admission.admit(item.graph.graph), requestId);
-    }
-    let flight: SharedFlight;
-    try {
-      flight = await acquireShared(options.shared, now, key, signal, deadline);
-    } catch (err) {
-      admitted?.done(undefined);
-      throw err;
-    }
-    if (flight.kind === 'landed') {
-      admitted?.done(undefined);
-      // Stored by the time this process asked (its write raced our lookup) is a hit; waited for, coalesced.
-      (flight.waited ? sharedCoalesced : sharedHit).inc();
-      fromElsewhere.add(flight.stored);
-      return flight.stored;
-    }
-    let ticket = admitted;
-    if (ticket === undefined) {
-      // It was being computed elsewhere, and that process gave it up (its clients left, or it died): it is
-      // new work here now, admitted like any other, so a retry cannot queue past MAX_QUEUED_JUDGMENTS.
-      const decision = admission.decide([item.graph.graph], deadline.at - now(), 'normal', tenant);
-      if (!decision.ok) {
-        void flight.abandon();
-        throw refuse(decision.refusal, 1);
-      }
-      ticket = admission.admit(item.graph.graph, 'normal', tenant);
-    }
-    miss.inc();
-    let stored: StoredJudgment;
-    try {
-      stored = await computeHere(item, signal, deadline, ticket, requestId);
-    } catch (err) {
-      void flight.abandon();
-      throw err;
-    }
-    // Aborted here (every waiter here left or was cancelled): a waiter elsewhere takes it over rather than
-    // receiving this process's abort as its outcome.
-    if (signal.aborted) {
-      void flight.abandon();
-      return stored;
-    }
-    // Not awaited: the answer does not wait for Redis (the local LRU already has it).
-    void flight.complete(stored, isCacheable(stored));
-    return stored;
+      return computeHere(item, signal, deadline, ticket, owner.requestId);
+    };
+    if (sharedFlights === undefined)
+      return here(admitted ?? admission.admit(item.graph.graph, 'normal', owner.tenant));
+    const flight = await sharedFlights.run(
+      key,
+      item.graph.graph,
+      signal,
+      deadline,
+      admitted,
+      here,
+      owner.tenant,
+    );
+    if (flight.elsewhere) fromElsewhere.add(flight.stored);
+    return flight.stored;
   };
 
   /** Wait for a run slot, run, count, write the transcript. */
   const computeHere = (
     item: JudgeItem,
     signal: AbortSignal,
-    deadline: { at: number },
+    deadline: FlightDeadline,
     ticket: Ticket,
     requestId: string | undefined,
   ): Promise<StoredJudgment> =>
@@ -375,9 +351,6 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
         return stored;
       },
     );
-
-  const refuse = (refusal: Refusal, n: number): RewardError =>
-    overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
 
   /** The request's idempotency record: answered (completed judgments only, never failures). */
   const remember = (id: string, items: string, results: readonly JudgedItem[]): void => {
@@ -436,7 +409,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     const starters = new Map<string, number>();
     const cacheScope = request.tenant?.cacheScope;
     for (const item of items)
-      keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router), cacheScope));
+      keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router, settings), cacheScope));
     const id = request.idempotencyKey;
     const itemsKey = id === undefined ? '' : itemsDigest(keys);
     let hits = 0;
@@ -518,8 +491,6 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       const own = starters.get(key) === i;
       let flight: Promise<StoredJudgment> | undefined;
       if (own) {
-        const flightDeadline = { at: deadline };
-        flightDeadlines.set(key, flightDeadline);
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
         const ticket =
@@ -528,18 +499,13 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
             : admission.admit(item.graph.graph, lane, request.tenant);
         flight = cache.run(
           key,
-          (signal) => compute(key, item, signal, flightDeadline, ticket, request),
+          (signal) => deadlines.run(key, deadline, (d) => compute(key, item, signal, d, ticket, request)),
           scope.signal,
         );
-        const forget = (): void => {
-          if (flightDeadlines.get(key) === flightDeadline) flightDeadlines.delete(key);
-        };
-        flight.then(forget, forget);
       } else {
         flight = cache.join(key, scope.signal);
         // The flight now also answers this request: it may run until this request's deadline.
-        const running = flightDeadlines.get(key);
-        if (flight !== undefined && running !== undefined && running.at < deadline) running.at = deadline;
+        if (flight !== undefined) deadlines.extend(key, deadline);
       }
       const settle = (judged: JudgedItem): void => {
         results[i] = judged;

@@ -4,6 +4,8 @@ import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import type { Criterion } from '../../roles/types.js';
 import { itemStatus } from '../controls/cancel.js';
 import type { ComparedPair } from './comparing.js';
+import { statusOf, type Outcome } from './outcomes.js';
+import type { CandidateResult } from './rank-outcomes.js';
 import type { BestOfN, Ranked } from './rank-service.js';
 import { usageOf, type UsageJson } from './results.js';
 
@@ -31,26 +33,35 @@ export function pairJson(p: PlayedPair<ComparedPair>, transcripts: boolean) {
   };
 }
 
+/** A candidate's status and why it was rejected (the reason its one preparation gave), as every route says it. */
+function candidateStatus(outcome: Outcome): { status: string; reason?: string } {
+  return outcome.kind === 'rejected'
+    ? { status: statusOf(outcome), reason: outcome.reason }
+    : { status: statusOf(outcome) };
+}
+
 export function rankJson(r: Ranked, transcripts: boolean) {
-  const s = r.standings;
+  const { candidates, ranking } = r.result;
   let calls = 0;
   let cached = 0;
   for (const p of r.played) {
     calls += p.result.judgment.usage.calls;
     if (p.result.cached) cached += 1;
   }
+  const ci = (c: CandidateResult) => (c.ci === null ? null : [round6(c.ci[0]), round6(c.ci[1])]);
   return {
-    scores: s.candidates.map((c) => round6(c.score)),
+    scores: candidates.map((c) => round6(c.score)),
     rewards: r.rewards.map(round6),
-    ranking: s.ranking,
-    ci: s.candidates.map((c) => (c.ci === null ? null : [round6(c.ci[0]), round6(c.ci[1])])),
-    comparisons: { ...s.comparisons, cached },
+    ranking,
+    ci: candidates.map(ci),
+    comparisons: { ...r.standings.comparisons, cached },
     calls,
-    position_bias: s.positionBias,
-    results: s.candidates.map((c, k) => ({
+    position_bias: r.standings.positionBias,
+    results: candidates.map((c, k) => ({
       index: c.index,
+      ...candidateStatus(c.outcome),
       score: round6(c.score),
-      ci: c.ci === null ? null : [round6(c.ci[0]), round6(c.ci[1])],
+      ci: ci(c),
       rank: c.rank,
       reward: round6(r.rewards[k] ?? null),
       wins: c.wins,
@@ -66,6 +77,13 @@ export function rankJson(r: Ranked, transcripts: boolean) {
     ...(r.group.rewardMode === 'top_k' ? { top_k: r.group.topK } : {}),
     judges: r.group.judges,
   };
+}
+
+/** Per candidate of a best-of-n answer without a tournament: rejected (and why) or shown to the judge. */
+function preparedJson(rejections: ReadonlyArray<string | undefined>) {
+  return rejections.map((reason, index) =>
+    reason === undefined ? { index, status: 'ok' } : { index, status: 'rejected_input', reason },
+  );
 }
 
 /** What every comparative answer carries: the backend, the prompt version, usage, the request id. */
@@ -94,10 +112,11 @@ export function bestOfNJson(
     case 'single':
       return {
         best_index: best.bestIndex,
-        scores: [null],
+        scores: [best.bestIndex === null ? 0 : null],
         method: body.method,
         criterion,
         reason: best.reason,
+        results: preparedJson(best.rejections),
         calls: 0,
         ...rankMeta(backend, usageOf([]), requestId),
       };
@@ -113,6 +132,7 @@ export function bestOfNJson(
         cached: best.picked.cached,
         calls: j.usage.calls,
         pick_id: best.picked.pickId,
+        results: preparedJson(best.picked.rejections),
         ...(j.reason === undefined ? {} : { reason: j.reason }),
         ...(j.error === undefined ? {} : { error: j.error.message, error_code: j.error.code }),
         ...rankMeta(backend, usageOf([best.picked]), requestId),
@@ -128,6 +148,12 @@ export function bestOfNJson(
         schedule: body.schedule,
         ranking: full.ranking,
         ci: full.ci,
+        results: full.results.map((r) => ({
+          index: r.index,
+          status: r.status,
+          ...(r.reason === undefined ? {} : { reason: r.reason }),
+        })),
+        ...(best.reason === undefined ? {} : { reason: best.reason }),
         comparisons: full.comparisons,
         calls: full.calls,
         position_bias: full.position_bias,

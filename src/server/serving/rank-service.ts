@@ -7,12 +7,10 @@
 import type { Config } from '../../config.js';
 import { RewardError } from '../../errors.js';
 import type { ScoreMethod } from '../../judge/bradley-terry.js';
-import { prepareCandidate } from '../../judge/candidate.js';
-import { normalizeShared } from '../../judge/compare.js';
+import type { RejectionReason } from '../../judge/degenerate.js';
 import {
   plannedPairs,
   standings,
-  tournamentRewards,
   type PlayedPair,
   type RewardMode,
   type Schedule,
@@ -27,6 +25,8 @@ import type {
   TournamentGroup,
 } from './comparing.js';
 import type { Metrics } from '../observe/metrics.js';
+import { rewardOf, trainerFailure, type Outcome } from './outcomes.js';
+import { rankOutcomes, type RankedOutcomes } from './rank-outcomes.js';
 
 /** A group as a route hands it over: what to compare and how to score and reward it. */
 export interface RankGroup extends TournamentGroup {
@@ -35,11 +35,15 @@ export interface RankGroup extends TournamentGroup {
   topK: number;
 }
 
-/** A ranked group: its played pairs, standings and per-candidate rewards (null: no successful comparison). */
+/**
+ * A ranked group: its played pairs, standings, each candidate's outcome (`rank-outcomes.ts`) and reward
+ * (`outcomes.ts`: rejected 0, failed or cancelled null).
+ */
 export interface Ranked {
   group: RankGroup;
   played: Array<PlayedPair<ComparedPair>>;
   standings: Standings;
+  result: RankedOutcomes;
   rewards: Array<number | null>;
 }
 
@@ -52,11 +56,14 @@ export interface BestOfNRequest {
   judges: number;
 }
 
-/** How best-of-n answered: nothing to compare, one "pick the best" call, or a tournament. */
+/**
+ * How best-of-n answered: nothing to compare, one "pick the best" call, or a tournament. `bestIndex` is never
+ * a rejected candidate, and null when every candidate is rejected or the comparisons are incomplete.
+ */
 export type BestOfN =
-  | { kind: 'single'; bestIndex: 0 | null; reason: string }
+  | { kind: 'single'; bestIndex: 0 | null; reason: string; rejections: Array<RejectionReason | undefined> }
   | { kind: 'pick'; picked: PickedBest }
-  | { kind: 'tournament'; ranked: Ranked; bestIndex: number | null };
+  | { kind: 'tournament'; ranked: Ranked; bestIndex: number | null; reason?: string | undefined };
 
 /** One rollout of a group adapter, as the route read it from the trainer's body. */
 export interface Rollout {
@@ -74,8 +81,9 @@ export interface RolloutOptions {
   judges: number;
 }
 
-/** Per rollout: its group's reward and score, and what trainers log. */
+/** Per rollout: its group's outcome, reward and score, and what trainers log. */
 export interface RankedRollout {
+  outcome: Outcome;
   reward: number | null;
   score: number | null;
   rank: number | null;
@@ -91,8 +99,6 @@ export interface RankedRollouts {
   ranked: Ranked[];
   /** One per input rollout, in order. */
   out: RankedRollout[];
-  /** The reward a rollout without one gets (FAILURE_REWARD; only reached when it is set). */
-  fallback: number;
 }
 
 export interface RankService {
@@ -104,7 +110,8 @@ export interface RankService {
   bestOfN(route: string, request: BestOfNRequest, scope: RequestScope): Promise<BestOfN>;
   /**
    * A group adapter's rollouts grouped by (question, ground truth), ranked and answered per rollout; without
-   * FAILURE_REWARD a rollout with no successful comparison fails the request (503 RW_JUDGE_FAILED).
+   * FAILURE_REWARD a failed rollout (its group's comparisons incomplete) fails the request (503
+   * RW_JUDGE_FAILED); a cancelled one is answered (reward null).
    */
   rankRollouts(
     route: string,
@@ -117,7 +124,7 @@ export interface RankService {
 export interface RankServiceOptions {
   comparisons: ComparisonService;
   metrics: Metrics;
-  config: Pick<Config, 'maxRankCalls' | 'failureReward' | 'candidateLimits' | 'reasoningFormat'>;
+  config: Pick<Config, 'maxRankCalls' | 'failureReward'>;
 }
 
 /** LLM calls a schedule plans for G candidates (both orders, `judges` per order). */
@@ -177,9 +184,16 @@ function perItem(
 ): RankedRollout[] {
   return where.map(({ group, index }) => {
     const r = ranked[group];
-    const c = r?.standings.candidates[index];
+    const c = r?.result.candidates[index];
+    const outcome: Outcome = c?.outcome ?? {
+      kind: 'failed',
+      status: 'judge_error',
+      code: 'RW_INTERNAL',
+      message: 'internal error',
+    };
     return {
-      reward: r?.rewards[index] ?? null,
+      outcome,
+      reward: rewardOf(outcome),
       score: c?.score ?? null,
       rank: c?.rank ?? null,
       wins: c?.wins ?? 0,
@@ -192,14 +206,14 @@ function perItem(
   });
 }
 
-function failedItems(items: ReadonlyArray<{ reward: number | null }>): RewardError {
-  const failed = items.flatMap((it, index) => (it.reward === null ? [index] : []));
-  return new RewardError(
-    'RW_JUDGE_FAILED',
-    `${failed.length} of ${items.length} rollouts have no successful comparison (no reward to give; set ` +
-      'FAILURE_REWARD to answer a fixed reward instead)',
-    { details: { failed: failed.slice(0, 50), retry_after_s: 1 } },
-  );
+/** Best-of-n from a ranked group: its first judged candidate, or null (and why). */
+function bestOf(ranked: Ranked): { bestIndex: number | null; reason?: string | undefined } {
+  const top = ranked.result.ranking[0];
+  const c = top === undefined ? undefined : ranked.result.candidates[top];
+  if (c?.outcome.kind === 'judged') return { bestIndex: top ?? null };
+  if (ranked.result.incomplete?.kind === 'cancelled') return { bestIndex: null, reason: 'cancelled' };
+  if (ranked.result.incomplete !== undefined) return { bestIndex: null, reason: 'comparisons incomplete' };
+  return { bestIndex: null, reason: 'every candidate is degenerate' };
 }
 
 export function createRankService(options: RankServiceOptions): RankService {
@@ -223,12 +237,15 @@ export function createRankService(options: RankServiceOptions): RankService {
     checkBudget(groups);
     const played = await comparisons.tournaments(groups, scope);
     return groups.map((group, k) => {
-      const p = played[k] ?? [];
-      const s = standings(group.candidates.length, p, { method: group.method });
+      const t = played[k] ?? { played: [], rejections: [] };
+      const rejected = new Set(t.rejections.flatMap((r, k) => (r === undefined ? [] : [k])));
+      const s = standings(group.candidates.length, t.played, { method: group.method, rejected });
       if (s.positionBias.rate !== null) {
         metrics.rankPositionBiasRate.labels(route, group.shared.criterion).observe(s.positionBias.rate);
       }
-      return { group, played: p, standings: s, rewards: tournamentRewards(s, group.rewardMode, group.topK) };
+      const result = rankOutcomes(s, t.played, t.rejections, group.rewardMode, group.topK);
+      const rewards = result.candidates.map((c) => rewardOf(c.outcome));
+      return { group, played: t.played, standings: s, result, rewards };
     });
   };
 
@@ -240,18 +257,15 @@ export function createRankService(options: RankServiceOptions): RankService {
 
   const bestOfN: RankService['bestOfN'] = async (route, request, scope) => {
     if (request.candidates.length === 1) {
-      // Nothing to compare: the only candidate is the best one, unless it is not an idea at all.
-      // The same preparation as every compared candidate (src/judge/candidate.ts).
-      const real =
-        prepareCandidate(request.candidates[0] ?? '', {
-          reasoningFormat: config.reasoningFormat,
-          limits: config.candidateLimits,
-          question: normalizeShared(request.shared).question,
-        }).rejection === undefined;
+      // Nothing to compare: the only candidate is the best one, unless it is not an idea at all (the same
+      // one preparation as every compared candidate, and counted like one).
+      const { rejections } = comparisons.prepare(request.shared, request.candidates);
+      const real = rejections[0] === undefined;
       return {
         kind: 'single',
         bestIndex: real ? 0 : null,
         reason: real ? 'single candidate' : 'the only candidate is degenerate',
+        rejections,
       };
     }
     if (request.method === 'pick') {
@@ -271,19 +285,18 @@ export function createRankService(options: RankServiceOptions): RankService {
       },
       scope,
     );
-    const s = ranked.standings;
-    const top = s.ranking[0];
-    // Deterministic: highest score, then most wins, then lowest index; null when nobody has a score.
-    const bestIndex = top !== undefined && s.candidates[top]?.score != null ? top : null;
-    return { kind: 'tournament', ranked, bestIndex };
+    // Deterministic: highest score, then most wins, then lowest index, among the judged candidates only.
+    return { kind: 'tournament', ranked, ...bestOf(ranked) };
   };
 
   const rankRollouts: RankService['rankRollouts'] = async (route, items, query, scope) => {
     const { groups, where } = toGroups(items, query);
     const ranked = await rank(route, groups, scope);
     const out = perItem(ranked, where);
-    if (config.failureReward === undefined && out.some((o) => o.reward === null)) throw failedItems(out);
-    return { ranked, out, fallback: config.failureReward ?? 0 };
+    const outcomes = out.map((o) => o.outcome);
+    const refusal = trainerFailure(outcomes, config.failureReward, 'rollouts');
+    if (refusal !== undefined) throw refusal;
+    return { ranked, out };
   };
 
   return { rank, rankOne, bestOfN, rankRollouts };

@@ -1,12 +1,13 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { Usage } from '../../judge/types.js';
-import { itemStatus } from '../controls/cancel.js';
 import type { JudgedItem } from './judge-service.js';
+import { judgmentOutcome, rewardOf, scoreOf, statusOf } from './outcomes.js';
 import { votesOf, type Vote } from '../controls/stamps.js';
 
 export interface ItemResult {
-  reward: 0 | 1 | null;
+  /** `outcomes.ts`: the verdict's 0/1, 0 for a rejected input, null for a failure or a cancel. */
+  reward: number | null;
   verdict: 'match' | 'no_match' | null;
   status: string;
   score: number | null;
@@ -36,11 +37,12 @@ export interface ItemResult {
 
 export function toResult(item: JudgedItem, includeTranscript: boolean): ItemResult {
   const j = item.judgment;
+  const outcome = judgmentOutcome(j);
   const result: ItemResult = {
-    reward: j.reward,
+    reward: rewardOf(outcome),
     verdict: j.verdict,
-    status: itemStatus(j),
-    score: j.score,
+    status: statusOf(outcome),
+    score: scoreOf(outcome),
     incoherent: j.incoherent,
     cached: item.cached,
     calls: j.usage.calls,
@@ -131,10 +133,11 @@ export function groupResponse(
   includeTranscripts: boolean,
   requestId: string | undefined,
 ) {
-  const rewards = items.map((i) => i.judgment.reward);
+  const outcomes = items.map((i) => judgmentOutcome(i.judgment));
+  const rewards = outcomes.map(rewardOf);
   return {
     rewards,
-    scores: items.map((i) => i.judgment.score),
+    scores: outcomes.map(scoreOf),
     results: items.map((i) => toResult(i, includeTranscripts)),
     group: groupStats(rewards),
     graph: { name: graph.name, hash: graph.hash },

@@ -107,8 +107,11 @@ export interface SharedLookup {
 export interface SharedJudgments {
   /** Completed judgments of `keys`, and which of the others are being computed elsewhere. */
   lookup(keys: readonly string[]): Promise<SharedLookup>;
-  /** The right to compute `key`, or the outcome of whoever computed it. */
-  acquire(key: string, signal: AbortSignal, deadline: number): Promise<SharedFlight>;
+  /**
+   * The right to compute `key`, or the outcome of whoever computed it; waits until `deadline.at`, read again
+   * as it moves (a request that joins the waiting flight extends it).
+   */
+  acquire(key: string, signal: AbortSignal, deadline: { readonly at: number }): Promise<SharedFlight>;
 }
 
 export interface SharedJudgmentsOptions {
@@ -149,7 +152,12 @@ export function createSharedJudgments(
       // A landed outcome that does not decode is ignored: compute it here (the lease is not ours, but a
       // duplicate computation is the safe side of an unreadable entry).
       for (let attempt = 0; attempt < 3; attempt++) {
-        const outcome = await state.leases.acquire(key, { signal, deadline });
+        const outcome = await state.leases.acquire(key, {
+          signal,
+          get deadline() {
+            return deadline.at;
+          },
+        });
         if (outcome.kind === 'landed') {
           const stored = decode(outcome.value);
           if (stored !== undefined) return { kind: 'landed', stored, waited: outcome.waited };

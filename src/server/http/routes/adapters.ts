@@ -8,7 +8,6 @@
 import type { FastifyInstance } from 'fastify';
 
 import { RewardError } from '../../../errors.js';
-import { itemStatus } from '../../controls/cancel.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
 import { requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-service.js';
@@ -18,11 +17,20 @@ import {
   responseAfterPrompt,
   stripChatTokens,
 } from '../../../text/chat-tokens.js';
-import { REJECTION_REASONS } from '../../../judge/degenerate.js';
 import { traceOpenedBy, type ReasoningFormat } from '../../../text/reasoning.js';
 import { laneOf, PRIORITY_HEADER } from '../../admission/priority.js';
 import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from '../schemas.js';
 import { stampsOf, votesOf } from '../../controls/stamps.js';
+import {
+  failureLogs,
+  judgmentOutcome,
+  rejectionLogs,
+  statusOf,
+  trainerFailure,
+  trainerReward,
+  trainerScore,
+  type Outcome,
+} from '../../serving/outcomes.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
  * NFKC differences in the decode), as the query spells it: its control tokens stay, for the one preparation
@@ -55,17 +63,6 @@ export function withPromptTrace(
   if (typeof prompt !== 'string') return candidate;
   const opener = traceOpenedBy(prompt, format);
   return opener === undefined ? candidate : `${opener}${candidate}`;
-}
-
-/** Per reason, 1 for the items rejected for it (OpenRLHF logs each list's mean: the reason's rate). */
-function rejectionLogs(judged: readonly JudgedItem[]): Record<string, number[]> {
-  const logs: Record<string, number[]> = {};
-  for (const reason of REJECTION_REASONS) {
-    logs[`rejected_${reason}`] = judged.map((j) =>
-      j.judgment.status === 'rejected_input' && j.judgment.reason === reason ? 1 : 0,
-    );
-  }
-  return logs;
 }
 
 /** Every text-bearing part of a message's content (`text`, `output_text`, `input_text`, a `refusal`). */
@@ -131,22 +128,19 @@ function nemoGymId(row: Record<string, unknown>): string | number | undefined {
     : undefined;
 }
 
-/** A cancelled item is no failure to retry (its trainer gave it up): it answers reward null, never a 503. */
-const isCancelledItem = (item: JudgedItem): boolean => itemStatus(item.judgment) === 'cancelled';
 /** The id POST /v1/cancel {"request_ids"} names a NeMo-Gym row by: its rollout id or index pair. */
 function verifyId(row: Record<string, unknown>): string | undefined {
   const id = nemoGymId(row);
   return id === undefined ? undefined : String(id);
 }
 
-const isFailure = (item: JudgedItem): boolean => item.judgment.reward === null && !isCancelledItem(item);
-
 /** What `/slime` and `/verify` report about the judgment behind their reward. */
 function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) {
   const j = judged.judgment;
+  const outcome = judgmentOutcome(j);
   return {
-    score: j.score,
-    status: itemStatus(j),
+    score: trainerScore(outcome, undefined),
+    status: statusOf(outcome),
     verdict: j.verdict,
     cached: judged.cached,
     judgment_id: judged.judgmentId,
@@ -157,17 +151,27 @@ function judgeSummary(judged: JudgedItem, choice: GraphChoice, backend: string) 
   };
 }
 
-function failureError(items: readonly JudgedItem[]): RewardError {
-  const failed: Array<{ index: number; status: string; error: string | undefined }> = [];
-  for (const [index, item] of items.entries()) {
-    if (isFailure(item))
-      failed.push({ index, status: item.judgment.status, error: item.judgment.error?.code });
-  }
-  return new RewardError(
-    'RW_JUDGE_FAILED',
-    `${failed.length} of ${items.length} judgments failed (no reward to give; set FAILURE_REWARD to answer a fixed reward instead)`,
-    { details: { failed: failed.slice(0, 50), retry_after_s: 1 } },
-  );
+/** OpenRLHF's `extra_logs`: it logs the mean of each list, so the same keys for every item, numbers only. */
+function openRlhfLogs(
+  judged: readonly JudgedItem[],
+  outcomes: readonly Outcome[],
+  votes: ReadonlyArray<ReadonlyArray<{ stance: string }>>,
+): Record<string, number[]> {
+  return {
+    ...failureLogs(outcomes),
+    // A deciding reply that contradicts itself: a rising mean is a judge (or prompt) problem.
+    incoherent: judged.map((j) => (j.judgment.incoherent ? 1 : 0)),
+    cached: judged.map((j) => (j.cached ? 1 : 0)),
+    score: judged.map((j) => j.judgment.score ?? 0),
+    latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
+    // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
+    reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
+    ...rejectionLogs(outcomes),
+    votes: votes.map((v) => v.length),
+    votes_match_share: votes.map((v) =>
+      v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
+    ),
+  };
 }
 
 export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
@@ -202,11 +206,12 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
-    if (failureReward === undefined && judged.some(isFailure)) throw failureError(judged);
-    const fallback = failureReward ?? 0;
+    const outcomes = judged.map((j) => judgmentOutcome(j.judgment));
+    const refusal = trainerFailure(outcomes, failureReward, 'judgments');
+    if (refusal !== undefined) throw refusal;
     const votes = judged.map((j) => votesOf(j.judgment));
     return {
-      rewards: judged.map((j) => (isCancelledItem(j) ? null : (j.judgment.reward ?? fallback))),
+      rewards: outcomes.map((o) => trainerReward(o, failureReward)),
       // Operator stamps (issue 21) beside extra_logs, whose values must stay numbers.
       votes,
       ...stampsOf(
@@ -214,25 +219,8 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         choice.graph,
         ctx.router,
       ),
-      scores: judged.map((j) => j.judgment.score ?? fallback),
-      // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
-      extra_logs: {
-        judge_failed: judged.map((j) => (isFailure(j) ? 1 : 0)),
-        rejected_input: judged.map((j) => (j.judgment.status === 'rejected_input' ? 1 : 0)),
-        // A deciding reply that contradicts itself: a rising mean is a judge (or prompt) problem.
-        incoherent: judged.map((j) => (j.judgment.incoherent ? 1 : 0)),
-        cached: judged.map((j) => (j.cached ? 1 : 0)),
-        score: judged.map((j) => j.judgment.score ?? 0),
-        latency_s: judged.map((j) => j.judgment.latencyMs / 1000),
-        // The reasoning trace's length, for a trainer that penalises it; and why items were a real 0.
-        reasoning_chars: judged.map((j) => j.reasoningChars ?? 0),
-        ...rejectionLogs(judged),
-        cancelled: judged.map((j) => (isCancelledItem(j) ? 1 : 0)),
-        votes: votes.map((v) => v.length),
-        votes_match_share: votes.map((v) =>
-          v.length === 0 ? 0 : v.filter((x) => x.stance === 'match').length / v.length,
-        ),
-      },
+      scores: outcomes.map((o) => trainerScore(o, failureReward)),
+      extra_logs: openRlhfLogs(judged, outcomes, votes),
     };
   });
 
@@ -258,10 +246,12 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
       },
     );
-    if (failureReward === undefined && isFailure(judged)) throw failureError([judged]);
+    const outcome = judgmentOutcome(judged.judgment);
+    const refusal = trainerFailure([outcome], failureReward, 'judgments');
+    if (refusal !== undefined) throw refusal;
     const j = judged.judgment;
     return {
-      reward: isCancelledItem(judged) ? null : (j.reward ?? failureReward ?? 0),
+      reward: trainerReward(outcome, failureReward),
       ...judgeSummary(judged, choice, ctx.router.name),
       votes: votesOf(j),
       ...stampsOf([j], choice.graph, ctx.router),
@@ -302,20 +292,23 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       },
     );
     const j = judged.judgment;
+    const outcome = judgmentOutcome(j);
     const judge = judgeSummary(judged, choice, ctx.router.name);
     const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
-    if (j.reward !== null) return { ...body, reward: j.reward, judge, ...stamps };
+    const reward = trainerReward(outcome, failureReward);
+    if (outcome.kind === 'judged' || outcome.kind === 'rejected')
+      return { ...body, reward, judge, ...stamps };
     // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
-    // failures file via _ng_failure_class) instead of training on a made-up 0.
+    // failures file via _ng_failure_class) instead of training on a made-up 0; the reward beside the mask
+    // is FAILURE_REWARD (0 when unset: NeMo-Gym needs a number), a cancelled one's null.
     return {
       ...body,
-      reward: failureReward ?? 0,
+      reward: outcome.kind === 'cancelled' ? null : (reward ?? 0),
       instance_config: { ...body.instance_config, mask_sample: true },
       failure_reason: j.error?.message ?? j.status,
-      _ng_failure_class: isCancelledItem(judged) ? 'cancelled' : 'judge_failed',
+      _ng_failure_class: outcome.kind === 'cancelled' ? 'cancelled' : 'judge_failed',
       judge,
       ...stamps,
-      ...(isCancelledItem(judged) ? { reward: null } : {}),
     };
   });
 }

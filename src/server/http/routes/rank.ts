@@ -13,7 +13,7 @@ import type { ServerContext } from '../context.js';
 import { requestControls } from '../request-controls.js';
 import { laneOf, PRIORITY_HEADER } from '../../admission/priority.js';
 import { bestOfNJson, rankJson, rankMeta, round6 } from '../../serving/rank-results.js';
-import { rejectionLogs, rolloutRejections } from '../../serving/rank-rejections.js';
+import { failureLogs, rejectionLogs, statusOf, trainerReward, trainerScore } from '../../serving/outcomes.js';
 import { createRankService, criterionOf, type RankGroup } from '../../serving/rank-service.js';
 import { usageOf } from '../../serving/results.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../../roles/index.js';
@@ -23,6 +23,7 @@ import { candidateFromQuery, labelParts, questionFromMessages, withPromptTrace }
 
 export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, router } = ctx;
+  const failureReward = ctx.config.failureReward;
   const ranking = createRankService(ctx);
   /** The judge model of some played comparisons: the models their votes name, else the configured one. */
   const modelOf = (
@@ -101,22 +102,23 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: withPromptTrace(candidateFromQuery(q, prompt, i), prompt, ctx.config.reasoningFormat),
       };
     });
-    const { ranked, out, fallback } = await ranking.rankRollouts('/get_reward/rank', items, query, {
+    const { ranked, out } = await ranking.rankRollouts('/get_reward/rank', items, query, {
       ...requestControls(ctx, request, reply, '/get_reward/rank', {}),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
+    const outcomes = out.map((o) => o.outcome);
     return {
-      rewards: out.map((o) => round6(o.reward) ?? fallback),
-      scores: out.map((o) => round6(o.score) ?? fallback),
+      rewards: outcomes.map((o) => round6(trainerReward(o, failureReward))),
+      scores: outcomes.map((o) => round6(trainerScore(o, failureReward))),
       // OpenRLHF logs the mean of each list: same keys for every item, numbers only.
       extra_logs: {
-        judge_failed: out.map((o) => (o.reward === null ? 1 : 0)),
+        ...failureLogs(outcomes),
         comparisons_failed: out.map((o) => o.failed),
         wins: out.map((o) => o.wins),
         position_bias_rate: out.map((o) => o.positionBiasRate),
         group_size: out.map((o) => o.groupSize),
-        // Why a rollout was a real 0 without calls (it lost every comparison): the keys /get_reward logs.
-        ...rejectionLogs(rolloutRejections(items, ctx.config)),
+        // Why a rollout was a real 0 without calls: the keys /get_reward logs.
+        ...rejectionLogs(outcomes),
       },
       prompt_version: COMPARATIVE_PROMPT_VERSION,
       judge_model: modelOf(ranked.flatMap((r) => r.played)),
@@ -134,25 +136,25 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
         candidate: withPromptTrace(sample.response, sample.prompt, ctx.config.reasoningFormat),
       };
     });
-    const { ranked, out, fallback } = await ranking.rankRollouts('/slime/rank', items, query, {
+    const { ranked, out } = await ranking.rankRollouts('/slime/rank', items, query, {
       ...requestControls(ctx, request, reply, '/slime/rank', {}),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
     });
-    const rejections = rolloutRejections(items, ctx.config);
     return {
-      rewards: out.map((o) => round6(o.reward) ?? fallback),
-      results: out.map((o, i) => ({
-        reward: round6(o.reward) ?? fallback,
+      rewards: out.map((o) => round6(trainerReward(o.outcome, failureReward))),
+      results: out.map((o) => ({
+        reward: round6(trainerReward(o.outcome, failureReward)),
         score: round6(o.score),
+        status: statusOf(o.outcome),
         rank: o.rank,
         wins: o.wins,
         losses: o.losses,
         ties: o.ties,
         failed: o.failed,
-        judge_failed: o.reward === null,
-        // A rollout that is not an idea: compared without calls, it lost every comparison (the reason why).
-        rejected_input: rejections[i] !== undefined,
-        ...(rejections[i] === undefined ? {} : { reason: rejections[i] }),
+        judge_failed: o.outcome.kind === 'failed',
+        // A rollout that is not an idea: a real 0 without calls (the reason why).
+        rejected_input: o.outcome.kind === 'rejected',
+        ...(o.outcome.kind === 'rejected' ? { reason: o.outcome.reason } : {}),
       })),
       position_bias: ranked.map((r) => r.standings.positionBias),
       backend: router.name,
