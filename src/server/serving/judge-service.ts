@@ -298,17 +298,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       miss.inc();
       return computeHere(item, signal, deadline, ticket, owner.requestId);
     };
-    if (sharedFlights === undefined)
-      return here(admitted ?? admission.admit(item.graph.graph, 'normal', owner.tenant));
-    const flight = await sharedFlights.run(
-      key,
-      item.graph.graph,
-      signal,
-      deadline,
-      admitted,
-      here,
-      owner.tenant,
-    );
+    const { graph } = item.graph;
+    if (sharedFlights === undefined) return here(admitted ?? admission.admit(graph, 'normal', owner.tenant));
+    const flight = await sharedFlights.run(key, graph, signal, deadline, admitted, here, owner.tenant);
     if (flight.elsewhere) fromElsewhere.add(flight.stored);
     return flight.stored;
   };
