@@ -163,12 +163,30 @@ export class FairQueue<T> {
     return true;
   }
 
+  /** The entry `shift` would hand the next slot to, left waiting; undefined when nothing waits. */
+  peek(): T | undefined {
+    return this.#next()?.head.entry;
+  }
+
   /**
    * Hands the next free slot to the next entry (high lane first; the flow with the fewest held slots per
    * weight; its highest rank, oldest first) and counts the slot as held by that entry's flow. Undefined when
    * nothing waits.
    */
   shift(): T | undefined {
+    const next = this.#next();
+    if (next === undefined) return undefined;
+    const { state, head, lane } = next;
+    pop(state.lanes[lane]);
+    this.#where.delete(head.entry);
+    head.live = false;
+    this.#unwait(state, lane);
+    state.held += 1;
+    return head.entry;
+  }
+
+  /** The next entry, its flow and lane (the order `shift` serves in). */
+  #next(): { state: FlowState<T>; head: Node<T>; lane: QueueLane } | undefined {
     const lane: QueueLane = this.#high > 0 ? 'high' : 'normal';
     let best: FlowState<T> | undefined;
     let bestHead: Node<T> | undefined;
@@ -190,12 +208,7 @@ export class FairQueue<T> {
       }
     }
     if (best === undefined || bestHead === undefined) return undefined;
-    pop(best.lanes[lane]);
-    this.#where.delete(bestHead.entry);
-    bestHead.live = false;
-    this.#unwait(best, lane);
-    best.held += 1;
-    return bestHead.entry;
+    return { state: best, head: bestHead, lane };
   }
 
   /** A slot `flow` took without queueing (a free slot and nobody waiting). */

@@ -95,6 +95,24 @@ describe('FairQueue, several flows', () => {
     expect(q.heldBy('run-b')).toBe(4);
   });
 
+  it('peeks at the entry shift would serve next, without taking it', () => {
+    const q = new FairQueue<string>();
+    for (let i = 0; i < 4; i++) q.hold(A);
+    for (let i = 0; i < 3; i++) q.add(`a${i}`, A);
+    for (let i = 0; i < 3; i++) q.add(`b${i}`, B);
+    q.add('a-high', A, 'high');
+    const order: string[] = [];
+    for (let next = q.peek(); next !== undefined; next = q.peek()) {
+      const held = [q.heldBy('run-a'), q.heldBy('run-b'), q.size];
+      expect(q.peek()).toBe(next); // unchanged by looking
+      expect([q.heldBy('run-a'), q.heldBy('run-b'), q.size]).toEqual(held);
+      expect(q.shift()).toBe(next);
+      order.push(next);
+    }
+    expect(order).toEqual(['a-high', 'b0', 'b1', 'b2', 'a0', 'a1', 'a2']);
+    expect(q.shift()).toBeUndefined();
+  });
+
   it('shares the slots by weight under load (1:3), whichever flow queued first', () => {
     const q = new FairQueue<string>();
     const heavy: Flow = { name: 'heavy', weight: 3 };

@@ -6,8 +6,9 @@
  * A tenant's guaranteed slots (its fraction × the slots, fair-shares.ts): a tenant holding fewer starts at
  * once even while others hold every slot, so a run arriving beside another's step does not wait for that
  * step's judgments to finish (they hold their slots while their calls queue at the backend). The running
- * count may then pass `max` by the guarantees not yet used (at most `max` more); freed slots go to nobody
- * until it is back under `max`.
+ * count may then pass `max` by the guarantees not yet used (at most `max` more); while it does, a freed slot
+ * goes only to a waiter whose tenant is still below its guarantee (else it is retired), so the count comes
+ * back under `max` without holding up the tenant the guarantee is for.
  */
 import { toError } from '../../errors.js';
 import { FairQueue, type Flow } from '../../judge/fair-queue.js';
@@ -19,6 +20,8 @@ interface Waiter {
   resolve(release: Release): void;
   /** Its tenant flow's name (the slot it is handed is held by that flow). */
   flow: string | undefined;
+  /** Slots its flow may hold beyond `max` (its guarantee). */
+  guaranteed: number;
 }
 
 export class RunSlots {
@@ -68,6 +71,7 @@ export class RunSlots {
     return new Promise<Release>((resolve, reject) => {
       const waiter: Waiter = {
         flow: flow?.name,
+        guaranteed,
         resolve: (release) => {
           signal.removeEventListener('abort', onAbort);
           resolve(release);
@@ -89,8 +93,11 @@ export class RunSlots {
       if (released) return;
       released = true;
       this.#waiters.release(flow);
-      // Over `max` (guaranteed slots were taken beyond it): this slot is retired.
-      const next = this.#running > this.max ? undefined : this.#waiters.shift();
+      // Over `max` (guaranteed slots were taken beyond it): this slot is retired, unless the next waiter's
+      // tenant is still below its guarantee.
+      const peeked = this.#waiters.peek();
+      const below = peeked?.flow !== undefined && this.#waiters.heldBy(peeked.flow) < peeked.guaranteed;
+      const next = this.#running <= this.max || below ? this.#waiters.shift() : undefined;
       if (next === undefined) {
         this.#running -= 1;
       } else {
