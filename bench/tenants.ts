@@ -1,6 +1,6 @@
 /**
  * Two tenants, one judge fleet (issue 30 item 3): tenant A sends a step of `rolloutsA` rollouts and tenant B
- * one of `rolloutsB` at the same moment (A's requests first, B's right behind them), each with its own key
+ * one of `rolloutsB` at the same moment (`order`: interleaved, or B's right behind A's), each with its own key
  * (REWARD_KEYS, weights `weightA`:`weightB`), as `/v1/reward` groups of `groupSize`, against the production
  * build (`node dist/server/main.js`) and the fake backend (bench/fake.ts: `latencyMs` per call, `slots`
  * serving slots = JUDGE_MAX_INFLIGHT), each in its own process. Run once with FAIR_QUEUING on and once off.
@@ -54,6 +54,15 @@ export interface TenantBurstOptions {
   weightB?: number | undefined;
   /** The server's entry (default `dist/server/main.js`). */
   serverEntry?: string | undefined;
+  /**
+   * The order the requests are sent in: `interleaved` (default: both runs start at the same moment, so B's
+   * requests are spread among A's as they go out) or `a-first` (every A request on the wire before B's
+   * first: B also waits for the server to read and prepare all of A's requests, which is first come,
+   * first served).
+   */
+  order?: 'interleaved' | 'a-first' | undefined;
+  /** Print each tenant's running / queued judgments every `traceMs` ms to stderr (GET /v1/tenants). */
+  traceMs?: number | undefined;
 }
 
 export interface TenantOutcome {
@@ -69,6 +78,7 @@ export interface TenantOutcome {
 
 export interface TenantBurstResult {
   fair: boolean;
+  order: 'interleaved' | 'a-first';
   latencyMs: number;
   slots: number;
   a: TenantOutcome;
@@ -101,7 +111,9 @@ function keysFile(weightA: number, weightB: number): string {
     scopes: ['reward'],
     weight,
   });
-  writeFileSync(path, JSON.stringify({ keys: [key('run-a', weightA), key('run-b', weightB)] }));
+  // `ops` (admin, weight irrelevant: it judges nothing) reads GET /v1/tenants for --trace.
+  const ops = { ...key('ops', 1), scopes: ['admin'] };
+  writeFileSync(path, JSON.stringify({ keys: [key('run-a', weightA), key('run-b', weightB), ops] }));
   return path;
 }
 
@@ -139,6 +151,25 @@ async function send(
   const json = (await res.body.json()) as { rewards?: Array<number | null> };
   const rewarded = res.statusCode === 200 ? (json.rewards ?? []).filter((r) => r !== null).length : 0;
   return { status: res.statusCode, rewarded, at: performance.now() };
+}
+
+/** Polls GET /v1/tenants (the `ops` key) every `everyMs` ms, one stderr line each, until stopped. */
+function traceTenants(url: string, start: number, everyMs: number): { stop(): void } {
+  const timer = setInterval(() => {
+    void request(`${url}/v1/tenants`, { headers: { authorization: 'Bearer bench-key-ops' } })
+      .then(async (res) => {
+        const json = (await res.body.json()) as {
+          tenants: Array<{ name: string; running: number; queued: number; backlog_calls: number }>;
+        };
+        const at = ((performance.now() - start) / 1000).toFixed(1);
+        const rows = json.tenants
+          .filter((t) => t.name !== 'ops')
+          .map((t) => `${t.name} running ${t.running} queued ${t.queued} backlog ${t.backlog_calls}`);
+        process.stderr.write(`${at}s ${rows.join(' | ')}\n`);
+      })
+      .catch(() => undefined);
+  }, everyMs);
+  return { stop: () => clearInterval(timer) };
 }
 
 function outcome(
@@ -206,9 +237,27 @@ export async function tenantBurst(options: TenantBurstOptions): Promise<TenantBu
     const cpuBefore = procCpuMs(server.pid);
     const busyBefore = machineBusyMs();
     const start = performance.now();
-    const aAnswers = aBodies.map((b) => send(url, 'bench-key-run-a', b, agent));
-    const bAnswers = bBodies.map((b) => send(url, 'bench-key-run-b', b, agent));
-    const [a, b] = await Promise.all([Promise.all(aAnswers), Promise.all(bAnswers)]);
+    const aAnswers: Array<ReturnType<typeof send>> = [];
+    const bAnswers: Array<ReturnType<typeof send>> = [];
+    const sendA = (body: string) => aAnswers.push(send(url, 'bench-key-run-a', body, agent));
+    const sendB = (body: string) => bAnswers.push(send(url, 'bench-key-run-b', body, agent));
+    if (options.order === 'a-first') {
+      aBodies.forEach(sendA);
+      bBodies.forEach(sendB);
+    } else {
+      // B's i-th request goes out when A's share of the sends so far is what it is of the whole.
+      const every = aBodies.length / Math.max(1, bBodies.length);
+      let nextB = 0;
+      aBodies.forEach((body, i) => {
+        while (nextB < bBodies.length && nextB * every <= i) sendB(bBodies[nextB++] ?? '');
+        sendA(body);
+      });
+      while (nextB < bBodies.length) sendB(bBodies[nextB++] ?? '');
+    }
+    const trace = options.traceMs === undefined ? undefined : traceTenants(url, start, options.traceMs);
+    const [a, b] = await Promise.all([Promise.all(aAnswers), Promise.all(bAnswers)]).finally(() =>
+      trace?.stop(),
+    );
     const elapsedMs = performance.now() - start;
     const serverCpuS = (procCpuMs(server.pid) - cpuBefore) / 1000;
     const machineBusyCores = (machineBusyMs() - busyBefore) / elapsedMs;
@@ -227,6 +276,7 @@ export async function tenantBurst(options: TenantBurstOptions): Promise<TenantBu
     const bOutcome = outcome(b, options.rolloutsB, start);
     return {
       fair: options.fair,
+      order: options.order ?? 'interleaved',
       latencyMs: options.latencyMs,
       slots: options.slots,
       a: aOutcome,
@@ -252,14 +302,14 @@ export async function tenantBurst(options: TenantBurstOptions): Promise<TenantBu
 function table(results: readonly TenantBurstResult[]): string {
   const rows = results.map(
     (r) =>
-      `| ${r.fair ? 'on' : 'off'} | ${r.a.rollouts} + ${r.b.rollouts} | ${r.latencyMs} ms × ${r.slots} | ` +
+      `| ${r.fair ? 'on' : 'off'} | ${r.order} | ${r.a.rollouts} + ${r.b.rollouts} | ${r.latencyMs} ms × ${r.slots} | ` +
       `${r.b.wallS.toFixed(1)} s | ${r.bPredictedS.toFixed(1)} s | **${r.bRatio.toFixed(2)}** | ` +
       `${r.a.wallS.toFixed(1)} s | ${r.aBoundS.toFixed(1)} s (${r.aRatio.toFixed(2)}) | ` +
       `${r.a.rewarded}/${r.a.rollouts}, ${r.b.rewarded}/${r.b.rollouts} |`,
   );
   return [
-    '| fair queuing | rollouts A + B | judge | B measured | B predicted by its share | B ratio | A measured | whole work (A ratio) | rewarded A, B |',
-    '| --- | --- | --- | --: | --: | --: | --: | --: | --- |',
+    '| fair queuing | sent | rollouts A + B | judge | B measured | B predicted by its share | B ratio | A measured | whole work (A ratio) | rewarded A, B |',
+    '| --- | --- | --- | --- | --: | --: | --: | --: | --: | --- |',
     ...rows,
   ].join('\n');
 }
@@ -277,6 +327,8 @@ async function main(): Promise<void> {
       'weight-a': { type: 'string', default: '1' },
       'weight-b': { type: 'string', default: '1' },
       'server-entry': { type: 'string' },
+      'trace-ms': { type: 'string' },
+      order: { type: 'string', default: 'interleaved' },
     },
     strict: true,
   });
@@ -295,6 +347,8 @@ async function main(): Promise<void> {
         weightA: Number(values['weight-a']),
         weightB: Number(values['weight-b']),
         serverEntry: values['server-entry'],
+        traceMs: values['trace-ms'] === undefined ? undefined : Number(values['trace-ms']),
+        order: values.order === 'a-first' ? 'a-first' : 'interleaved',
       });
       process.stdout.write(`${JSON.stringify(r)}\n`);
       results.push(r);
