@@ -91,6 +91,12 @@ export interface TenantBurstResult {
   /** What B's share predicts for its step, s, and measured / predicted. */
   bPredictedS: number;
   bRatio: number;
+  /**
+   * The same prediction at the rate the fleet actually served the burst (all calls / A's wall: below
+   * slots / latency when the machine's CPU is short, for both tenants alike), and measured / it.
+   */
+  bPredictedAtRateS: number;
+  bRatioAtRate: number;
   /** What the whole work takes the fleet (A's step can end no sooner with B beside it), s; A's wall / it. */
   aBoundS: number;
   aRatio: number;
@@ -274,6 +280,8 @@ export async function tenantBurst(options: TenantBurstOptions): Promise<TenantBu
       (CRITICAL_PATH - 1) * latency;
     const aOutcome = outcome(a, options.rolloutsA, start);
     const bOutcome = outcome(b, options.rolloutsB, start);
+    const rate = served.calls / aOutcome.wallS;
+    const bAtRateS = bCalls / (shareB * rate) + (CRITICAL_PATH - 1) * latency;
     return {
       fair: options.fair,
       order: options.order ?? 'interleaved',
@@ -286,6 +294,8 @@ export async function tenantBurst(options: TenantBurstOptions): Promise<TenantBu
       shareB,
       bPredictedS: Math.round(bPredictedS * 100) / 100,
       bRatio: Math.round((bOutcome.wallS / bPredictedS) * 100) / 100,
+      bPredictedAtRateS: Math.round(bAtRateS * 100) / 100,
+      bRatioAtRate: Math.round((bOutcome.wallS / bAtRateS) * 100) / 100,
       aBoundS: Math.round(aBoundS * 100) / 100,
       aRatio: Math.round((aOutcome.wallS / aBoundS) * 100) / 100,
       serverCpuS: Math.round(serverCpuS * 10) / 10,
@@ -304,12 +314,13 @@ function table(results: readonly TenantBurstResult[]): string {
     (r) =>
       `| ${r.fair ? 'on' : 'off'} | ${r.order} | ${r.a.rollouts} + ${r.b.rollouts} | ${r.latencyMs} ms × ${r.slots} | ` +
       `${r.b.wallS.toFixed(1)} s | ${r.bPredictedS.toFixed(1)} s | **${r.bRatio.toFixed(2)}** | ` +
+      `${r.bPredictedAtRateS.toFixed(1)} s (${r.bRatioAtRate.toFixed(2)}) | ` +
       `${r.a.wallS.toFixed(1)} s | ${r.aBoundS.toFixed(1)} s (${r.aRatio.toFixed(2)}) | ` +
       `${r.a.rewarded}/${r.a.rollouts}, ${r.b.rewarded}/${r.b.rollouts} |`,
   );
   return [
-    '| fair queuing | sent | rollouts A + B | judge | B measured | B predicted by its share | B ratio | A measured | whole work (A ratio) | rewarded A, B |',
-    '| --- | --- | --- | --- | --: | --: | --: | --: | --: | --- |',
+    '| fair queuing | sent | rollouts A + B | judge | B measured | B predicted by its share | B ratio | at the measured rate (ratio) | A measured | whole work (A ratio) | rewarded A, B |',
+    '| --- | --- | --- | --- | --: | --: | --: | --: | --: | --: | --- |',
     ...rows,
   ].join('\n');
 }
