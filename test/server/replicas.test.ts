@@ -170,9 +170,12 @@ describeRedis('two replicas sharing Redis', () => {
   });
 
   it('a GRPO step of 256 slime rollouts retried wholesale on a small B while A computes: 0 refused, 0 recomputed', async () => {
+    // Two replicas in one process on a loaded machine: a Redis command timed out by event-loop lag degrades
+    // B, which then sees no lease held elsewhere and admits all 256 on its 4 slots as new work (the Redis
+    // outage test's case, not this one's); a lease lost to lag is a takeover (the next test's case).
     const [a, b] = await start(
       2,
-      { JUDGE_MAX_INFLIGHT: '1024' },
+      { JUDGE_MAX_INFLIGHT: '1024', REDIS_LEASE_MS: '15000', REDIS_TIMEOUT_MS: '10000' },
       { latencyMs: 500, perReplica: [{}, { MAX_CONCURRENT_JUDGMENTS: '4', MAX_QUEUED_JUDGMENTS: '0' }] },
     );
     const n = 256;

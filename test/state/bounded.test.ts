@@ -78,7 +78,7 @@ describe('evictOldest', () => {
         'state/local.ts',
         'state/redis-budget.ts',
         'state/redis-cancels.ts',
-        'state/redis.ts',
+        'state/redis-connection.ts',
       ].sort(),
     );
   });

@@ -87,20 +87,35 @@ export const Priority = z.enum(['high', 'normal']);
 /** `?graph=NAME` on the trainer adapters (their bodies are fixed by the trainers). */
 export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).optional() });
 
+/** What every judging body may carry besides its content: a request id, the operator controls, a lane. */
+const REQUEST_FIELDS = {
+  request_id: z.string().max(200).optional(),
+  // Operator controls (issue 21): deadline_ms, tag.
+  ...CONTROL_FIELDS,
+  priority: Priority.optional(),
+};
+
+/** The request schemas of every route, with the configured limits. */
 export function createSchemas(maxCandidates: number, limits: TextLimits) {
+  return {
+    ...judgingSchemas(maxCandidates, limits),
+    ...adapterSchemas(maxCandidates, limits),
+    ...comparativeSchemas(maxCandidates, limits),
+    GroundTruth: groundTruth(limits.maxGroundTruthChars),
+  };
+}
+
+/** `/v1/reward`, `/v1/reward/batch` and `/v1/judge`. */
+function judgingSchemas(maxCandidates: number, limits: TextLimits) {
   const GroundTruth = groundTruth(limits.maxGroundTruthChars);
   const Question = question(limits.maxQuestionChars);
-  const LabelObject = labelObject(limits);
   const Group = z.strictObject({
     question: Question.default(''),
     ground_truth: GroundTruth,
     candidates: z.array(Rollout).min(1).max(maxCandidates),
     graph: GraphField.optional(),
     include_transcripts: z.boolean().optional(),
-    request_id: z.string().max(200).optional(),
-    // Operator controls (issue 21): deadline_ms, tag.
-    ...CONTROL_FIELDS,
-    priority: Priority.optional(),
+    ...REQUEST_FIELDS,
   });
 
   const Batch = z
@@ -111,10 +126,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
         .max(maxCandidates),
       graph: GraphField.optional(),
       include_transcripts: z.boolean().optional(),
-      request_id: z.string().max(200).optional(),
-      // Operator controls (issue 21): deadline_ms, tag.
-      ...CONTROL_FIELDS,
-      priority: Priority.optional(),
+      ...REQUEST_FIELDS,
     })
     .superRefine((body, ctx) => {
       let total = 0;
@@ -133,12 +145,16 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     ground_truth: GroundTruth,
     candidate: Rollout,
     graph: GraphField.optional(),
-    request_id: z.string().max(200).optional(),
-    // Operator controls (issue 21): deadline_ms, tag.
-    ...CONTROL_FIELDS,
-    priority: Priority.optional(),
+    ...REQUEST_FIELDS,
   });
+  return { Group, Batch, Judge };
+}
 
+/** The trainers' bodies: OpenRLHF, slime (one sample and `--group-rm`), NeMo-Gym's verify. */
+function adapterSchemas(maxCandidates: number, limits: TextLimits) {
+  const GroundTruth = groundTruth(limits.maxGroundTruthChars);
+  const Question = question(limits.maxQuestionChars);
+  const LabelObject = labelObject(limits);
   const OpenRlhf = z
     .strictObject({
       query: z.array(Rollout).max(maxCandidates),
@@ -194,6 +210,16 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     instance_config: z.record(z.string(), z.unknown()).optional(),
   });
 
+  /** slime `--group-rm`: the samples of one (or more) prompt groups. */
+  const SlimeGroup = z.strictObject({ samples: z.array(Slime).min(1).max(maxCandidates) });
+
+  return { OpenRlhf, Slime, Verify, LabelObject, SlimeGroup };
+}
+
+/** `/v1/rank`, `/v1/best-of-n` and the group adapters' query. */
+function comparativeSchemas(maxCandidates: number, limits: TextLimits) {
+  const GroundTruth = groundTruth(limits.maxGroundTruthChars);
+  const Question = question(limits.maxQuestionChars);
   /** Criterion rules shared by the comparative bodies: `match` needs a ground truth, and so does omitting it. */
   const checkCriterion = (
     body: { ground_truth?: string | undefined; criterion?: string | undefined },
@@ -216,10 +242,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     ground_truth: GroundTruth.optional(),
     criterion: CriterionName.optional(),
     judges: z.number().int().min(1).max(MAX_JUDGES).default(1),
-    request_id: z.string().max(200).optional(),
-    // Operator controls (issue 21): deadline_ms, tag.
-    ...CONTROL_FIELDS,
-    priority: Priority.optional(),
+    ...REQUEST_FIELDS,
   };
   const Rank = z
     .strictObject({
@@ -247,9 +270,6 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     })
     .superRefine(checkCriterion);
 
-  /** slime `--group-rm`: the samples of one (or more) prompt groups. */
-  const SlimeGroup = z.strictObject({ samples: z.array(Slime).min(1).max(maxCandidates) });
-
   /** `?schedule=…&criterion=…` on the group adapters (their bodies are fixed by the trainers). */
   const GroupQuery = z.strictObject({
     schedule: z.enum(SCHEDULES).default('all_pairs'),
@@ -259,20 +279,7 @@ export function createSchemas(maxCandidates: number, limits: TextLimits) {
     judges: z.coerce.number().int().min(1).max(MAX_JUDGES).default(1),
   });
 
-  return {
-    Group,
-    Batch,
-    Judge,
-    OpenRlhf,
-    Slime,
-    Verify,
-    LabelObject,
-    GroundTruth,
-    Rank,
-    BestOfN,
-    SlimeGroup,
-    GroupQuery,
-  };
+  return { Rank, BestOfN, GroupQuery };
 }
 
 export type Schemas = ReturnType<typeof createSchemas>;
