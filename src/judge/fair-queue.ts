@@ -98,6 +98,28 @@ function peek<T>(heap: Node<T>[]): Node<T> | undefined {
   return undefined;
 }
 
+interface Next<T> {
+  state: FlowState<T>;
+  head: Node<T>;
+  lane: QueueLane;
+}
+
+/** Among `flows`, the head of `lane` of the flow holding the fewest slots per weight, oldest on a tie. */
+function nextOf<T>(flows: Iterable<FlowState<T>>, lane: QueueLane): Next<T> | undefined {
+  let best: Next<T> | undefined;
+  for (const s of flows) {
+    if (s.waiting[lane] === 0) continue;
+    const head = peek(s.lanes[lane]);
+    if (head === undefined) continue;
+    // held / weight compared without division.
+    const mine = s.held * (best?.state.weight ?? 1);
+    const theirs = (best?.state.held ?? 0) * s.weight;
+    if (best === undefined || mine < theirs || (mine === theirs && head.seq < best.head.seq))
+      best = { state: s, head, lane };
+  }
+  return best;
+}
+
 export class FairQueue<T> {
   readonly #flows = new Map<string, FlowState<T>>();
   readonly #where = new Map<T, { state: FlowState<T>; lane: QueueLane; node: Node<T> }>();
@@ -186,29 +208,8 @@ export class FairQueue<T> {
   }
 
   /** The next entry, its flow and lane (the order `shift` serves in). */
-  #next(): { state: FlowState<T>; head: Node<T>; lane: QueueLane } | undefined {
-    const lane: QueueLane = this.#high > 0 ? 'high' : 'normal';
-    let best: FlowState<T> | undefined;
-    let bestHead: Node<T> | undefined;
-    for (const s of this.#flows.values()) {
-      if (s.waiting[lane] === 0) continue;
-      const head = peek(s.lanes[lane]);
-      if (head === undefined) continue;
-      if (best === undefined || bestHead === undefined) {
-        best = s;
-        bestHead = head;
-        continue;
-      }
-      // held / weight compared without division.
-      const mine = s.held * best.weight;
-      const theirs = best.held * s.weight;
-      if (mine < theirs || (mine === theirs && head.seq < bestHead.seq)) {
-        best = s;
-        bestHead = head;
-      }
-    }
-    if (best === undefined || bestHead === undefined) return undefined;
-    return { state: best, head: bestHead, lane };
+  #next(): Next<T> | undefined {
+    return nextOf(this.#flows.values(), this.#high > 0 ? 'high' : 'normal');
   }
 
   /** A slot `flow` took without queueing (a free slot and nobody waiting). */
