@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import type { Flow } from '../../src/judge/fair-queue.js';
+import { SHARED_FLOW, type Flow } from '../../src/judge/fair-queue.js';
 import { URGENT_PRIORITY } from '../../src/judge/calls.js';
 import { createLimiter } from '../../src/judge/limiter.js';
 import { getPreset } from '../../src/judge/presets.js';
@@ -46,6 +46,19 @@ describe('FairShares', () => {
     fair.remove(A, 1000);
     fair.remove(B, 50);
     expect(fair.completionCalls(B, 100)).toBe(100);
+  });
+
+  it('shows the shared flow (no tenant: /readyz, FAIR_QUEUING=false) the whole backlog', () => {
+    const fair = new FairShares(0.1, () => 0);
+    fair.add(A, 1000);
+    fair.add(B, 50);
+    expect(fair.backlogOf(SHARED_FLOW)).toBe(1050);
+    expect(fair.completionCalls(SHARED_FLOW, 100)).toBe(1150);
+    // So readiness says saturated while tenants' backlogs fill the deadline (they are admitted at their share).
+    const { admission } = setup();
+    for (let i = 0; i < 300; i++) admission.admit(analysts2, 'normal', work(A));
+    expect(admission.saturated(analysts2, 10_000)).toBe(true);
+    expect(admission.decide([analysts2], 10_000, 'normal', work(B)).ok).toBe(true);
   });
 });
 

@@ -77,8 +77,19 @@ export class FairShares {
     if (b.calls <= 1e-9) this.#backlog.delete(flow.name);
   }
 
-  /** Expected calls of `flow` admitted and not ended. */
+  /** Expected calls admitted and not ended, every flow. */
+  get totalCalls(): number {
+    let total = 0;
+    for (const b of this.#backlog.values()) total += b.calls;
+    return total;
+  }
+
+  /**
+   * Expected calls of `flow` admitted and not ended. The shared flow (work of no tenant: FAIR_QUEUING=false,
+   * where it is all the work, or a probe such as /readyz's) sees every flow's: the server as a whole.
+   */
   backlogOf(flow: Flow): number {
+    if (flow.name === SHARED_FLOW.name) return this.totalCalls;
     return this.#backlog.get(flow.name)?.calls ?? 0;
   }
 
@@ -88,6 +99,7 @@ export class FairShares {
    */
   completionCalls(flow: Flow, calls: number): number {
     const own = this.backlogOf(flow) + calls;
+    if (flow.name === SHARED_FLOW.name) return own;
     let total = own;
     for (const [name, b] of this.#backlog) {
       if (name === flow.name) continue;

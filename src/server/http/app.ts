@@ -42,7 +42,7 @@ import { registerRewardRoutes } from './routes/reward.js';
 import { createSchemas } from './schemas.js';
 import type { TranscriptSink } from '../observe/transcripts.js';
 import { createAccess } from '../tenants/access.js';
-import { assertScoped } from '../tenants/auth.js';
+import { checkScopes } from '../tenants/auth.js';
 import type { Keyring } from '../tenants/keyring.js';
 import { registerTenantRoutes } from './routes/tenants.js';
 
@@ -416,7 +416,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done();
   });
 
-  app.addHook('onRoute', (route) => assertScoped(route.url));
+  const scoped = checkScopes(app);
   registerRewardRoutes(app, ctx);
   registerAdapterRoutes(app, ctx);
   registerRankRoutes(app, ctx);
@@ -427,5 +427,6 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onClose', async () => integrity.close());
   registerPlanRoutes(app, ctx, planner);
   registerTenantRoutes(app, ctx);
+  scoped.end();
   return app;
 }

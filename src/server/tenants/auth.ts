@@ -8,7 +8,7 @@
  * A route missing from the table needs `admin`, and `buildApp` refuses to register it (`assertScoped`): a
  * new route says who may call it before it serves.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 import { RewardError } from '../../errors.js';
 import type { Scope } from '../../settings/keys-file.js';
@@ -47,6 +47,22 @@ export const ROUTE_SCOPES: ReadonlyMap<string, RouteScope> = new Map<string, Rou
 export function assertScoped(route: string): void {
   if (route !== '/healthz' && !ROUTE_SCOPES.has(route))
     throw new Error(`route ${route} has no scope in ROUTE_SCOPES (src/server/tenants/auth.ts)`);
+}
+
+/**
+ * `assertScoped` on every route `app` registers until `end()`: `buildApp` checks its own routes. A route a
+ * caller adds afterwards (an embedding server, a test) is not in the table: it needs `admin` (`scopeOf`).
+ */
+export function checkScopes(app: FastifyInstance): { end(): void } {
+  let checking = true;
+  app.addHook('onRoute', (route) => {
+    if (checking) assertScoped(route.url);
+  });
+  return {
+    end: () => {
+      checking = false;
+    },
+  };
 }
 
 /** The scope `route` needs: its entry; `any` for an unmatched URL (it answers 404); else `admin`. */
