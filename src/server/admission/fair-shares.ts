@@ -18,6 +18,7 @@
 import type { RewardError } from '../../errors.js';
 import { SHARED_FLOW, type Flow } from '../../judge/fair-queue.js';
 import type { CallEvent } from '../../judge/types.js';
+import { evictOldest } from '../../state/bounded.js';
 import { HighLaneBudget, type Lane } from './priority.js';
 
 /** What admission and the serving services know about the tenant of one request (tenants/ builds it). */
@@ -123,10 +124,7 @@ export class FairShares {
       budget = new HighLaneBudget(share, this.#now, budget);
       this.#high.delete(flow.name);
       this.#high.set(flow.name, budget);
-      if (this.#high.size > MAX_HIGH_BUDGETS) {
-        const oldest = this.#high.keys().next();
-        if (oldest.done !== true) this.#high.delete(oldest.value);
-      }
+      evictOldest(this.#high, MAX_HIGH_BUDGETS);
     }
     return budget;
   }
