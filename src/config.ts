@@ -15,6 +15,8 @@ import { z } from 'zod';
 import { BACKEND_DEFAULTS, CANDIDATE_LIMIT_DEFAULTS } from './settings/defaults.js';
 import {
   BackendSettings,
+  EnginePriority,
+  InflightControl,
   loadRoutingFile,
   ReplicaPolicy,
   ResponseFormat,
@@ -184,6 +186,21 @@ const JudgeEnv = z
     JUDGE_TPM: int(1).optional(),
     JUDGE_RESPONSE_FORMAT: ResponseFormat.default(BACKEND_DEFAULTS.responseFormat),
     JUDGE_ADAPTIVE_INFLIGHT: z.stringbool().default(BACKEND_DEFAULTS.adaptiveInflight),
+    JUDGE_INFLIGHT_CONTROL: InflightControl.optional(),
+    /** `auto`, `off`, or a comma-separated list of metrics URLs, one per replica. */
+    JUDGE_ENGINE_METRICS: z
+      .string()
+      .transform((v): 'auto' | 'off' | string[] => {
+        const t = v.trim();
+        if (t === 'auto' || t === 'off') return t;
+        return t
+          .split(',')
+          .map((u) => u.trim())
+          .filter((u) => u !== '');
+      })
+      .default(BACKEND_DEFAULTS.engineMetrics),
+    JUDGE_ENGINE_METRICS_INTERVAL_MS: int(10, 60_000).default(BACKEND_DEFAULTS.engineMetricsIntervalMs),
+    JUDGE_ENGINE_PRIORITY: EnginePriority.default(BACKEND_DEFAULTS.enginePriority),
     JUDGE_REPLICA_POLICY: ReplicaPolicy.default(BACKEND_DEFAULTS.replicaPolicy),
     JUDGE_PREFIX_STAGGER_MS: int(0, 10_000).default(BACKEND_DEFAULTS.prefixStaggerMs),
     JUDGE_ROUTING_KEY_HEADER: z.string().min(1).default(BACKEND_DEFAULTS.routingKeyHeader),
@@ -220,6 +237,10 @@ const JudgeEnv = z
         tpm: e.JUDGE_TPM,
         response_format: e.JUDGE_RESPONSE_FORMAT,
         adaptive_inflight: e.JUDGE_ADAPTIVE_INFLIGHT,
+        inflight_control: e.JUDGE_INFLIGHT_CONTROL,
+        engine_metrics: e.JUDGE_ENGINE_METRICS,
+        engine_metrics_interval_ms: e.JUDGE_ENGINE_METRICS_INTERVAL_MS,
+        engine_priority: e.JUDGE_ENGINE_PRIORITY,
         replica_policy: e.JUDGE_REPLICA_POLICY,
         prefix_stagger_ms: e.JUDGE_PREFIX_STAGGER_MS,
         routing_key_header: e.JUDGE_ROUTING_KEY_HEADER,
@@ -231,7 +252,13 @@ const JudgeEnv = z
       else {
         for (const issue of parsed.error.issues) {
           const field =
-            issue.path[0] === 'routing_key_header' ? 'JUDGE_ROUTING_KEY_HEADER' : 'JUDGE_BASE_URL';
+            issue.path[0] === 'routing_key_header'
+              ? 'JUDGE_ROUTING_KEY_HEADER'
+              : issue.path[0] === 'engine_metrics'
+                ? 'JUDGE_ENGINE_METRICS'
+                : issue.path[0] === 'adaptive_inflight'
+                  ? 'JUDGE_ADAPTIVE_INFLIGHT'
+                  : 'JUDGE_BASE_URL';
           ctx.addIssue({ code: 'custom', path: [field], message: issue.message });
         }
       }
@@ -255,6 +282,7 @@ const RequestEnv = z
     MIN_CANDIDATE_CHARS: int(0).default(CANDIDATE_LIMIT_DEFAULTS.minChars),
     MAX_CANDIDATE_CHARS: int(1).default(CANDIDATE_LIMIT_DEFAULTS.maxChars),
     FAILURE_REWARD: decimal().optional(),
+    GET_REWARD_HOLD_MS: int(0).default(170_000),
     MAX_GROUND_TRUTH_CHARS: int(1).default(20_000),
     MAX_QUESTION_CHARS: int(1).default(8_000),
     ALLOW_INLINE_GRAPHS: z.stringbool().default(false),
@@ -284,6 +312,12 @@ const RequestEnv = z
     candidateLimits: { minChars: e.MIN_CANDIDATE_CHARS, maxChars: e.MAX_CANDIDATE_CHARS },
     /** When set, trainer adapters answer this reward for failed judgments instead of 503. */
     failureReward: e.FAILURE_REWARD,
+    /**
+     * `/get_reward`: how long after its arrival a request may be answered, ms (OpenRLHF's client waits
+     * 180 s per attempt, then retries 5 times 1 s apart): work that does not fit REQUEST_DEADLINE_MS but
+     * fits this is held (admitted with its deadline moved here) instead of refused. 0 = off.
+     */
+    getRewardHoldMs: e.GET_REWARD_HOLD_MS,
     /** Per request field, characters: a longer ground truth or question is a 400 naming the field. */
     textLimits: { maxGroundTruthChars: e.MAX_GROUND_TRUTH_CHARS, maxQuestionChars: e.MAX_QUESTION_CHARS },
     /** Inline graph specs in request bodies: off by default; when on, within these limits. */

@@ -66,6 +66,10 @@ describe('loadConfig', () => {
       tpm: undefined,
       response_format: 'json_object',
       adaptive_inflight: false,
+      inflight_control: undefined,
+      engine_metrics: 'auto',
+      engine_metrics_interval_ms: 100,
+      engine_priority: 'off',
       replica_policy: 'affinity',
       prefix_stagger_ms: 50,
       routing_key_header: 'x-reward-routing-key',
@@ -98,6 +102,34 @@ describe('loadConfig', () => {
     expect(bad({ JUDGE_BASE_URL: 'http://a:1/v1', JUDGE_ROUTING_KEY_HEADER: 'bad header' })).toThrow(
       /JUDGE_ROUTING_KEY_HEADER/,
     );
+  });
+
+  it('reads the in-flight control variables (issue 29), and refuses contradictions', () => {
+    const c = loadConfig({
+      JUDGE_BASE_URL: 'http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1',
+      JUDGE_MODEL: 'qwen',
+      JUDGE_INFLIGHT_CONTROL: 'fixed',
+      JUDGE_ENGINE_METRICS: 'http://10.0.0.1:9000/metrics, http://10.0.0.2:9000/metrics',
+      JUDGE_ENGINE_METRICS_INTERVAL_MS: '250',
+      JUDGE_ENGINE_PRIORITY: 'vllm',
+    });
+    expect(c.judge.default).toMatchObject({
+      inflight_control: 'fixed',
+      engine_metrics: ['http://10.0.0.1:9000/metrics', 'http://10.0.0.2:9000/metrics'],
+      engine_metrics_interval_ms: 250,
+      engine_priority: 'vllm',
+    });
+    const bad = (env: Record<string, string>) => () =>
+      loadConfig({ JUDGE_MODEL: 'm', JUDGE_BASE_URL: 'http://a:1/v1,http://b:1/v1', ...env });
+    expect(bad({ JUDGE_ENGINE_METRICS: 'http://a:1/metrics' })).toThrow(
+      /JUDGE_ENGINE_METRICS.*one per replica/,
+    );
+    expect(bad({ JUDGE_ENGINE_METRICS: 'nope,nope' })).toThrow(/JUDGE_ENGINE_METRICS/);
+    expect(bad({ JUDGE_ADAPTIVE_INFLIGHT: 'true', JUDGE_INFLIGHT_CONTROL: 'engine' })).toThrow(
+      /JUDGE_ADAPTIVE_INFLIGHT/,
+    );
+    expect(bad({ JUDGE_INFLIGHT_CONTROL: 'adaptive' })).toThrow(/JUDGE_INFLIGHT_CONTROL/);
+    expect(bad({ JUDGE_ENGINE_PRIORITY: 'yes' })).toThrow(/JUDGE_ENGINE_PRIORITY/);
     expect(bad({ JUDGE_BASE_URL: 'http://a:1/v1', JUDGE_REPLICA_POLICY: 'random' })).toThrow(
       /JUDGE_REPLICA_POLICY/,
     );

@@ -30,14 +30,14 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([]);
 const TEMPORARY: ReadonlyMap<string, number> = new Map([
   ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 486],
   // Mostly the metric-definition table (a TABLES candidate), with the observe functions beside it.
-  ['src/server/observe/metrics.ts › createMetrics', 390],
-  ['src/server/serving/judge-service.ts › createJudgeService', 329],
-  ['src/server/serving/judge-service.ts › judgePrepared', 161],
-  ['src/server/admission/admission.ts › Admission', 302],
+  ['src/server/observe/metrics.ts › createMetrics', 346],
+  ['src/server/serving/judge-service.ts › createJudgeService', 336],
+  ['src/server/serving/judge-service.ts › judgeOnce', 154],
+  ['src/server/admission/admission.ts › Admission', 305],
   ['src/server/serving/comparing.ts › createComparisonService', 267],
-  ['src/server/http/app.ts › buildApp', 277],
+  ['src/server/http/app.ts › buildApp', 263],
   ['src/server/integrity/integrity.ts › createIntegrity', 229],
-  ['src/judge/limiter.ts › createLimiter', 182],
+  ['src/judge/limiter.ts › createLimiter', 175],
   ['src/server/integrity/canary-ledger.ts › createCanaryLedger', 178],
 ]);
 

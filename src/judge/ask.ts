@@ -110,7 +110,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           deadline: callDeadline,
           observer: options.observer,
           flow: options.flow,
-          ...(options.urgent === true ? { priority: URGENT_PRIORITY } : {}),
+          ...(options.urgent === true ? { priority: URGENT_PRIORITY, urgent: true } : {}),
         },
       );
     } catch (err) {

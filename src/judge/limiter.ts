@@ -18,6 +18,7 @@ import type { BucketSpec, BucketStore } from '../state/types.js';
 import { isUrgent } from './calls.js';
 import { FairQueue, SHARED_FLOW, type Flow } from './fair-queue.js';
 import type { ChatMessage } from './types.js';
+import type { ControlSample, InflightControl } from './inflight-control.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
 
 export interface LimiterOptions extends RateBucketOptions {
@@ -25,6 +26,11 @@ export interface LimiterOptions extends RateBucketOptions {
   maxInflight: number;
   /** Adapt the limit below the ceiling (AIMD). Default off (the limit is `maxInflight`). */
   adaptive?: AdaptiveOptions | false | undefined;
+  /**
+   * An external control of the limit (inflight-control.ts: the engine's metrics, else a latency gradient);
+   * it takes precedence over `adaptive`.
+   */
+  control?: InflightControl | undefined;
 }
 
 export interface RateBucketOptions {
@@ -65,6 +71,12 @@ export interface AttemptSample {
   latencyMs: number;
   /** A timeout, 429 or 503: the replica is past its capacity whatever the latency says. */
   overloaded: boolean;
+  /** When the response headers arrived (epoch ms); undefined when none did. For `control`. */
+  headersAt?: number | undefined;
+  /** How it ended, for `control` (default: `other` when overloaded, else `ok`). */
+  result?: 'ok' | 'timeout' | 'other' | undefined;
+  /** Kind of call (its role), for `control`. */
+  kind?: string | undefined;
 }
 
 /** Options of one acquire; an object so callers can add fields (e.g. a priority) without breaking others. */
@@ -121,6 +133,35 @@ interface Waiter {
 /** RPM / TPM admission of one request; `take` waits (abortably, within the deadline) for its capacity. */
 export interface RateBuckets {
   take(tokens: number, options: Pick<AcquireOptions, 'signal' | 'deadline'>): Promise<void>;
+}
+
+/** `fn` made idempotent: a slot is released once, however often its release is called. */
+function once(fn: () => void): Release {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    fn();
+  };
+}
+
+/** A call that found no free backend slot before its deadline. */
+function noSlotError(limit: number, maxInflight: number): RewardError {
+  return new RewardError(
+    'RW_JUDGE_TIMEOUT',
+    `no free backend slot (in-flight limit ${limit} of max_inflight ${maxInflight}) before the deadline`,
+  );
+}
+
+/** An attempt as the external in-flight control reads it (inflight-control.ts). */
+function controlSample(sample: AttemptSample): ControlSample {
+  return {
+    sentAt: sample.sentAt,
+    headersAt: sample.headersAt,
+    endedAt: sample.sentAt + sample.latencyMs,
+    result: sample.result ?? (sample.overloaded ? 'other' : 'ok'),
+    kind: sample.kind ?? '',
+  };
 }
 
 /**
@@ -184,7 +225,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
   let windowMin = Infinity;
   let previousMin = Infinity;
   let windowCount = 0;
-  const slots = (): number => Math.max(1, Math.floor(limit));
+  const control = options.control;
+  const slots = (): number => (control === undefined ? Math.max(1, Math.floor(limit)) : control.limit);
   const buckets = createRateBuckets(options);
   let inflight = 0;
   // Waiters by tenant flow, lane (urgent first), then priority and arrival (fair-queue.ts).
@@ -222,6 +264,10 @@ export function createLimiter(options: LimiterOptions): Limiter {
   };
 
   const observe = (sample: AttemptSample): void => {
+    if (control !== undefined) {
+      control.observe(controlSample(sample));
+      return;
+    }
     if (adaptive === undefined) return;
     if (sample.overloaded) {
       decrease(0.5, sample.sentAt);
@@ -252,14 +298,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
     admitWaiters();
   };
 
-  const onceRelease = (flow: string): Release => {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      release(flow);
-    };
-  };
+  control?.attach(() => ({ inflight, waiting: waiters.size }), admitWaiters);
 
   const waitForSlot = ({ signal, deadline, priority, flow }: AcquireOptions): Promise<void> =>
     new Promise<void>((resolve, reject) => {
@@ -284,12 +323,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
         () => {
           waiters.delete(waiter);
           cleanup();
-          reject(
-            new RewardError(
-              'RW_JUDGE_TIMEOUT',
-              `no free backend slot (in-flight limit ${slots()} of max_inflight ${maxInflight}) before the deadline`,
-            ),
-          );
+          reject(noSlotError(slots(), maxInflight));
         },
         Math.max(0, deadline - now()),
       );
@@ -307,7 +341,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
       } else {
         await waitForSlot(acquireOptions);
       }
-      const releaseOnce = onceRelease(flow.name);
+      const releaseOnce = once(() => release(flow.name));
       try {
         await buckets?.take(tokens, acquireOptions);
       } catch (error) {

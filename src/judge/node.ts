@@ -309,6 +309,7 @@ async function callOnce(
         deadline: callDeadline,
         priority: callPriority(exec),
         flow: exec.options.flow,
+        urgent: exec.options.urgent,
         observer: exec.options.observer,
         pin: exec.options.pin,
       },

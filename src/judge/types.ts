@@ -1,3 +1,4 @@
+import type { ControlSnapshot } from './inflight-control.js';
 import type { ComparativeContext, Focus, RoleContext, Verdict } from '../roles/types.js';
 import type { ErrorCode } from '../errors.js';
 import type { Flow } from './fair-queue.js';
@@ -135,6 +136,11 @@ export interface CallOptions {
   priority?: number | undefined;
   /** The tenant's fair-queue flow (fair-queue.ts): backend slots are shared between flows by weight. */
   flow?: Flow | undefined;
+  /**
+   * A call of the high-priority lane: an engine with request priority configured (`engine_priority`) is
+   * told so too. Default false.
+   */
+  urgent?: boolean | undefined;
   /** Told about each retry the backend wants to make (allowed or denied by its retry budget). */
   observer?: JudgeObserver | undefined;
   /**
@@ -180,6 +186,10 @@ export interface ReplicaSnapshot {
   responseFormatSwitches?: ReadonlyMap<'json_schema' | 'json_object', number> | undefined;
   /** Taken out of real work by the canaries' sequential test (it still receives canaries). */
   quarantined?: boolean | undefined;
+  /** How its in-flight limit is set (`inflight_control`). */
+  inflightControl?: 'engine' | 'fixed' | 'aimd' | undefined;
+  /** The engine-aware control's state (mode `engine`): the engine's load, its capacity, saturation. */
+  control?: ControlSnapshot | undefined;
 }
 
 /**

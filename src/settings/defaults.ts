@@ -13,8 +13,19 @@ export const BACKEND_DEFAULTS = Object.freeze({
   maxInflight: 256,
   responseFormat: 'json_schema',
   apiKey: 'EMPTY',
-  /** Adapt each replica's in-flight limit below `maxInflight` (AIMD on latency). */
+  /** Adapt each replica's in-flight limit below `maxInflight` (AIMD on latency; the old opt-in mode). */
   adaptiveInflight: false,
+  /**
+   * How each replica's in-flight limit is set: `engine` (from the engine's own metrics, else a latency
+   * gradient), `fixed` (= `maxInflight`), `aimd` (the old adaptive mode).
+   */
+  inflightControl: 'engine',
+  /** Where the engine's metrics are read: `auto` (the base URL's `/metrics`), `off`, or URLs. */
+  engineMetrics: 'auto',
+  /** How often the engine's metrics are read, ms. */
+  engineMetricsIntervalMs: 100,
+  /** Whether high-priority calls carry the engine's request priority: `off`, `vllm`, `sglang`. */
+  enginePriority: 'off',
   /** Which replica an attempt goes to: `affinity` (consistent hash of the ground truth) or `round_robin`. */
   replicaPolicy: 'affinity',
   /** Hold a call whose prompt prefix is being prefilled by a sibling call for up to this long, ms. */

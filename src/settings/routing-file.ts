@@ -14,6 +14,18 @@ export type ResponseFormat = z.infer<typeof ResponseFormat>;
 export const ReplicaPolicy = z.enum(['affinity', 'round_robin']);
 export type ReplicaPolicy = z.infer<typeof ReplicaPolicy>;
 
+/** `engine`: from the engine's metrics, else a latency gradient; `fixed`: the ceiling; `aimd`: the old mode. */
+export const InflightControl = z.enum(['engine', 'fixed', 'aimd']);
+export type InflightControl = z.infer<typeof InflightControl>;
+
+/**
+ * High-priority calls carry the engine's request priority: `vllm` sends `priority: -1` (lower is earlier;
+ * needs `--scheduling-policy priority`, else vLLM refuses any priority but 0), `sglang` sends `priority: 1`
+ * (higher is earlier by default; needs `--enable-priority-scheduling`). Normal calls send none.
+ */
+export const EnginePriority = z.enum(['off', 'vllm', 'sglang']);
+export type EnginePriority = z.infer<typeof EnginePriority>;
+
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 export const BackendSettings = z
@@ -31,8 +43,20 @@ export const BackendSettings = z
     rpm: z.number().int().positive().optional(),
     tpm: z.number().int().positive().optional(),
     response_format: ResponseFormat.default(BACKEND_DEFAULTS.responseFormat),
-    /** Adapt each replica's in-flight limit (AIMD); `max_inflight` is the ceiling. */
+    /** The old opt-in adaptive limit (AIMD); `true` means `inflight_control: aimd`. */
     adaptive_inflight: z.boolean().default(BACKEND_DEFAULTS.adaptiveInflight),
+    /** How each replica's in-flight limit is set (`max_inflight` is the ceiling); default `engine`. */
+    inflight_control: InflightControl.optional(),
+    /** `auto` (each replica's base URL with `/v1` replaced by `/metrics`), `off`, or one URL per replica. */
+    engine_metrics: z.union([z.enum(['auto', 'off']), z.array(z.url()).min(1)]).default('auto'),
+    /** ms between two reads of an engine's metrics. */
+    engine_metrics_interval_ms: z
+      .number()
+      .int()
+      .min(10)
+      .max(60_000)
+      .default(BACKEND_DEFAULTS.engineMetricsIntervalMs),
+    engine_priority: EnginePriority.default('off'),
     replica_policy: ReplicaPolicy.default(BACKEND_DEFAULTS.replicaPolicy),
     /** ms; 0 sends parallel calls sharing a prompt prefix at once. */
     prefix_stagger_ms: z.number().int().min(0).max(10_000).default(BACKEND_DEFAULTS.prefixStaggerMs),
@@ -61,6 +85,21 @@ export const BackendSettings = z
     }
     if (s.base_urls !== undefined && new Set(s.base_urls).size !== s.base_urls.length) {
       ctx.addIssue({ code: 'custom', path: ['base_urls'], message: 'lists a replica twice' });
+    }
+    if (s.adaptive_inflight && s.inflight_control !== undefined && s.inflight_control !== 'aimd') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['adaptive_inflight'],
+        message: `adaptive_inflight: true is inflight_control "aimd"; it contradicts "${s.inflight_control}"`,
+      });
+    }
+    const replicas = s.base_urls?.length ?? 1;
+    if (Array.isArray(s.engine_metrics) && s.engine_metrics.length !== replicas) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['engine_metrics'],
+        message: `lists ${s.engine_metrics.length} metrics URL(s) for ${replicas} replica(s): one per replica, in order`,
+      });
     }
   });
 export type BackendSettings = z.infer<typeof BackendSettings>;
@@ -117,6 +156,11 @@ export const RoutingFile = z
     }
   });
 export type RoutingFile = z.infer<typeof RoutingFile>;
+
+/** How a backend's replicas' in-flight limits are set (`adaptive_inflight: true` is the old `aimd`). */
+export function inflightControlOf(settings: BackendSettings): InflightControl {
+  return settings.inflight_control ?? (settings.adaptive_inflight ? 'aimd' : 'engine');
+}
 
 /** The replica URLs of a backend (`base_urls`, else the one `base_url`). */
 export function replicaUrls(settings: BackendSettings): string[] {

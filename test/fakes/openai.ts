@@ -8,6 +8,8 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
+import { createBatchingEngine, type BatchingEngine, type EngineOptions } from './engine.js';
+
 /** What the fake answers to one chat-completions call. */
 export type FakeReply =
   /** `body` is JSON.stringify'd into `choices[0].message.content`. */
@@ -179,6 +181,12 @@ export interface FakeOpenAIOptions {
    * the request's `model`.
    */
   replyModel?: string;
+  /**
+   * Serve like a continuous-batching engine (engine.ts: `slots` sequences decode at once, the rest wait in
+   * its queue, a step slows as the batch grows) and publish vLLM's `/metrics`. Replaces `slots` and
+   * `latencyMs` for replies with content; statuses, hangs and resets are played at once.
+   */
+  engine?: EngineOptions;
 }
 
 /** vLLM-like prefix cache over characters: fixed-size blocks, each keyed by its whole prefix, LRU. */
@@ -234,6 +242,8 @@ export interface FakeOpenAI {
   prefill(): PrefillStats;
   /** Empties the block cache (a backend restart). */
   clearBlockCache(): void;
+  /** The batching engine, when started with `engine`. */
+  readonly engine: BatchingEngine | undefined;
   /** Stops listening and destroys every open socket (hung calls included). */
   close(): Promise<void>;
 }
@@ -397,7 +407,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   const cachedByCall = new WeakMap<FakeChatRequest, { textChars: number; cachedChars: number }>();
   const sockets = new Set<Socket>();
   const timers = new Set<NodeJS.Timeout>();
-  const slots = options.slots ?? Infinity;
+  const engine = options.engine === undefined ? undefined : createBatchingEngine(options.engine);
+  const slots = engine === undefined ? (options.slots ?? Infinity) : Infinity;
   let busy = 0;
   let maxServing = 0;
   let servedMs = 0;
@@ -593,7 +604,18 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           : options.rejectJsonSchema !== undefined && body.response_format?.type === 'json_schema'
             ? llamaSchemaFailed(options.rejectJsonSchema)
             : nextReply(body, call);
-      if (latencyMs > 0 && reply.kind !== 'hang' && reply.kind !== 'reset') {
+      if (engine !== undefined) {
+        const priority = typeof body['priority'] === 'number' ? body['priority'] : 0;
+        const refused = engine.refuse(priority);
+        if (refused !== undefined) {
+          play({ kind: 'status', status: refused.status, body: refused.body }, body, call, req, res);
+        } else if (reply.kind === 'hang' || reply.kind === 'reset' || reply.kind === 'status') {
+          play(reply, body, call, req, res);
+        } else {
+          const cancel = engine.submit(priority, () => play(reply, body, call, req, res));
+          res.once('close', cancel);
+        }
+      } else if (latencyMs > 0 && reply.kind !== 'hang' && reply.kind !== 'reset') {
         later(latencyMs, () => play(reply, body, call, req, res));
       } else {
         play(reply, body, call, req, res);
@@ -623,6 +645,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
 
   const server = createServer((req, res) => {
     const url = req.url ?? '';
+    if (engine !== undefined && req.method === 'GET' && url === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(engine.metrics(options.replyModel ?? 'fake-model'));
+      return;
+    }
     if (req.method === 'GET' && (url === '/v1/models' || url.startsWith('/v1/models?'))) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"object":"list","data":[{"id":"fake-model","object":"model","owned_by":"fake"}]}');
@@ -686,8 +713,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     },
     prefill: () => ({ ...prefill, uncachedChars: prefill.promptChars - prefill.cachedChars }),
     clearBlockCache: () => blockCache?.clear(),
+    engine,
     close() {
       closing = true;
+      engine?.close();
       for (const t of timers) clearTimeout(t);
       timers.clear();
       return new Promise<void>((resolve) => {

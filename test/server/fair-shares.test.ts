@@ -58,7 +58,7 @@ describe('FairShares', () => {
     const { admission } = setup();
     for (let i = 0; i < 300; i++) admission.admit(analysts2, 'normal', work(A));
     expect(admission.saturated(analysts2, 10_000)).toBe(true);
-    expect(admission.decide([analysts2], 10_000, 'normal', work(B)).ok).toBe(true);
+    expect(admission.decide([analysts2], 10_000, 'normal', { work: work(B) }).ok).toBe(true);
   });
 });
 
@@ -68,12 +68,12 @@ describe('Admission with tenants', () => {
     // run-a: 300 judgments = 900 calls = 90 s at 10 calls/s (the horizon of a 100 s deadline).
     for (let i = 0; i < 300; i++) admission.admit(analysts2, 'normal', work(A));
     const step = Array.from({ length: 10 }, () => analysts2); // 30 calls
-    expect(admission.decide(step, 100_000, 'normal', work(A))).toMatchObject({
+    expect(admission.decide(step, 100_000, 'normal', { work: work(A) })).toMatchObject({
       ok: false,
       refusal: { reason: 'deadline' },
     });
     // run-b: 30 calls + 30 of run-a's meanwhile = 6 s.
-    expect(admission.decide(step, 100_000, 'normal', work(B))).toEqual({ ok: true });
+    expect(admission.decide(step, 100_000, 'normal', { work: work(B) })).toEqual({ ok: true });
     // FAIR_QUEUING=false: no flow, first come first served: run-b would wait the 90 s.
     const fifo = setup();
     for (let i = 0; i < 300; i++) fifo.admission.admit(analysts2, 'normal', {});
@@ -84,11 +84,13 @@ describe('Admission with tenants', () => {
     const { admission } = setup({ maxConcurrent: 1, maxQueued: 100 });
     const shapes = (n: number) => Array.from({ length: n }, () => analysts2);
     // One runs at once; 51 of 52 would wait: over run-a's half of the 100.
-    expect(admission.decide(shapes(52), 1e9, 'normal', work(A))).toMatchObject({
+    expect(admission.decide(shapes(52), 1e9, 'normal', { work: work(A) })).toMatchObject({
       refusal: { reason: 'memory' },
     });
-    expect(admission.decide(shapes(52), 1e9, 'normal', work(A, { fraction: 1 }))).toEqual({ ok: true });
-    expect(admission.decide(shapes(51), 1e9, 'normal', work(A))).toEqual({ ok: true });
+    expect(admission.decide(shapes(52), 1e9, 'normal', { work: work(A, { fraction: 1 }) })).toEqual({
+      ok: true,
+    });
+    expect(admission.decide(shapes(51), 1e9, 'normal', { work: work(A) })).toEqual({ ok: true });
   });
 
   it('caps the lane by max_priority, and splits the high lane by fraction', () => {

@@ -12,8 +12,18 @@ import { setMaxListeners } from 'node:events';
 import { Pool } from 'undici';
 
 import { RewardError, type ErrorCode } from '../../errors.js';
-import { replicaUrls, type BackendSettings } from '../../settings/routing-file.js';
+import {
+  inflightControlOf,
+  replicaUrls,
+  type BackendSettings,
+  type InflightControl as InflightControlSetting,
+  type EnginePriority,
+  type ResponseFormat,
+} from '../../settings/routing-file.js';
+import { createEngineScraper, engineMetricsUrl, type EngineScraper } from '../engine-metrics.js';
+import { createInflightControl, type InflightControl } from '../inflight-control.js';
 import { createLimiter, createRateBuckets, estimateTokens, type Limiter } from '../limiter.js';
+import { acquireLoopLag } from '../loop-lag.js';
 import {
   createBreaker,
   createReplicaPicker,
@@ -114,6 +124,38 @@ class AttemptError extends Error {
 }
 
 const isOk = (status: number): boolean => status >= 200 && status < 300;
+
+/** What one call carries across its attempts. */
+interface CallState {
+  /** The signature of the previous failed attempt's error (a repeated 500 is deterministic). */
+  signature: string | undefined;
+  /** When the current attempt's first response headers arrived (epoch ms). */
+  headersAt: number | undefined;
+  /** The engine's request priority this call is sent with (`engine_priority`); undefined = none. */
+  enginePriority: number | undefined;
+}
+
+/** A high-priority call's engine priority: vLLM schedules lower values first, SGLang higher ones. */
+function enginePriorityValue(setting: EnginePriority): number | undefined {
+  switch (setting) {
+    case 'off':
+      return undefined;
+    case 'vllm':
+      return -1;
+    case 'sglang':
+      return 1;
+  }
+}
+
+/** vLLM's 400 for a request priority without `--scheduling-policy priority`. */
+const refusesPriority = (reply: { status: number; text: string }): boolean =>
+  reply.status === 400 && /priority scheduling is not enabled/i.test(reply.text);
+
+/** The request body of one chat-completions exchange. */
+function chatBody(request: LlmRequest, format: ResponseFormat, priority: number | undefined): string {
+  const params = toChatParams(request, format);
+  return JSON.stringify(priority === undefined ? params : { ...params, priority });
+}
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
@@ -239,12 +281,16 @@ export function createOpenAICompatibleBackend(
     now: options.now,
   });
 
-  /** One HTTP exchange under an attempt signal; throws AttemptError for anything but a 200. */
+  /**
+   * One HTTP exchange under an attempt signal. The first exchange of an attempt stamps `call.headersAt`
+   * when its response headers arrive: the engine's time, before our reading and parsing of the body.
+   */
   const post = async (
     replica: Replica,
     body: string,
     signal: AbortSignal,
     key: string,
+    call: CallState,
   ): Promise<{ status: number; text: string; retryAfterMs: number | undefined }> => {
     const res = await replica.pool.request({
       method: 'POST',
@@ -253,6 +299,7 @@ export function createOpenAICompatibleBackend(
       body,
       signal,
     });
+    call.headersAt ??= Date.now();
     const text = await res.body.text();
     const retryAfterMs = isRetryableStatus(res.statusCode) ? retryAfterFrom(res.headers) : undefined;
     return { status: res.statusCode, text, retryAfterMs };
@@ -261,7 +308,7 @@ export function createOpenAICompatibleBackend(
   /** The error a non-200 answer becomes (status, wire fields, whether it repeats the previous 500). */
   const statusError = (
     reply: { status: number; text: string; retryAfterMs: number | undefined },
-    previous: { signature: string | undefined },
+    previous: CallState,
   ): { failed: AttemptError; wire: WireError; signature: string } => {
     const wire = readWireError(reply.text);
     const signature = errorSignature(reply.status, wire);
@@ -286,7 +333,7 @@ export function createOpenAICompatibleBackend(
    * `json_schema` request, sent after the successful probe, repeats word for word. A 5xx, 429 or timeout
    * alone never switches it. A re-probe (json_schema sent while the replica is on json_object) that is
    * accepted switches it back; one refused again is answered as `json_object` in the same attempt.
-   * `previous` is the signature of this call's previous failed attempt.
+   * `previous` holds the signature of this call's previous failed attempt and the engine priority it carries.
    */
   const attemptOnce = async (
     replica: Replica,
@@ -294,7 +341,7 @@ export function createOpenAICompatibleBackend(
     request: LlmRequest,
     deadline: number,
     outer: AbortSignal,
-    previous: { signature: string | undefined },
+    previous: CallState,
   ): Promise<Completion> => {
     const timeoutMs = Math.min(settings.timeout_ms, deadline - Date.now());
     if (timeoutMs <= 0) throw new AttemptError('timeout', 'no time left before the deadline');
@@ -308,8 +355,20 @@ export function createOpenAICompatibleBackend(
     }, timeoutMs);
     const plan = replica.format.plan();
     let reprobeSettled = !plan.reprobe;
-    const send = (format: 'json_schema' | 'json_object') =>
-      post(replica, JSON.stringify(toChatParams(request, format)), controller.signal, key);
+    const send = async (format: 'json_schema' | 'json_object') => {
+      const priority = replica.priorityRefused ? undefined : previous.enginePriority;
+      const reply = await post(
+        replica,
+        chatBody(request, format, priority),
+        controller.signal,
+        key,
+        previous,
+      );
+      if (priority === undefined || !refusesPriority(reply)) return reply;
+      // The engine does not schedule by priority (vLLM without --scheduling-policy priority): stop sending it.
+      replica.priorityRefused = true;
+      return post(replica, chatBody(request, format, undefined), controller.signal, key, previous);
+    };
     try {
       let reply = await send(plan.format);
       if (plan.reprobe && isOk(reply.status)) {
@@ -421,71 +480,9 @@ export function createOpenAICompatibleBackend(
     }
   };
 
-  const toRewardError = (error: unknown, signal: AbortSignal): RewardError => {
-    if (!(error instanceof RetryError)) {
-      return error instanceof RewardError
-        ? error
-        : new RewardError('RW_JUDGE_UNAVAILABLE', `judge backend ${name} failed`, { cause: error });
-    }
-    const { reason, attempts, lastError } = error;
-    if (reason === 'aborted') {
-      const why: unknown = signal.reason;
-      if (why instanceof RewardError) return why;
-      return new RewardError(
-        'RW_CLIENT_ABORTED',
-        `judge call to ${name} aborted after ${attempts} attempt(s)`,
-        {
-          cause: why,
-          details: { backend: name, attempts },
-        },
-      );
-    }
-    if (lastError instanceof RewardError) return lastError;
-    const gaveUp =
-      reason === 'deadline'
-        ? ', giving up: the next retry would pass the deadline'
-        : reason === 'budget'
-          ? ', not retried: retry budget exhausted'
-          : lastError instanceof AttemptError && lastError.repeated
-            ? ', not retried again: the same error repeated'
-            : '';
-    if (!(lastError instanceof AttemptError)) {
-      return new RewardError('RW_JUDGE_UNAVAILABLE', `judge backend ${name} failed${gaveUp}`, {
-        cause: lastError,
-      });
-    }
-    const overflow = lastError.wire !== undefined && isContextOverflow(lastError.status ?? 0, lastError.wire);
-    const code: ErrorCode =
-      lastError.kind === 'timeout'
-        ? 'RW_JUDGE_TIMEOUT'
-        : lastError.kind === 'unparsable'
-          ? 'RW_JUDGE_UNPARSABLE'
-          : overflow
-            ? 'RW_JUDGE_CONTEXT_OVERFLOW'
-            : 'RW_JUDGE_UNAVAILABLE';
-    return new RewardError(
-      code,
-      `judge backend ${name}: ${lastError.message} (attempt ${attempts}/${policy.maxRetries + 1}${gaveUp})`,
-      {
-        cause: lastError,
-        details: {
-          backend: name,
-          attempts,
-          ...(lastError.status === undefined ? {} : { status: lastError.status }),
-          ...(lastError.wire?.type === undefined ? {} : { type: lastError.wire.type }),
-          ...(lastError.wire?.nCtx === undefined ? {} : { n_ctx: lastError.wire.nCtx }),
-          ...(lastError.wire?.nPromptTokens === undefined
-            ? {}
-            : { n_prompt_tokens: lastError.wire.nPromptTokens }),
-          ...(reason === 'budget' ? { retry_budget: 'exhausted' } : {}),
-        },
-      },
-    );
-  };
-
   const complete = async (
     request: LlmRequest,
-    { signal, deadline, priority, flow, observer, pin }: CallOptions,
+    { signal, deadline, priority, flow, observer, pin, urgent }: CallOptions,
   ): Promise<LlmReply> => {
     const started = performance.now();
     // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -507,7 +504,11 @@ export function createOpenAICompatibleBackend(
     try {
       if (signal.aborted) throw new RetryError('aborted', 0, signal.reason);
       budget.recordCall();
-      const previous: { signature: string | undefined } = { signature: undefined };
+      const previous: CallState = {
+        signature: undefined,
+        headersAt: undefined,
+        enginePriority: urgent === true ? enginePriorityValue(settings.engine_priority) : undefined,
+      };
       const { value, attempts } = await withRetry(
         async () => {
           const index = pinned < 0 ? await pickReplica(key, avoid, signal, deadline, circuit) : pinned;
@@ -550,6 +551,7 @@ export function createOpenAICompatibleBackend(
               await buckets.take(tokens, { signal, deadline });
             }
             sentAt = Date.now();
+            previous.headersAt = undefined;
             turn?.sent(sentAt);
             const completion = await attemptOnce(replica, key, request, deadline, signal, previous);
             outcome = 'ok';
@@ -560,7 +562,7 @@ export function createOpenAICompatibleBackend(
             throw error;
           } finally {
             turn?.done();
-            replica.settle(outcome, sentAt);
+            replica.settle(outcome, sentAt, previous.headersAt, request.role);
             release();
           }
         },
@@ -591,7 +593,7 @@ export function createOpenAICompatibleBackend(
       };
       return reply;
     } catch (error) {
-      throw toRewardError(error, signal);
+      throw toRewardError(error, signal, name, policy.maxRetries);
     } finally {
       turn?.done();
     }
@@ -652,6 +654,8 @@ export function createOpenAICompatibleBackend(
         responseFormat: r.format.mode,
         responseFormatSwitches: new Map(r.format.switches),
         quarantined: r.quarantined,
+        inflightControl: r.mode,
+        control: r.control?.snapshot(),
       })),
     setQuarantined(label, quarantined) {
       for (const r of replicas) if (r.label === label) r.quarantined = quarantined;
@@ -660,12 +664,84 @@ export function createOpenAICompatibleBackend(
     contextTokens: () => contextTokens,
     async close() {
       // Calls still in flight at close time would hold `close()` open; they are cut instead.
-      await Promise.all(replicas.map((r) => (r.limiter.inflight === 0 ? r.pool.close() : r.pool.destroy())));
+      await Promise.all(
+        replicas.map(async (r) => {
+          await r.close();
+          await (r.limiter.inflight === 0 ? r.pool.close() : r.pool.destroy());
+        }),
+      );
     },
   };
 }
 
-/** One replica: its connection pool, adaptive in-flight limit, circuit breaker and attempt counts. */
+/**
+ * The RewardError a failed call becomes: its abort reason, or the last attempt's failure mapped to a code
+ * (RW_JUDGE_TIMEOUT, RW_JUDGE_UNPARSABLE, RW_JUDGE_CONTEXT_OVERFLOW, RW_JUDGE_UNAVAILABLE) with why no
+ * further attempt was made. `maxRetries` is the backend's, for the message.
+ */
+function toRewardError(error: unknown, signal: AbortSignal, name: string, maxRetries: number): RewardError {
+  if (!(error instanceof RetryError)) {
+    return error instanceof RewardError
+      ? error
+      : new RewardError('RW_JUDGE_UNAVAILABLE', `judge backend ${name} failed`, { cause: error });
+  }
+  const { reason, attempts, lastError } = error;
+  if (reason === 'aborted') {
+    const why: unknown = signal.reason;
+    if (why instanceof RewardError) return why;
+    return new RewardError(
+      'RW_CLIENT_ABORTED',
+      `judge call to ${name} aborted after ${attempts} attempt(s)`,
+      {
+        cause: why,
+        details: { backend: name, attempts },
+      },
+    );
+  }
+  if (lastError instanceof RewardError) return lastError;
+  const gaveUp =
+    reason === 'deadline'
+      ? ', giving up: the next retry would pass the deadline'
+      : reason === 'budget'
+        ? ', not retried: retry budget exhausted'
+        : lastError instanceof AttemptError && lastError.repeated
+          ? ', not retried again: the same error repeated'
+          : '';
+  if (!(lastError instanceof AttemptError)) {
+    return new RewardError('RW_JUDGE_UNAVAILABLE', `judge backend ${name} failed${gaveUp}`, {
+      cause: lastError,
+    });
+  }
+  const overflow = lastError.wire !== undefined && isContextOverflow(lastError.status ?? 0, lastError.wire);
+  const code: ErrorCode =
+    lastError.kind === 'timeout'
+      ? 'RW_JUDGE_TIMEOUT'
+      : lastError.kind === 'unparsable'
+        ? 'RW_JUDGE_UNPARSABLE'
+        : overflow
+          ? 'RW_JUDGE_CONTEXT_OVERFLOW'
+          : 'RW_JUDGE_UNAVAILABLE';
+  return new RewardError(
+    code,
+    `judge backend ${name}: ${lastError.message} (attempt ${attempts}/${maxRetries + 1}${gaveUp})`,
+    {
+      cause: lastError,
+      details: {
+        backend: name,
+        attempts,
+        ...(lastError.status === undefined ? {} : { status: lastError.status }),
+        ...(lastError.wire?.type === undefined ? {} : { type: lastError.wire.type }),
+        ...(lastError.wire?.nCtx === undefined ? {} : { n_ctx: lastError.wire.nCtx }),
+        ...(lastError.wire?.nPromptTokens === undefined
+          ? {}
+          : { n_prompt_tokens: lastError.wire.nPromptTokens }),
+        ...(reason === 'budget' ? { retry_budget: 'exhausted' } : {}),
+      },
+    },
+  );
+}
+
+/** One replica: its connection pool, in-flight limit and its control, circuit breaker and attempt counts. */
 interface Replica {
   url: string;
   /** Metric label: host[:port], plus the path when two replicas share a host. */
@@ -674,6 +750,10 @@ interface Replica {
   chatPath: string;
   modelsPath: string;
   limiter: Limiter;
+  /** How the limit is set: `engine` (control steers it), `fixed`, `aimd`. */
+  mode: InflightControlSetting;
+  /** The engine-aware control of the limit (mode `engine`). */
+  control: InflightControl | undefined;
   breaker: Breaker;
   /** Calls routed here and waiting for a sibling's prefill (part of the picker's load). */
   pending: number;
@@ -682,8 +762,28 @@ interface Replica {
   attempts: Map<ReplicaOutcome, number>;
   /** The response format this replica is sent (json_schema, or json_object after a refusal). */
   format: ReplicaFormat;
-  /** Records one attempt's end: counts, breaker, adaptive limit. Call before releasing its slot. */
-  settle(outcome: ReplicaOutcome, sentAt: number): void;
+  /** It refused a request priority (`engine_priority` set, vLLM without priority scheduling): none is sent. */
+  priorityRefused: boolean;
+  /**
+   * Records one attempt's end: counts, breaker, the limit's control. Call before releasing its slot.
+   * `headersAt`: when its response headers arrived; `kind`: its role (latencies compare within a kind).
+   */
+  settle(outcome: ReplicaOutcome, sentAt: number, headersAt?: number, kind?: string): void;
+  /** Stops the engine-metrics scraper. */
+  close(): Promise<void>;
+}
+
+/** The replica's engine-metrics scraper, per `engine_metrics`; undefined when `off`. */
+function scraperFor(url: string, index: number, settings: BackendSettings): EngineScraper | undefined {
+  const setting = settings.engine_metrics;
+  if (setting === 'off') return undefined;
+  const metricsUrl = setting === 'auto' ? engineMetricsUrl(url) : setting[index];
+  if (metricsUrl === undefined) return undefined;
+  return createEngineScraper({
+    url: metricsUrl,
+    intervalMs: settings.engine_metrics_interval_ms,
+    apiKey: settings.api_key,
+  });
 }
 
 function createReplica(
@@ -697,9 +797,21 @@ function createReplica(
   const base = new URL(url);
   const basePath = base.pathname.replace(/\/+$/, '');
   const sharedHost = all.some((other, i) => i !== index && new URL(other).host === base.host);
+  const mode = inflightControlOf(settings);
+  const scraper = mode === 'engine' ? scraperFor(url, index, settings) : undefined;
+  const lag = mode === 'engine' ? acquireLoopLag() : undefined;
+  const control =
+    lag === undefined
+      ? undefined
+      : createInflightControl({
+          ceiling: settings.max_inflight,
+          scraper,
+          lagMs: (from, to) => lag.maxLagMs(from, to),
+        });
   const limiter = createLimiter({
     maxInflight: settings.max_inflight,
-    adaptive: settings.adaptive_inflight ? {} : false,
+    adaptive: mode === 'aimd' ? {} : false,
+    control,
   });
   const breaker = createBreaker(breakerOptions);
   const attempts = new Map<ReplicaOutcome, number>();
@@ -718,20 +830,34 @@ function createReplica(
     chatPath: `${basePath}/chat/completions${base.search}`,
     modelsPath: `${basePath}/models${base.search}`,
     limiter,
+    mode,
+    control,
     breaker,
     pending: 0,
     quarantined: false,
     attempts,
     format: createFormat(label),
-    settle(outcome, sentAt) {
+    priorityRefused: false,
+    settle(outcome, sentAt, headersAt, kind) {
       attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
       breaker.settle(verdictOf(outcome));
       const latencyMs = Date.now() - sentAt;
-      if (outcome === 'ok' || outcome === 'unparsable') {
-        limiter.observe({ sentAt, latencyMs, overloaded: false });
-      } else if (outcome === 'timeout' || outcome === 'http_429' || outcome === 'http_503') {
-        limiter.observe({ sentAt, latencyMs, overloaded: true });
+      const served = outcome === 'ok' || outcome === 'unparsable';
+      const overloaded = outcome === 'timeout' || outcome === 'http_429' || outcome === 'http_503';
+      if (served || overloaded || control !== undefined) {
+        limiter.observe({
+          sentAt,
+          latencyMs,
+          overloaded,
+          headersAt,
+          result: served ? 'ok' : outcome === 'timeout' ? 'timeout' : 'other',
+          kind,
+        });
       }
+    },
+    async close() {
+      lag?.release();
+      await scraper?.close();
     },
   };
 }

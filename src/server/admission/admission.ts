@@ -1,30 +1,39 @@
 /**
  * Admission control by predicted completion. Work is counted in backend calls: every admitted judgment
- * adds its graph's expected calls to the backlog until it ends, and the backlog drains at the measured
+ * adds its graph's expected calls to the backlog until it ends, and the backlog drains at the fleet's
  * rate (calls/s). A request is admitted, whole or not at all, while its new work is predicted to finish
- * inside the request deadline; a refused one is told the predicted wait (Retry-After). Admitted judgments
- * are never dropped for capacity: they run (FIFO for a run slot) until they finish, time out at their
- * deadline, or their callers leave.
+ * inside the request deadline (fit.ts); a refused one is told the predicted wait (Retry-After). Admitted
+ * judgments are never dropped for capacity: they run (FIFO for a run slot) until they finish, time out at
+ * their deadline, or their callers leave.
  *
- * Drain rate: the larger of a model and a measurement. Model: backend call slots / call latency
- * (smoothed over unloaded calls, those that finished while not backlogged; COLD_CALL_MS before any
- * such call),
- * capped by the backend's RPM. Measurement: calls completed per second over the last DRAIN_WINDOW_MS
- * during which the server stayed backlogged (judgments waiting for a run slot, or a backend saturated),
- * once it stayed so for MIN_BUSY_MS (an idle server measures its demand, not its capacity); the last one
- * stands in for LAST_DRAIN_TTL_MS. It raises the estimate above the model (more capacity than the
- * default backend's slots, e.g. routed backends); it never lowers it, being depressed by transients. A graph costs its smoothed measured calls per
- * judgment (its static call count until one finished), so a graph's drain rate in judgments/s is the
- * calls/s drain divided by that cost.
+ * Drain rate: what the default backend's replicas were measured to complete per second at their capacity,
+ * else modelled from their engines' capacity or in-flight limits (capacity.ts) — a range while an engine's
+ * capacity is still being measured, in which case requests that fit only its upper end are held (hold.ts)
+ * — capped by the backend's RPM and raised by what this server measured while backlogged
+ * (backlog-drain.ts; every backend's calls). A graph costs its smoothed measured calls per judgment (its
+ * static call count until one ran; a rejected input costs nothing and teaches nothing), so a graph's drain
+ * rate in judgments/s is the calls/s drain divided by that cost.
  *
  * Memory: the queue of judgments waiting for a run slot is bounded by `maxQueued` (sized from the
  * measured bytes per queued judgment, README "Configuration"), not by a small count.
  */
 import { RewardError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
-import type { JudgeObserver } from '../../judge/types.js';
-import type { Flow } from '../../judge/fair-queue.js';
+import type { JudgeObserver, ReplicaSnapshot } from '../../judge/types.js';
 import type { Metrics } from '../observe/metrics.js';
+import { BacklogDrain } from './backlog-drain.js';
+import { CapacityEstimator, drainRange, type CapacityEstimate } from './capacity.js';
+import {
+  ADMIT_WITHIN,
+  fit,
+  horizons,
+  refusalOf,
+  type FitInput,
+  type FitVerdict,
+  type Refusal,
+} from './fit.js';
+import { HoldQueue, type HoldPlace } from './hold.js';
+import type { Flow } from '../../judge/fair-queue.js';
 import { cappedLane, FairShares, flowOf, type TenantWork } from './fair-shares.js';
 import type { Lane } from './priority.js';
 import { RunSlots, type Release } from './run-slots.js';
@@ -33,7 +42,14 @@ import { RunSlots, type Release } from './run-slots.js';
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
  * calls per unit, and a stable key under which its measured cost is tracked).
  */
-export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'criticalPathCalls'>;
+export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'criticalPathCalls'> & {
+  /**
+   * Decided without an LLM call (a degenerate candidate, `rejected_input`): it costs no backend calls and
+   * its zero calls are not a measurement of its graph's cost (issue 32: they pulled the smoothed calls
+   * per judgment down, so real work was charged (1 − r) of its cost).
+   */
+  readonly rejected?: boolean | undefined;
+};
 
 /** What admission publishes after every change (feeds the gauges). */
 export interface AdmissionState {
@@ -43,26 +59,37 @@ export interface AdmissionState {
   predictedWaitS: number;
   /** Estimated drain rate, backend calls per second. */
   drainCallsPerS: number;
+  /** Requests held before admission (hold.ts). */
+  held: number;
 }
 
-/** Why a request was refused, with what a log line and the client need. */
-export interface Refusal {
-  /** `priority`: a high-priority request beyond HIGH_PRIORITY_SHARE (priority.ts). */
-  reason: 'deadline' | 'memory' | 'priority';
-  /** Seconds until the backlog admitted so far has drained (what Retry-After says). */
-  waitS: number;
-  /** Seconds the backlog plus this request's new work would need. */
-  completionS: number;
-  /** Seconds the request had (the admission horizon: a fraction of its deadline). */
-  horizonS: number;
-  drainCallsPerS: number;
-  /** Calls/s that would finish backlog plus this request inside the horizon. */
-  neededCallsPerS: number;
-  /** Judgments waiting for a run slot (memory bound). */
-  waiting: number;
-}
+export type { Refusal };
 
-export type AdmissionDecision = { ok: true } | { ok: false; refusal: Refusal };
+/**
+ * Admit (`deadline`: the request's deadline extended to its hold window, when it fits only within that);
+ * refuse; or — only when the caller can hold it (`DecideOptions.hold`) — hold it while the capacity is
+ * uncertain (hold.ts).
+ */
+export type AdmissionDecision =
+  { ok: true; deadline?: number | undefined } | { ok: false; refusal: Refusal; hold?: undefined };
+
+/** `decideOrHold`'s answer: a decision, or hold the request (hold.ts). */
+export type HoldableDecision = AdmissionDecision | { ok: false; hold: true; refusal?: undefined };
+
+/** How a request may wait instead of being refused. */
+export interface DecideOptions {
+  /**
+   * Absolute time (epoch ms) until which the client waits for an answer, past the request's deadline
+   * (`/get_reward`: OpenRLHF's 180 s timeout, GET_REWARD_HOLD_MS): work that fits only by then is admitted
+   * with its deadline moved there rather than refused.
+   */
+  holdUntil?: number | undefined;
+  /**
+   * The request's tenant (REWARD_KEYS, fair-shares.ts): its completion is predicted at its fair share, its
+   * queue memory and high lane are its fraction, its own budget gates it. Default: the shared flow.
+   */
+  work?: TenantWork | undefined;
+}
 
 /** One admitted judgment's share of the backlog; `done` once it ended (any way). */
 export interface Ticket {
@@ -80,8 +107,15 @@ export interface AdmissionOptions {
   maxConcurrent: number;
   /** Judgments admitted and waiting for a run slot: the memory bound. */
   maxQueued: number;
-  /** Backend calls in flight at once (the default backend's max_inflight): the modelled capacity. */
+  /**
+   * Backend calls in flight at once when no replica is known (the offline backend): the modelled
+   * capacity there.
+   */
   callSlots: number;
+  /** The default backend's replicas: the capacity is estimated from what they do (capacity.ts). */
+  replicas?: (() => readonly ReplicaSnapshot[]) | undefined;
+  /** Largest event-loop lag between two epoch-ms times (src/judge/loop-lag.ts), for capacity.ts. */
+  lagMs?: ((fromMs: number, toMs: number) => number) | undefined;
   /** Calls per second the backend's rate limit allows (JUDGE_RPM / 60); default unlimited. */
   callRateLimit?: number | undefined;
   /** Epoch-ms clock (default Date.now). */
@@ -99,22 +133,39 @@ export interface AdmissionOptions {
   gate?: (() => RewardError | undefined) | undefined;
 }
 
-/** Fraction of the request deadline the predicted completion must fit in (the rest absorbs error). */
-export const ADMIT_WITHIN = 0.9;
+export { ADMIT_WITHIN };
 /** Assumed latency of one backend call before any call finished, ms. */
 export const COLD_CALL_MS = 1000;
-const SLOT_MS = 250;
-const DRAIN_WINDOW_MS = 20_000;
-const SLOTS = DRAIN_WINDOW_MS / SLOT_MS;
-/** Backlogged time needed before a drain measurement counts. */
-const MIN_BUSY_MS = 8000;
-/** How long the last drain measurement stands in once the server is no longer backlogged. */
-const LAST_DRAIN_TTL_MS = 600_000;
-/** Smoothing of call latency and of calls per judgment. */
-const EWMA_ALPHA = 0.1;
-/** Graph hashes whose call cost is tracked (inline graphs are client-chosen); then the static count. */
-const MAX_TRACKED_GRAPHS = 256;
 const MAX_RETRY_AFTER_S = 3600;
+
+/** The longest critical path among the judgments that will run (a rejected input runs none), in calls. */
+function criticalPathOf(graphs: readonly WorkShape[]): number {
+  return graphs.reduce((m, g) => (g.rejected === true ? m : Math.max(m, g.criticalPathCalls)), 0);
+}
+
+/** A fit verdict (fit.ts) as a decision; `refuse` builds the refusal at the verdict's drain rate. */
+function decisionOf(
+  verdict: FitVerdict,
+  holdUntil: number | undefined,
+  refuse: (drain: number) => HoldableDecision,
+): HoldableDecision {
+  switch (verdict.kind) {
+    case 'admit':
+      return { ok: true };
+    case 'extend':
+      return { ok: true, deadline: holdUntil };
+    case 'hold':
+      return { ok: false, hold: true };
+    case 'refuse':
+      return refuse(verdict.drain);
+  }
+}
+
+/**
+ * A request held this long for an uncertain capacity (or a tenth of its deadline, when sooner) is decided
+ * on the proven capacity alone, ms.
+ */
+const MAX_UNCERTAIN_HOLD_MS = 5_000;
 
 export class Admission {
   readonly maxConcurrent: number;
@@ -131,15 +182,9 @@ export class Admission {
   readonly #onChange: ((state: AdmissionState) => void) | undefined;
   /** Expected calls of every admitted judgment that has not ended. */
   #backlogCalls = 0;
-  #callLatencyMs: number | undefined;
-  readonly #callsPerJudgment = new Map<string, number>();
-  // Ring of SLOT_MS slots over DRAIN_WINDOW_MS: calls finished in each.
-  readonly #slotCalls = new Float64Array(SLOTS);
-  readonly #slotIndex = new Float64Array(SLOTS).fill(-1);
-  /** Since when the server has been seen backlogged at every observation; undefined when not. */
-  #busySince: number | undefined;
-  /** The last time the server was seen backlogged, and the end of the backlog before the current one. */
-  #lastDrain: { callsPerS: number; at: number } | undefined;
+  readonly #calls = new BacklogDrain();
+  readonly #capacity: CapacityEstimator;
+  readonly #holds: HoldQueue;
 
   constructor(options: AdmissionOptions) {
     this.maxConcurrent = options.maxConcurrent;
@@ -149,9 +194,18 @@ export class Admission {
     this.#now = options.now ?? Date.now;
     this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
-    this.fair = new FairShares(options.highShare ?? 0.1, this.#now);
     this.#slots = new RunSlots(options.maxConcurrent, () => this.#changed());
+    this.fair = new FairShares(options.highShare ?? 0.1, this.#now);
     this.gate = options.gate;
+    this.#capacity = new CapacityEstimator({
+      replicas: options.replicas ?? (() => []),
+      lagMs: options.lagMs,
+      now: this.#now,
+    });
+    this.#holds = new HoldQueue((calls) => {
+      this.#backlogCalls = Math.max(0, this.#backlogCalls + calls);
+      if (calls < 0) this.#changed();
+    });
   }
 
   get running(): number {
@@ -167,33 +221,34 @@ export class Admission {
     return this.#backlogCalls;
   }
 
-  /** Expected calls per judgment of `graph`: measured (smoothed), else its static count. */
+  /** Expected calls per judgment of `graph`: measured (smoothed), else its static count; 0 when rejected. */
   costOf(graph: WorkShape): number {
-    return this.#callsPerJudgment.get(graph.hash) ?? graph.llmCallsPerJudgment;
+    if (graph.rejected === true) return 0;
+    return this.#calls.callsPerJudgment(graph.hash) ?? graph.llmCallsPerJudgment;
   }
 
   /** Smoothed unloaded call latency, ms; undefined before any call finished unloaded (plan.ts). */
   callLatencyMs(): number | undefined {
-    return this.#callLatencyMs;
+    return this.#calls.unloadedLatencyMs;
   }
 
-  /** Estimated drain rate in backend calls per second (> 0). */
+  /**
+   * Estimated drain rate in backend calls per second (> 0): the fleet's proven rate (capacity.ts; the
+   * lower end while its capacity is still being measured), raised by a backlog measurement.
+   */
   drainCallsPerS(): number {
-    const now = this.#now();
-    const model = Math.min(
-      this.callRateLimit,
-      (this.callSlots * 1000) / (this.#callLatencyMs ?? COLD_CALL_MS),
-    );
-    let measured = this.#measuredDrain(now);
-    if (
-      measured === undefined &&
-      this.#lastDrain !== undefined &&
-      now - this.#lastDrain.at < LAST_DRAIN_TTL_MS
-    )
-      measured = this.#lastDrain.callsPerS;
-    // A measurement is a lower bound of capacity: it is depressed by transients of the server itself (a
-    // storm of requests to parse) and by the pipeline filling at the start of a backlog.
-    return measured === undefined ? model : Math.max(measured, model);
+    return this.#drain().low;
+  }
+
+  /** The capacity estimate behind the drain rate (plan.ts shows it). */
+  capacity(): CapacityEstimate & { low: number; high: number } {
+    const d = this.#drain();
+    return { ...d.estimate, low: d.low, high: d.high, certain: d.certain };
+  }
+
+  #drain(): { low: number; high: number; certain: boolean; estimate: CapacityEstimate } {
+    const estimate = this.#capacity.estimate(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, this.callSlots);
+    return { ...drainRange(estimate, this.#calls.rate(this.#now()), this.callRateLimit), estimate };
   }
 
   /** A graph's drain rate in judgments per second. */
@@ -206,67 +261,128 @@ export class Admission {
     return this.#backlogCalls / this.drainCallsPerS();
   }
 
-  /** True when a one-judgment request of `graph` with a full deadline would be refused now. */
+  /** Requests held while the capacity is measured (hold.ts). */
+  get held(): number {
+    return this.#holds.size;
+  }
+
+  /** True when a one-judgment request of `graph` with a full deadline would be refused (or held) now. */
   saturated(graph: WorkShape, deadlineMs: number): boolean {
-    return !this.decide([graph], deadlineMs).ok;
+    return !this.decideOrHold([graph], deadlineMs).ok;
   }
 
   /**
-   * Whether the new judgments (one entry per judgment) fit: their run-slot wait within the memory bound,
-   * and the backlog plus their calls drained inside ADMIT_WITHIN of `remainingMs`. With nothing admitted
-   * ahead a request is always admitted (refusing it would refuse it forever); its unfinished items time out.
+   * Whether the new judgments (one entry per judgment) fit: their run-slot wait within the memory bound, and
+   * their completion after the backlog inside ADMIT_WITHIN of `remainingMs` (or `options.holdUntil`: the
+   * decision then carries the new deadline) — fit.ts; an uncertain capacity decides at its upper end.
    */
   decide(
     graphs: readonly WorkShape[],
     remainingMs: number,
     lane: Lane = 'normal',
-    work?: TenantWork,
+    options: DecideOptions = {},
   ): AdmissionDecision {
+    const d = this.#decide(graphs, remainingMs, lane, options, 'upper');
+    return d.ok || d.refusal === undefined ? { ok: true, deadline: d.ok ? d.deadline : undefined } : d;
+  }
+
+  /**
+   * `decide`, for a caller that can hold the request (`hold`): an uncertain capacity holds what fits only
+   * at its upper end, and a request that arrives while others are held is held behind them.
+   */
+  decideOrHold(
+    graphs: readonly WorkShape[],
+    remainingMs: number,
+    lane: Lane = 'normal',
+    options: DecideOptions = {},
+  ): HoldableDecision {
+    // First come, first served: behind held requests, a new one is held too.
+    if (lane === 'normal' && this.#holds.size > 0 && graphs.length > 0) return { ok: false, hold: true };
+    return this.#decide(graphs, remainingMs, lane, options, 'hold');
+  }
+
+  #decide(
+    graphs: readonly WorkShape[],
+    remainingMs: number,
+    lane: Lane,
+    options: DecideOptions,
+    /** While the capacity is uncertain: hold what fits only its upper end, or decide at one end. */
+    uncertain: FitInput['uncertain'],
+  ): HoldableDecision {
     const n = graphs.length;
-    const flow = flowOf(work);
     if (n === 0) return { ok: true };
-    let calls = 0;
-    let critical = 0;
-    for (const g of graphs) {
-      calls += this.costOf(g);
-      critical = Math.max(critical, g.criticalPathCalls);
-    }
-    this.#observe(this.#now());
-    const drain = this.drainCallsPerS();
-    // At the tenant's fair share (fair-shares.ts); one flow: the whole backlog, first come first served.
-    const waitS = this.fair.completionCalls(flow, 0) / drain;
-    const callS = (this.#callLatencyMs ?? COLD_CALL_MS) / 1000;
-    const completionS = Math.max(this.fair.completionCalls(flow, calls) / drain, critical * callS);
-    const horizonS = (ADMIT_WITHIN * Math.max(0, remainingMs)) / 1000;
-    const freeSlots = Math.max(0, this.maxConcurrent - this.running);
-    const queuedAfter = this.waiting + Math.max(0, n - freeSlots);
-    const flowQueuedAfter = this.#slots.waitingOf(flow.name) + Math.max(0, n - freeSlots);
-    const fraction = work?.fraction ?? 1;
-    const refusal = (reason: Refusal['reason']): AdmissionDecision => ({
-      ok: false,
-      refusal: {
-        reason,
-        waitS,
-        completionS,
-        horizonS,
-        drainCallsPerS: drain,
-        neededCallsPerS: horizonS > 0 ? (completionS * drain) / horizonS : Infinity,
-        waiting: this.waiting,
-      },
-    });
+    const now = this.#now();
+    this.#observe(now);
+    const { estimate, ...range } = this.#drain();
+    const { low, high } = range;
+    const { horizonS, holdHorizonS } = horizons(now, remainingMs, options.holdUntil);
+    const { work } = options;
+    const flow = flowOf(work);
+    const calls = this.#callsOf(graphs);
+    const input: FitInput = {
+      ...range,
+      backlogCalls: aheadOf(this.fair, this.#backlogCalls, this.#holds.size, flow, calls),
+      calls,
+      criticalPathCalls: criticalPathOf(graphs),
+      // Under load a batch is slower than one call alone: the tail runs at the latency calls have now.
+      callS: Math.max(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0) / 1000,
+      probeCalls: estimate.probeCalls,
+      horizonS,
+      holdHorizonS,
+      uncertain,
+    };
+    const refusal = (reason: Refusal['reason'], drain: number, waitS?: number): HoldableDecision => {
+      const r = refusalOf(input, reason, drain, this.#slots.waiting);
+      return { ok: false, refusal: waitS === undefined ? r : { ...r, waitS } };
+    };
+    const over = Math.max(0, n - Math.max(0, this.maxConcurrent - this.#slots.running));
     // A tenant's part of the queue memory is its fraction of it (fair-shares.ts).
-    if (queuedAfter > this.maxQueued || flowQueuedAfter > this.maxQueued * fraction) return refusal('memory');
-    // High work goes ahead of the queued backlog: its own budget decides, not the backlog's completion.
-    // HIGH_PRIORITY_SHARE=0 turns the lane off (high requests are normal ones).
+    const fraction = work?.fraction ?? 1;
+    if (this.#slots.waiting + over > this.maxQueued) return refusal('memory', low);
+    if (this.#slots.waitingOf(flow.name) + over > this.maxQueued * fraction) return refusal('memory', low);
+    // High work goes ahead of the backlog, within its tenant's part of its own budget (HIGH_PRIORITY_SHARE=0:
+    // no lane) of the optimistic rate while the capacity is measured: high work is small, and a human's curl
+    // waits for no calibration.
     if (cappedLane(lane, work) === 'high' && this.fair.highShare > 0) {
-      const high = this.fair.highLane(flow, fraction);
-      if (high.fits(calls, drain, horizonS)) return { ok: true };
-      const denied = refusal('priority');
-      if (!denied.ok) denied.refusal.waitS = high.waitS(calls, drain, horizonS);
-      return denied;
+      const budget = this.fair.highLane(flow, fraction);
+      return budget.fits(calls, high, horizonS)
+        ? { ok: true }
+        : refusal('priority', high, budget.waitS(calls, high, horizonS));
     }
-    if (this.fair.backlogOf(flow) > 0 && completionS > horizonS) return refusal('deadline');
-    return { ok: true };
+    return decisionOf(fit(input), options.holdUntil, (drain) => refusal('deadline', drain));
+  }
+
+  #callsOf(graphs: readonly WorkShape[]): number {
+    return graphs.reduce((sum, g) => sum + this.costOf(g), 0);
+  }
+
+  /**
+   * Holds a request that `decide` answered with `hold`: it is decided again, in arrival order, whenever
+   * the estimate or the backlog changes (and every HOLD_TICK_MS). `deadline` is its own (absolute);
+   * `options.holdUntil` as for `decide`. After MAX_UNCERTAIN_HOLD_MS (or a tenth of its deadline) it is
+   * decided on the proven rate alone: admitted if it fits there, else refused.
+   */
+  hold(
+    graphs: readonly WorkShape[],
+    deadline: number,
+    signal: AbortSignal,
+    lane: Lane = 'normal',
+    options: DecideOptions = {},
+  ): HoldPlace {
+    const since = this.#now();
+    const patience = Math.min(MAX_UNCERTAIN_HOLD_MS, (deadline - since) / 10);
+    return this.#holds.hold(
+      this.#callsOf(graphs),
+      () => {
+        const now = this.#now();
+        const mode = now - since < patience ? 'hold' : 'lower';
+        const d = this.#decide(graphs, deadline - now, lane, options, mode);
+        if (d.ok) return { kind: 'admit', deadline: d.deadline ?? deadline };
+        return d.refusal === undefined ? { kind: 'wait' } : { kind: 'refuse', refusal: d.refusal };
+      },
+      signal,
+      Math.max(deadline, options.holdUntil ?? 0),
+    );
   }
 
   /** Retry-After for a refusal: the predicted wait, whole seconds, 1 s – 1 h. */
@@ -284,7 +400,7 @@ export class Admission {
     this.#backlogCalls += cost;
     this.fair.add(flow, cost);
     const laneOf: Lane = cappedLane(lane, work) === 'high' && this.fair.highShare > 0 ? 'high' : 'normal';
-    if (laneOf === 'high') this.fair.highLane(flow, work?.fraction ?? 1).take(cost, this.drainCallsPerS());
+    if (laneOf === 'high') this.fair.highLane(flow, work?.fraction ?? 1).take(cost, this.#drain().high);
     let finished = false;
     return {
       lane: laneOf,
@@ -295,7 +411,7 @@ export class Admission {
         finished = true;
         this.#backlogCalls = Math.max(0, this.#backlogCalls - cost);
         this.fair.remove(flow, cost);
-        if (calls !== undefined) this.#recordCost(graph.hash, calls);
+        if (calls !== undefined && graph.rejected !== true) this.#calls.recordCost(graph.hash, calls);
         this.#changed();
       },
     };
@@ -304,35 +420,15 @@ export class Admission {
   /** One backend call finished (any outcome): feeds the drain rate and, when unloaded, the call latency. */
   recordCall(latencyMs: number): void {
     const now = this.#now();
-    const busy = this.#observe(now);
-    const slot = Math.floor(now / SLOT_MS);
-    const i = slot % SLOTS;
-    if (this.#slotIndex[i] !== slot) {
-      this.#slotIndex[i] = slot;
-      this.#slotCalls[i] = 0;
-    }
-    this.#slotCalls[i] = (this.#slotCalls[i] ?? 0) + 1;
-    // Under saturation a call's latency includes its wait for a backend slot (and the server's own stalls
-    // under a storm of requests): not a service time.
-    if (!busy && Number.isFinite(latencyMs) && latencyMs >= 0)
-      this.#callLatencyMs =
-        this.#callLatencyMs === undefined
-          ? latencyMs
-          : this.#callLatencyMs + EWMA_ALPHA * (latencyMs - this.#callLatencyMs);
+    this.#calls.record(now, latencyMs, this.#observe(now));
+    this.#capacity.observe();
+    this.#holds.process();
   }
 
   /** Samples the backlogged state (every call, admission and slot change); true when backlogged. */
   #observe(now: number): boolean {
-    const busy = this.waiting > 0 || this.#isBackendSaturated();
-    if (busy) {
-      this.#busySince ??= now;
-    } else {
-      if (this.#busySince !== undefined) {
-        const measured = this.#measuredDrain(now);
-        if (measured !== undefined) this.#lastDrain = { callsPerS: measured, at: now };
-      }
-      this.#busySince = undefined;
-    }
+    const busy = this.#slots.waiting > 0 || this.#isBackendSaturated();
+    this.#calls.observe(now, busy);
     return busy;
   }
 
@@ -353,60 +449,64 @@ export class Admission {
    * One admitted unit of work under its `ticket`: waits for a run slot, runs `work` in it, then `after`
    * outside it (metrics, transcripts). The ticket ends once both did, any way, with the calls `work` made.
    */
-  async run<T extends { usage: { calls: number } }, R>(
+  run<T extends { usage: { calls: number } }, R>(
     ticket: Ticket,
     signal: AbortSignal,
     work: () => Promise<T>,
     after: (result: T) => R | Promise<R>,
   ): Promise<R> {
-    let calls: number | undefined;
-    try {
-      const release = await this.acquire(signal, ticket.lane, ticket.flow, ticket.work?.fraction);
-      let result: T;
-      try {
-        result = await work();
-      } finally {
-        release();
-      }
-      calls = result.usage.calls;
-      return await after(result);
-    } finally {
-      ticket.done(calls);
-    }
-  }
-
-  /** Calls/s over the part of the window in which the server stayed backlogged, when long enough. */
-  #measuredDrain(now: number): number | undefined {
-    if (this.#busySince === undefined) return undefined;
-    // Whole slots only: from the first full slot after busySince to the slot now filling (excluded).
-    const current = Math.floor(now / SLOT_MS);
-    const first = Math.max(Math.floor(this.#busySince / SLOT_MS) + 1, current - SLOTS + 1);
-    if ((current - first) * SLOT_MS < MIN_BUSY_MS) return undefined;
-    let calls = 0;
-    for (let slot = first; slot < current; slot++) {
-      const i = slot % SLOTS;
-      if (this.#slotIndex[i] === slot) calls += this.#slotCalls[i] ?? 0;
-    }
-    if (calls === 0) return undefined;
-    return calls / (((current - first) * SLOT_MS) / 1000);
-  }
-
-  #recordCost(hash: string, calls: number): void {
-    const prev = this.#callsPerJudgment.get(hash);
-    if (prev === undefined && this.#callsPerJudgment.size >= MAX_TRACKED_GRAPHS) return;
-    this.#callsPerJudgment.set(hash, prev === undefined ? calls : prev + EWMA_ALPHA * (calls - prev));
+    return runTicket(this, ticket, signal, work, after);
   }
 
   #changed(): void {
     this.#observe(this.#now());
+    this.#capacity.observe();
+    this.#holds.process();
     if (this.#onChange === undefined) return;
     this.#onChange({
-      running: this.running,
-      waiting: this.waiting,
+      running: this.#slots.running,
+      waiting: this.#slots.waiting,
       predictedWaitS: this.predictedWaitS(),
       drainCallsPerS: this.drainCallsPerS(),
+      held: this.#holds.size,
     });
   }
+}
+
+/** `Admission.run`: the run slot (in the ticket's lane and flow, with its guarantee), the work, `after`. */
+async function runTicket<T extends { usage: { calls: number } }, R>(
+  admission: Admission,
+  ticket: Ticket,
+  signal: AbortSignal,
+  work: () => Promise<T>,
+  after: (result: T) => R | Promise<R>,
+): Promise<R> {
+  let calls: number | undefined;
+  try {
+    const release = await admission.acquire(signal, ticket.lane, ticket.flow, ticket.work?.fraction);
+    let result: T;
+    try {
+      result = await work();
+    } finally {
+      release();
+    }
+    calls = result.usage.calls;
+    return await after(result);
+  } finally {
+    ticket.done(calls);
+  }
+}
+
+/**
+ * The backlog ahead of `calls` new calls of `flow`: under fair queuing, the calls that drain until they are
+ * done minus themselves (fair-shares.ts), plus held requests' reservations (`backlogCalls` beyond the
+ * flows'); none while the tenant has nothing of its own admitted and nothing is held (so it is never
+ * refused forever). One flow: the whole backlog.
+ */
+function aheadOf(fair: FairShares, backlogCalls: number, held: number, flow: Flow, calls: number): number {
+  if (fair.backlogOf(flow) <= 0 && held === 0) return 0;
+  const reserved = Math.max(0, backlogCalls - fair.totalCalls);
+  return fair.completionCalls(flow, calls) - calls + reserved;
 }
 
 /** What a serving service observes of its backend calls: each feeds the metrics and the drain rate. */
@@ -465,7 +565,9 @@ export function overloadError(
 /**
  * Whole request or nothing, decided before any of its new units of `noun` (one shape each) starts. A
  * request larger than the whole capacity could never be admitted (a retryable 503 would loop forever): a
- * `400` that ends with `hint`. One that does not fit now is refused (`overloadError`).
+ * `400` that ends with `hint`. One that does not fit now is refused (`overloadError`). Never holds (an
+ * uncertain capacity decides at its upper end); returns the request's deadline, moved to
+ * `options.holdUntil` when it fits only by then.
  */
 export function admitWhole(
   admission: Admission,
@@ -475,8 +577,51 @@ export function admitWhole(
   hint: string,
   reporting: RefusalReporting,
   lane: Lane = 'normal',
-  work?: TenantWork,
-): void {
+  options: DecideOptions = {},
+): { deadline?: number | undefined } {
+  if (!checkWhole(admission, shapes, noun, hint, options.work)) return {};
+  const decision = admission.decide(shapes, remainingMs, lane, options);
+  if (!decision.ok) throw overloadError(decision.refusal, shapes.length, noun, reporting);
+  return { deadline: decision.deadline };
+}
+
+/** `admitWhole` for a caller that can wait: admitted (with its deadline), or held (hold.ts). */
+export type AdmitOrHold =
+  { kind: 'admitted'; deadline?: number | undefined } | { kind: 'held'; place: HoldPlace };
+
+/**
+ * `admitWhole` that may hold the request (`Admission.hold`) instead of deciding on an uncertain capacity.
+ * `deadline` is absolute. Refusals throw as in `admitWhole`.
+ */
+export function admitOrHold(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  deadline: number,
+  signal: AbortSignal,
+  noun: 'judgments' | 'comparisons',
+  hint: string,
+  reporting: RefusalReporting,
+  lane: Lane = 'normal',
+  options: DecideOptions = {},
+): AdmitOrHold {
+  if (!checkWhole(admission, shapes, noun, hint, options.work)) return { kind: 'admitted' };
+  const decision = admission.decideOrHold(shapes, deadline - Date.now(), lane, options);
+  if (decision.ok) return { kind: 'admitted', deadline: decision.deadline };
+  if (decision.refusal !== undefined) throw overloadError(decision.refusal, shapes.length, noun, reporting);
+  return { kind: 'held', place: admission.hold(shapes, deadline, signal, lane, options) };
+}
+
+/**
+ * The checks before a decision: too large for the server ever (400), the token budgets' gates (the
+ * server's, then the tenant's); false = nothing new.
+ */
+function checkWhole(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  noun: 'judgments' | 'comparisons',
+  hint: string,
+  work: TenantWork | undefined,
+): boolean {
   const n = shapes.length;
   const capacity = admission.maxConcurrent + admission.maxQueued;
   if (n > capacity) {
@@ -487,9 +632,8 @@ export function admitWhole(
       { details: { [`new_${noun}`]: n, capacity } },
     );
   }
-  if (n === 0) return;
+  if (n === 0) return false;
   const gated = admission.gate?.() ?? work?.gate?.();
   if (gated !== undefined) throw gated;
-  const decision = admission.decide(shapes, remainingMs, lane, work);
-  if (!decision.ok) throw overloadError(decision.refusal, n, noun, reporting);
+  return true;
 }

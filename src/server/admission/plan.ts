@@ -5,8 +5,10 @@
  * (smoothed over computed judgments of the graph, else tokens per call × calls), the unloaded call latency
  * and the drain rate, and the in-flight limits.
  *
- * Model. The step's calls drain at the smallest of: the backend drain rate (`JUDGE_MAX_INFLIGHT` / call
- * latency, capped by `JUDGE_RPM`, raised by a measurement while backlogged: admission.ts), the run slots
+ * Model. The step's calls drain at the smallest of: the backend drain rate (what the replicas were measured
+ * to complete per second at their capacity, else their engines' capacity or in-flight limit ÷ call
+ * latency — capacity.ts; capped by `JUDGE_RPM`, raised by a measurement while backlogged: admission.ts;
+ * while the capacity is still being measured, its proven lower end), the run slots
  * (`MAX_CONCURRENT_JUDGMENTS` judgments at once, each needing its critical path × call latency), and
  * `JUDGE_TPM` / tokens per call. The last judgment started still needs its critical path after its first
  * call: predicted wall = backlog ahead / drain + calls / rate + (critical path − 1) × call latency.
@@ -40,6 +42,7 @@ export interface PlanInput {
 /** What bounds the step: its throughput bottleneck, or the limit it does not fit. */
 export type Limiting =
   | 'backend_slots'
+  | 'engine_capacity'
   | 'backend_rpm'
   | 'backend_tpm'
   | 'measured_drain'
@@ -66,6 +69,11 @@ export interface Plan {
   blocking: Limiting[];
   calibrated: boolean;
   drain_calls_per_s: number;
+  /**
+   * The fleet's capacity behind the drain rate: `measured` at capacity, else `engine` (a range while it is
+   * measured: `drain_calls_per_s` is its lower end, `upper_calls_per_s` its upper) or `model`.
+   */
+  capacity: { source: 'measured' | 'engine' | 'model'; upper_calls_per_s: number; calibrated: boolean };
   call_latency_s: number;
   calls_per_judgment: number;
   backlog_wait_s: number;
@@ -96,6 +104,19 @@ const ewma = (prev: number | undefined, next: number): number =>
   prev === undefined ? next : prev + EWMA_ALPHA * (next - prev);
 
 const round1 = (x: number): number => Math.round(x * 10) / 10;
+
+/** Which backend limit the drain rate is: measured, an engine's capacity, the RPM, or the slots' model. */
+function backendLimit(capacity: ReturnType<Admission['capacity']>, rpm: number, drain: number): Limiting {
+  if (drain >= rpm - 1e-9) return 'backend_rpm';
+  switch (capacity.source) {
+    case 'measured':
+      return 'measured_drain';
+    case 'engine':
+      return 'engine_capacity';
+    case 'model':
+      return 'backend_slots';
+  }
+}
 
 export function createPlanner(admission: Admission, limits: PlannerLimits): Planner {
   const byGraph = new Map<string, Tokens>();
@@ -138,16 +159,9 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
 
       // Throughput bottleneck, calls/s.
       const drain = admission.drainCallsPerS();
-      const modelled = (admission.callSlots * 1000) / (latencyMs ?? COLD_CALL_MS);
+      const capacity = admission.capacity();
       const rates: Array<[Limiting, number]> = [
-        [
-          drain > Math.min(modelled, admission.callRateLimit) + 1e-9
-            ? 'measured_drain'
-            : admission.callRateLimit < modelled
-              ? 'backend_rpm'
-              : 'backend_slots',
-          drain,
-        ],
+        [backendLimit(capacity, admission.callRateLimit, drain), drain],
         [
           'run_slots',
           (admission.maxConcurrent * perJudgment) / (Math.max(1, graph.criticalPathCalls) * callS),
@@ -199,8 +213,13 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
         fits: blocking.length === 0,
         limiting: blocking[0] ?? bottleneck,
         blocking,
-        calibrated: latencyMs !== undefined && byGraph.has(graph.hash),
+        calibrated: latencyMs !== undefined && byGraph.has(graph.hash) && capacity.certain,
         drain_calls_per_s: round1(drain),
+        capacity: {
+          source: capacity.source,
+          upper_calls_per_s: round1(capacity.high),
+          calibrated: capacity.certain,
+        },
         call_latency_s: Math.round(callS * 1000) / 1000,
         calls_per_judgment: Math.round(perJudgment * 100) / 100,
         backlog_wait_s: round1(backlogWaitS),

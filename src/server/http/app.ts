@@ -18,8 +18,9 @@ import { BACKEND_DEFAULTS } from '../../settings/defaults.js';
 import { createLocalBudget, createLocalState } from '../../state/local.js';
 import type { SharedState } from '../../state/types.js';
 import { createLocalCanaryLog, type CanaryLog } from '../../state/canary-log.js';
+import { acquireLoopLag, type LoopLag } from '../../judge/loop-lag.js';
 import { Admission, callObserver, type Refusal } from '../admission/admission.js';
-import { createTokenBudget } from '../admission/budget.js';
+import { createTokenBudget, type TokenBudget } from '../admission/budget.js';
 import { createPlanner } from '../admission/plan.js';
 import { registerPlanRoutes } from './routes/plan.js';
 import { createComparisonService } from '../serving/comparing.js';
@@ -159,6 +160,46 @@ function sendFailure(
   void reply.code(failure.statusCode).send(failure.body);
 }
 
+/**
+ * The server's admission (admission.ts), its gauges set on every change; the fleet's capacity is read from
+ * what the default backend's replicas do (admission/capacity.ts), the event loop's lag from `loopLag`.
+ */
+function createAdmission(
+  config: Config,
+  router: Router,
+  metrics: Metrics,
+  now: () => number,
+  budget: TokenBudget | undefined,
+  loopLag: LoopLag,
+): Admission {
+  const defaultBackend = router.backends()[0];
+  const admission = new Admission({
+    maxConcurrent: config.maxConcurrentJudgments,
+    maxQueued: config.maxQueuedJudgments,
+    callSlots:
+      config.judge.default === 'offline' ? BACKEND_DEFAULTS.maxInflight : config.judge.default.max_inflight,
+    replicas: () => defaultBackend?.replicas?.() ?? [],
+    lagMs: (from, to) => loopLag.maxLagMs(from, to),
+    callRateLimit:
+      config.judge.default === 'offline' || config.judge.default.rpm === undefined
+        ? undefined
+        : config.judge.default.rpm / 60,
+    now,
+    isBackendSaturated: () => router.backends().some((b) => b.isSaturated?.() ?? false),
+    onChange: (state) => {
+      metrics.inflightJudgments.set(state.running);
+      metrics.queueDepth.set(state.waiting);
+      metrics.predictedWait.set(state.predictedWaitS);
+      metrics.drainRate.set(state.drainCallsPerS);
+      metrics.heldRequests.set(state.held);
+    },
+    highShare: config.highPriorityShare,
+    gate: budget === undefined ? undefined : () => budget.gate(),
+  });
+  metrics.watchCapacity(() => admission.capacity().replicas);
+  return admission;
+}
+
 /** A quarter of REQUEST_TIMEOUT_MS, within [50 ms, 1 s]: a partial body is cut ≤ 1 s after its timeout. */
 function checkingIntervalMs(requestTimeoutMs: number): number {
   if (requestTimeoutMs === 0) return 30_000;
@@ -229,26 +270,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       for (const hook of callHooks) hook(event);
     },
   };
-  const admission = new Admission({
-    maxConcurrent: config.maxConcurrentJudgments,
-    maxQueued: config.maxQueuedJudgments,
-    callSlots:
-      config.judge.default === 'offline' ? BACKEND_DEFAULTS.maxInflight : config.judge.default.max_inflight,
-    callRateLimit:
-      config.judge.default === 'offline' || config.judge.default.rpm === undefined
-        ? undefined
-        : config.judge.default.rpm / 60,
-    now,
-    isBackendSaturated: () => router.backends().some((b) => b.isSaturated?.() ?? false),
-    onChange: (state) => {
-      metrics.inflightJudgments.set(state.running);
-      metrics.queueDepth.set(state.waiting);
-      metrics.predictedWait.set(state.predictedWaitS);
-      metrics.drainRate.set(state.drainCallsPerS);
-    },
-    highShare: config.highPriorityShare,
-    gate: budget === undefined ? undefined : () => budget.gate(),
-  });
+  const loopLag = acquireLoopLag();
+  const admission = createAdmission(config, router, metrics, now, budget, loopLag);
   const planner = createPlanner(admission, {
     requestDeadlineMs: config.requestDeadlineMs,
     maxCandidates: config.maxCandidates,
@@ -425,6 +448,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   registerCancelRoutes(app, ctx, deps.relayCancel);
   registerIntegrityRoutes(app, ctx);
   app.addHook('onClose', async () => integrity.close());
+  app.addHook('onClose', (_instance, done) => {
+    loopLag.release();
+    done();
+  });
   registerPlanRoutes(app, ctx, planner);
   registerTenantRoutes(app, ctx);
   scoped.end();

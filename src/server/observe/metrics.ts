@@ -35,6 +35,20 @@ function boundedLabel(max: number): (value: string) => string {
   };
 }
 
+/** One replica's measured rate at capacity (admission/capacity.ts), as the metrics read it. */
+export interface MeasuredReplica {
+  backend: string;
+  replica: string;
+  /** Calls completed per second while at capacity; undefined before a measurement. */
+  measured: number | undefined;
+}
+
+/** The in-flight control of a replica, as a label (bounded). */
+const controlLaw = (r: ReplicaSnapshot): 'engine' | 'gradient' | 'fixed' | 'aimd' =>
+  r.inflightControl === 'fixed' || r.inflightControl === 'aimd'
+    ? r.inflightControl
+    : (r.control?.law ?? 'gradient');
+
 /** Running mean of the last `size` rewards (ring buffer). */
 class RecentWindow {
   readonly #values: Float64Array;
@@ -108,6 +122,10 @@ export interface Metrics {
   observeJudgment(graph: string, judgment: Judgment): void;
   /** Reads the backends' per-replica state at every scrape (reward_backend_replica_*). */
   watchBackends(source: () => readonly Backend[]): void;
+  /** Reads admission's measured capacity per replica at every scrape (completions per second). */
+  watchCapacity(source: () => readonly MeasuredReplica[]): void;
+  /** Requests held before admission while the fleet's capacity is measured. */
+  heldRequests: Gauge;
   /** Candidates answered `rejected_input` (a real 0, no LLM call), by reason; every reason starts at 0. */
   rejectedInputs: Counter<'reason'>;
   /** Judgments (and comparisons) POST /v1/cancel aborted, by route of the cancelled request. */
@@ -220,6 +238,138 @@ export interface MetricsOptions {
   recentWindow?: number | undefined;
 }
 
+/**
+ * The per-replica series read from the backends at every scrape (`snapshots`; labels: backend names and
+ * replica hosts, both from config): up, circuit state, in flight, waiting, the in-flight limit and what sets
+ * it, the engine's own running / waiting / KV use / capacity, measured completions per second (`capacity`),
+ * attempts by outcome, quarantine.
+ */
+function registerReplicaGauges(
+  registers: Registry[],
+  snapshots: () => ReplicaSnapshot[],
+  capacitySource: () => readonly MeasuredReplica[],
+): void {
+  const replicaGauge = (name: string, help: string, read: (r: ReplicaSnapshot) => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['backend', 'replica'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const r of snapshots()) this.labels(r.backend, r.replica).set(read(r));
+      },
+    });
+  };
+  replicaGauge(
+    'reward_backend_replica_up',
+    'Whether the replica takes calls: 1 while its circuit is closed or half-open, 0 while open.',
+    (r) => (r.state === 'open' ? 0 : 1),
+  );
+  replicaGauge(
+    'reward_backend_replica_circuit_state',
+    'Circuit breaker state of the replica: 0 closed, 1 half-open (probing), 2 open.',
+    (r) => CIRCUIT_STATE[r.state],
+  );
+  replicaGauge(
+    'reward_backend_replica_inflight',
+    'HTTP attempts in flight to the replica.',
+    (r) => r.inflight,
+  );
+  replicaGauge(
+    'reward_backend_replica_waiting',
+    'Calls queued in this server for one of the replica’s in-flight slots.',
+    (r) => r.waiting,
+  );
+  replicaGauge(
+    'reward_backend_replica_inflight_limit',
+    'In-flight limit of the replica (at most max_inflight): from its engine’s metrics, a latency gradient, fixed, or AIMD.',
+    (r) => r.limit,
+  );
+  new Gauge({
+    name: 'reward_backend_replica_inflight_control',
+    help: 'What sets the replica’s in-flight limit now: 1 for its law (engine metrics, latency gradient, fixed, aimd).',
+    labelNames: ['backend', 'replica', 'law'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const r of snapshots()) this.labels(r.backend, r.replica, controlLaw(r)).set(1);
+    },
+  });
+  // The engine's own numbers, from its last fresh /metrics reading: no series without one.
+  const engineGauge = (
+    name: string,
+    help: string,
+    read: (r: ReplicaSnapshot) => number | undefined,
+  ): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['backend', 'replica'] as const,
+      // WORKERS>1: every worker reads the same engine.
+      aggregator: 'max',
+      registers,
+      collect() {
+        this.reset();
+        for (const r of snapshots()) {
+          const v = read(r);
+          if (v !== undefined) this.labels(r.backend, r.replica).set(v);
+        }
+      },
+    });
+  };
+  engineGauge(
+    'reward_backend_replica_engine_running',
+    'Sequences in the engine’s batch (vllm:num_requests_running, sglang:num_running_reqs, llamacpp:requests_processing).',
+    (r) => r.control?.engine?.running,
+  );
+  engineGauge(
+    'reward_backend_replica_engine_waiting',
+    'Requests waiting in the engine’s own queue (vllm:num_requests_waiting, sglang:num_queue_reqs, llamacpp:requests_deferred).',
+    (r) => r.control?.engine?.waiting,
+  );
+  engineGauge(
+    'reward_backend_replica_engine_kv_usage',
+    'KV-cache use the engine reports, 0–1 (vllm:kv_cache_usage_perc, sglang:token_usage).',
+    (r) => r.control?.engine?.kvUsage,
+  );
+  engineGauge(
+    'reward_backend_replica_engine_capacity',
+    'The engine’s batch when it was last seen queueing: its capacity in concurrent calls (no series before).',
+    (r) => (r.control?.metrics === true && r.control.capacity.known ? r.control.capacity.calls : undefined),
+  );
+  new Gauge({
+    name: 'reward_backend_replica_completions_per_second',
+    help: 'Calls the replica completed per second while at its capacity, measured (admission’s drain rate; no series before a measurement).',
+    labelNames: ['backend', 'replica'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const m of capacitySource()) {
+        if (m.measured !== undefined) this.labels(m.backend, m.replica).set(m.measured);
+      }
+    },
+  });
+  new Counter({
+    name: 'reward_backend_replica_attempts_total',
+    help: 'HTTP attempts to the replica by outcome: ok, unparsable, timeout, connection, http_429, http_503, http_5xx, http_4xx, deadline, aborted.',
+    labelNames: ['backend', 'replica', 'outcome'] as const,
+    registers,
+    collect() {
+      // Cumulative counts kept by the replica: re-stated at each scrape, so they never go down.
+      this.reset();
+      for (const r of snapshots()) {
+        for (const [outcome, n] of r.attempts) this.labels(r.backend, r.replica, outcome).inc(n);
+      }
+    },
+  });
+  replicaGauge(
+    'reward_backend_replica_quarantined',
+    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
+    (r) => (r.quarantined === true ? 1 : 0),
+  );
+}
+
 /** Builds a fresh Registry with every metric plus prom-client's default process metrics (less three). */
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
@@ -308,6 +458,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Seconds the admitted backlog needs at the measured drain rate; above the request deadline, new work is refused.',
     registers,
   });
+  const heldRequests = new Gauge({
+    name: 'reward_admission_held_requests',
+    help: 'Requests held before admission, in arrival order, while the judge fleet’s capacity is being measured.',
+    registers,
+  });
   const requestDeadline = new Gauge({
     name: 'reward_request_deadline_seconds',
     help: 'REQUEST_DEADLINE_MS in seconds: the longest a request may wait; the predicted-wait alert compares against it.',
@@ -347,62 +502,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Replica metrics are read from the backends at scrape time: the engine keeps the counts, so the
   // transport needs no metrics dependency. Labels: backend names and replica hosts, both from config.
   let backendSource: () => readonly Backend[] = () => [];
+  let capacitySource: () => readonly MeasuredReplica[] = () => [];
   const snapshots = (): ReplicaSnapshot[] => backendSource().flatMap((b) => b.replicas?.() ?? []);
-  const replicaGauge = (name: string, help: string, read: (r: ReplicaSnapshot) => number): void => {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['backend', 'replica'] as const,
-      registers,
-      collect() {
-        this.reset();
-        for (const r of snapshots()) this.labels(r.backend, r.replica).set(read(r));
-      },
-    });
-  };
-  replicaGauge(
-    'reward_backend_replica_up',
-    'Whether the replica takes calls: 1 while its circuit is closed or half-open, 0 while open.',
-    (r) => (r.state === 'open' ? 0 : 1),
-  );
-  replicaGauge(
-    'reward_backend_replica_circuit_state',
-    'Circuit breaker state of the replica: 0 closed, 1 half-open (probing), 2 open.',
-    (r) => CIRCUIT_STATE[r.state],
-  );
-  replicaGauge(
-    'reward_backend_replica_inflight',
-    'HTTP attempts in flight to the replica.',
-    (r) => r.inflight,
-  );
-  replicaGauge(
-    'reward_backend_replica_waiting',
-    'Calls queued in this server for one of the replica’s in-flight slots.',
-    (r) => r.waiting,
-  );
-  replicaGauge(
-    'reward_backend_replica_inflight_limit',
-    'Adaptive in-flight limit of the replica (AIMD on latency; at most max_inflight).',
-    (r) => r.limit,
-  );
-  new Counter({
-    name: 'reward_backend_replica_attempts_total',
-    help: 'HTTP attempts to the replica by outcome: ok, unparsable, timeout, connection, http_429, http_503, http_5xx, http_4xx, deadline, aborted.',
-    labelNames: ['backend', 'replica', 'outcome'] as const,
-    registers,
-    collect() {
-      // Cumulative counts kept by the replica: re-stated at each scrape, so they never go down.
-      this.reset();
-      for (const r of snapshots()) {
-        for (const [outcome, n] of r.attempts) this.labels(r.backend, r.replica, outcome).inc(n);
-      }
-    },
-  });
-  replicaGauge(
-    'reward_backend_replica_quarantined',
-    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
-    (r) => (r.quarantined === true ? 1 : 0),
-  );
+  registerReplicaGauges(registers, snapshots, () => capacitySource());
   const integrity = createIntegrityMetrics(registers);
   new Counter({
     name: 'reward_backend_replica_circuit_opens_total',
@@ -594,6 +696,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     watchBackends(source) {
       backendSource = source;
     },
+    watchCapacity(source) {
+      capacitySource = source;
+    },
+    heldRequests,
     rejectedInputs,
     integrity,
     observeJudgment(graph, judgment) {

@@ -359,7 +359,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   });
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], request: RequestScope): void =>
+  const admit = (shapes: readonly WorkShape[], request: RequestScope): void => {
     admitWhole(
       admission,
       shapes,
@@ -368,8 +368,9 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       'use a cheaper schedule or fewer candidates',
       { metrics, onRefusal: options.onRefusal },
       request.priority,
-      request.tenant,
+      { work: request.tenant },
     );
+  };
 
   /**
    * The flight of `key` for a request with deadline `at`: started here (`own`) under `at`, or joined, which

@@ -23,13 +23,18 @@ import { judgmentKey, keySettingsOf } from '../../judge/key.js';
 import { runJudgment, type RunOptions } from '../../judge/run.js';
 import type { Judgment, JudgmentInput, Router } from '../../judge/types.js';
 import {
+  admitOrHold,
   admitWhole,
   callObserver,
   overloadError,
   type Admission,
+  type AdmitOrHold,
   type Refusal,
+  type RefusalReporting,
   type Ticket,
+  type WorkShape,
 } from '../admission/admission.js';
+import type { HoldPlace } from '../admission/hold.js';
 import {
   createIdempotencyRecords,
   itemsDigest,
@@ -60,6 +65,21 @@ export interface JudgeItem {
   /** Set by `judge` once the input is prepared (src/judge/candidate.ts): the engine does not prepare it again. */
   prepared?: RunOptions['prepared'];
 }
+
+/** What admission counts for an item: its graph, or nothing at all for a candidate rejected unjudged. */
+function shapeOf(item: JudgeItem): WorkShape {
+  const graph = item.graph.graph;
+  return item.prepared?.rejection === undefined ? graph : { ...pickShape(graph), rejected: true };
+}
+
+const pickShape = (g: CompiledGraph): WorkShape => ({
+  hash: g.hash,
+  llmCallsPerJudgment: g.llmCallsPerJudgment,
+  criticalPathCalls: g.criticalPathCalls,
+});
+
+/** A signal that never aborts (a request without a disconnect signal). */
+const NEVER = new AbortController().signal;
 
 /** One item's answer. `judgmentId` is null when no judgment ran for it (deadline reached while waiting). */
 export interface JudgedItem {
@@ -92,6 +112,12 @@ export interface JudgeRequest {
    * the budget they are gated by and charged to, and its cache scope (CACHE_SCOPE=tenant).
    */
   tenant?: TenantWork | undefined;
+  /**
+   * Absolute time (epoch ms) until which the client waits for its answer (`/get_reward`: OpenRLHF's
+   * timeout, GET_REWARD_HOLD_MS): work that would not fit `deadline` but fits by then is admitted with its
+   * deadline moved there, instead of refused (admission.ts `DecideOptions.holdUntil`).
+   */
+  holdUntil?: number | undefined;
 }
 
 export interface JudgeService {
@@ -208,12 +234,26 @@ function syntheticFailure(
   return failedJudgment(graph, { status, code, message, ...SYNTHETIC_REASONS[status] }, { latencyMs });
 }
 
-/** A request cancelled before anything started: its unanswered items are `cancelled`. */
-function allCancelled(
+/** The shapes of the flights this request starts that no other process is computing (its new work). */
+function newWork(
+  items: readonly JudgeItem[],
+  starters: ReadonlyMap<string, number>,
+  elsewhere: SharedLookup | undefined,
+): WorkShape[] {
+  const shapes: WorkShape[] = [];
+  for (const [key, i] of starters) {
+    const item = items[i];
+    if (item !== undefined && elsewhere?.running.has(key) !== true) shapes.push(shapeOf(item));
+  }
+  return shapes;
+}
+
+/** The request's unanswered items as `cancelled` (cancelled before any of its judgments started). */
+function cancelledRest(
   items: readonly JudgeItem[],
   results: Array<JudgedItem | undefined>,
   startedAt: number,
-): JudgedItem[] {
+): Array<JudgedItem | undefined> {
   for (const [i, item] of items.entries()) {
     results[i] ??= {
       judgmentId: null,
@@ -221,7 +261,78 @@ function allCancelled(
       cached: false,
     };
   }
-  return complete(items, results);
+  return results;
+}
+
+/** One pass over a request: answered, or held before admission (`newJudgments`: what it would start). */
+type Once =
+  { kind: 'done'; results: JudgedItem[] } | { kind: 'held'; place: HoldPlace; newJudgments: number };
+
+/**
+ * The request, decided whole: admitted at once, or held while the fleet's capacity is being measured
+ * (admission.ts `hold`) and then tried again from the start by `once` (the cache and the flights may have
+ * moved meanwhile; the admitted request's backlog is reserved for it until it admits its judgments).
+ */
+async function judgeHolding(
+  request: JudgeRequest,
+  once: (request: JudgeRequest, admitted: HoldPlace | undefined, noHold?: boolean) => Promise<Once>,
+  refuse: (refusal: Refusal, n: number) => RewardError,
+): Promise<JudgedItem[]> {
+  let place: HoldPlace | undefined;
+  try {
+    for (;;) {
+      const outcome = await once(request, place);
+      if (outcome.kind === 'done') return outcome.results;
+      place = outcome.place;
+      const verdict = await place.verdict;
+      if (verdict.kind === 'refuse') throw refuse(verdict.refusal, outcome.newJudgments);
+      if (verdict.kind === 'gone') {
+        place.leave();
+        place = undefined;
+        // Cancelled, its client gone, or its deadline passed while held: decided now without holding
+        // (a cancelled request answers `cancelled`, an expired one is refused).
+        const last = await once(request, undefined, true);
+        return last.kind === 'done' ? last.results : [];
+      }
+      request = { ...request, deadline: verdict.deadline };
+    }
+  } finally {
+    place?.leave();
+  }
+}
+
+/**
+ * A request's new judgments admitted whole (admission.ts), in its lane and with its hold window: held while
+ * the capacity is measured when `mayHold`, else decided now (`deadline` absolute, `now` epoch ms).
+ */
+function admitRequest(
+  admission: Admission,
+  shapes: readonly WorkShape[],
+  request: JudgeRequest,
+  deadline: number,
+  now: number,
+  mayHold: boolean,
+  reporting: RefusalReporting,
+): AdmitOrHold {
+  const lane = request.priority ?? 'normal';
+  const hint = 'split it into smaller requests';
+  const options = { holdUntil: request.holdUntil, work: request.tenant };
+  if (mayHold)
+    return admitOrHold(
+      admission,
+      shapes,
+      deadline,
+      request.signal ?? NEVER,
+      'judgments',
+      hint,
+      reporting,
+      lane,
+      options,
+    );
+  return {
+    kind: 'admitted',
+    ...admitWhole(admission, shapes, deadline - now, 'judgments', hint, reporting, lane, options),
+  };
 }
 
 /** Every slot is filled by construction; a hole would be a bug, answered as an internal failure. */
@@ -298,9 +409,17 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       miss.inc();
       return computeHere(item, signal, deadline, ticket, owner.requestId);
     };
-    const { graph } = item.graph;
-    if (sharedFlights === undefined) return here(admitted ?? admission.admit(graph, 'normal', owner.tenant));
-    const flight = await sharedFlights.run(key, graph, signal, deadline, admitted, here, owner.tenant);
+    if (sharedFlights === undefined)
+      return here(admitted ?? admission.admit(shapeOf(item), 'normal', owner.tenant));
+    const flight = await sharedFlights.run(
+      key,
+      shapeOf(item),
+      signal,
+      deadline,
+      admitted,
+      here,
+      owner.tenant,
+    );
     if (flight.elsewhere) fromElsewhere.add(flight.stored);
     return flight.stored;
   };
@@ -392,8 +511,16 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     });
   };
 
-  const judgePrepared = async (request: JudgeRequest): Promise<JudgedItem[]> => {
-    const { items, deadline } = request;
+  const judgePrepared = (request: JudgeRequest): Promise<JudgedItem[]> =>
+    judgeHolding(request, judgeOnce, refuse);
+
+  const judgeOnce = async (
+    request: JudgeRequest,
+    admitted: HoldPlace | undefined,
+    noHold = false,
+  ): Promise<Once> => {
+    let { deadline } = request;
+    const { items } = request;
     const startedAt = Date.now();
     const keys: string[] = [];
     const results: Array<JudgedItem | undefined> = [];
@@ -437,26 +564,20 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
     // work: this process waits for them through their leases, holding no run slot, so they are not admitted
     // (nor refused) here. Only keys nobody computes count against this server's capacity.
-    const graphs: CompiledGraph[] = [];
-    for (const [key, i] of starters) {
-      const item = items[i];
-      if (item !== undefined && elsewhere?.running.has(key) !== true) graphs.push(item.graph.graph);
-    }
+    const shapes = newWork(items, starters, elsewhere);
     // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
     // starts, the unanswered items are `cancelled`.
-    if (isCancelled(request.cancel)) return allCancelled(items, results, startedAt);
-    // Whole request or nothing: decided before any judgment starts (nothing awaits in between).
+    if (isCancelled(request.cancel))
+      return { kind: 'done', results: complete(items, cancelledRest(items, results, startedAt)) };
+    // Whole request or nothing: decided before any judgment starts (nothing awaits in between). A request
+    // admitted while held has its calls reserved already.
     const lane = request.priority ?? 'normal';
-    admitWhole(
-      admission,
-      graphs,
-      deadline - now(),
-      'judgments',
-      'split it into smaller requests',
-      { metrics, onRefusal: options.onRefusal },
-      lane,
-      request.tenant,
-    );
+    if (admitted === undefined) {
+      const reporting = { metrics, onRefusal: options.onRefusal };
+      const decided = admitRequest(admission, shapes, request, deadline, now(), !noHold, reporting);
+      if (decided.kind === 'held') return { kind: 'held', place: decided.place, newJudgments: shapes.length };
+      if (decided.deadline !== undefined) deadline = decided.deadline;
+    }
     if (hits > sharedHits) hit.inc(hits - sharedHits);
     if (sharedHits > 0) sharedHit.inc(sharedHits);
     const joined = items.length - hits - starters.size;
@@ -464,7 +585,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     if (hits === items.length) {
       const answered = complete(items, results);
       if (id !== undefined) remember(id, itemsKey, answered);
-      return answered;
+      return { kind: 'done', results: answered };
     }
 
     // A client that gave an idempotency id may retry: its flights are held a little for the retry to join.
@@ -485,10 +606,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (own) {
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
+        const { tenant } = request;
         const ticket =
-          elsewhere?.running.has(key) === true
-            ? undefined
-            : admission.admit(item.graph.graph, lane, request.tenant);
+          elsewhere?.running.has(key) === true ? undefined : admission.admit(shapeOf(item), lane, tenant);
         flight = cache.run(
           key,
           (signal) => deadlines.run(key, deadline, (d) => compute(key, item, signal, d, ticket, request)),
@@ -546,7 +666,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     }
     const answered = complete(items, results);
     if (id !== undefined) remember(id, itemsKey, answered);
-    return answered;
+    return { kind: 'done', results: answered };
   };
 
   const judgeOne = async (item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem> => {

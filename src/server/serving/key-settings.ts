@@ -58,6 +58,11 @@ export const KEY_DECISIONS: { readonly [K in keyof typeof ENV_VARIABLES]: KeyDec
   JUDGE_TIMEOUT_MS: WHEN,
   JUDGE_MAX_RETRIES: WHEN,
   JUDGE_MAX_INFLIGHT: CAPACITY,
+  JUDGE_INFLIGHT_CONTROL: CAPACITY,
+  JUDGE_ENGINE_METRICS: CAPACITY,
+  JUDGE_ENGINE_METRICS_INTERVAL_MS: CAPACITY,
+  // The engine's scheduling order of a call, never its sampling: what it decides is the same.
+  JUDGE_ENGINE_PRIORITY: WHEN,
   JUDGE_RPM: CAPACITY,
   JUDGE_TPM: CAPACITY,
   JUDGE_RESPONSE_FORMAT: none(
@@ -77,6 +82,7 @@ export const KEY_DECISIONS: { readonly [K in keyof typeof ENV_VARIABLES]: KeyDec
   REWARD_CONFIG: { in: 'routes' },
   DEFAULT_GRAPH: { in: 'graph' },
   REQUEST_DEADLINE_MS: WHEN,
+  GET_REWARD_HOLD_MS: WHEN,
   MAX_CANDIDATES: VALIDATION,
   MAX_RANK_CALLS: VALIDATION,
   MIN_CANDIDATE_CHARS: { in: 'settings' },

@@ -99,6 +99,19 @@ export function trainerScore(outcome: Outcome, failureReward: number | undefined
 export const isFailure = (outcome: Outcome): boolean => outcome.kind === 'failed';
 
 /**
+ * `/get_reward` (issue 33 item 6): OpenRLHF turns the rewards into a tensor — a null breaks it, and it has no
+ * skip value — so there a cancelled item has no reward to give either: it is answered like a failure
+ * (FAILURE_REWARD when set, else the request's 503), and `openRlhfReward` never answers null.
+ */
+export const isUnrewarded = (outcome: Outcome): boolean =>
+  outcome.kind === 'failed' || outcome.kind === 'cancelled';
+
+/** `/get_reward`'s reward: `trainerReward`, a cancel's FAILURE_REWARD (the request is refused when unset). */
+export function openRlhfReward(outcome: Outcome, failureReward: number | undefined): number | null {
+  return outcome.kind === 'cancelled' ? (failureReward ?? null) : trainerReward(outcome, failureReward);
+}
+
+/**
  * The adapters' refusal when some items failed and FAILURE_REWARD is unset: 503 `RW_JUDGE_FAILED` with
  * `retry_after_s` (OpenRLHF has no skip value; it retries, then fails loudly); undefined when every item
  * has a reward (or is cancelled) or FAILURE_REWARD is set. `what` names the items (`judgments`, `rollouts`).
@@ -107,11 +120,14 @@ export function trainerFailure(
   outcomes: readonly Outcome[],
   failureReward: number | undefined,
   what: string,
+  /** Which outcomes have no reward to give: failures; on `/get_reward` cancels too (`isUnrewarded`). */
+  failing: (outcome: Outcome) => boolean = isFailure,
 ): RewardError | undefined {
   if (failureReward !== undefined) return undefined;
   const failed: Array<{ index: number; status: string; error: string | undefined }> = [];
   for (const [index, o] of outcomes.entries()) {
-    if (o.kind === 'failed') failed.push({ index, status: o.status, error: o.code });
+    if (failing(o))
+      failed.push({ index, status: statusOf(o), error: o.kind === 'failed' ? o.code : 'RW_CANCELLED' });
   }
   if (failed.length === 0) return undefined;
   return new RewardError(

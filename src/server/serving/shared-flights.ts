@@ -9,8 +9,7 @@
  * was never admitted for it).
  */
 import type { RewardError } from '../../errors.js';
-import type { CompiledGraph } from '../../judge/graph.js';
-import type { Admission, Refusal, Ticket } from '../admission/admission.js';
+import type { Admission, Refusal, Ticket, WorkShape } from '../admission/admission.js';
 import type { TenantWork } from '../admission/fair-shares.js';
 import type { FlightDeadline } from './flight-deadlines.js';
 import type { SharedFlight, SharedJudgment, SharedJudgments } from './shared-judgments.js';
@@ -42,7 +41,7 @@ export interface SharedFlights {
    */
   run<S extends SharedJudgment>(
     key: string,
-    graph: CompiledGraph,
+    graph: WorkShape,
     signal: AbortSignal,
     deadline: FlightDeadline,
     admitted: Ticket | undefined,
@@ -75,10 +74,10 @@ export function createSharedFlights(options: SharedFlightsOptions): SharedFlight
   };
 
   /** New work here now: the token budget first, then the capacity (so a retry cannot spend or queue past them). */
-  const takeOver = (graph: CompiledGraph, remainingMs: number, tenant: TenantWork | undefined): Ticket => {
+  const takeOver = (graph: WorkShape, remainingMs: number, tenant: TenantWork | undefined): Ticket => {
     const gated = admission.gate?.() ?? tenant?.gate?.();
     if (gated !== undefined) throw gated;
-    const decision = admission.decide([graph], remainingMs, 'normal', tenant);
+    const decision = admission.decide([graph], remainingMs, 'normal', { work: tenant });
     if (!decision.ok) throw options.refuse(decision.refusal);
     return admission.admit(graph, 'normal', tenant);
   };

@@ -5,11 +5,11 @@
  * - POST /verify      NeMo-Gym resource-server verify
  * Each takes `?graph=NAME` (a preset) since the trainers' bodies are fixed.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 import { RewardError } from '../../../errors.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
-import { requestControls } from '../request-controls.js';
+import { clientDeadlineMs, requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-service.js';
 import {
   afterAssistantHeader,
@@ -23,7 +23,9 @@ import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from
 import { stampsOf, votesOf } from '../../controls/stamps.js';
 import {
   failureLogs,
+  isUnrewarded,
   judgmentOutcome,
+  openRlhfReward,
   rejectionLogs,
   statusOf,
   trainerFailure,
@@ -174,6 +176,18 @@ function openRlhfLogs(
   };
 }
 
+/**
+ * Until when a `/get_reward` request may be answered (GET_REWARD_HOLD_MS after it arrived), unless its
+ * client sent a deadline of its own (that one then holds). OpenRLHF's remote reward client gives each
+ * attempt 180 s and then retries 5 times 1 s apart, ignoring Retry-After: holding work that fits this
+ * window is better than a refusal its retries cannot wait out.
+ */
+function getRewardHoldUntil(ctx: ServerContext, request: FastifyRequest): number | undefined {
+  const holdMs = ctx.config.getRewardHoldMs;
+  if (holdMs <= 0 || clientDeadlineMs(request, undefined) !== undefined) return undefined;
+  return ctx.now() + holdMs;
+}
+
 export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, config } = ctx;
   const failureReward = config.failureReward;
@@ -205,13 +219,14 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       ...requestControls(ctx, request, reply, '/get_reward', {}),
       idempotencyKey: idempotencyKey('get_reward', request, undefined),
       priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+      holdUntil: getRewardHoldUntil(ctx, request),
     });
     const outcomes = judged.map((j) => judgmentOutcome(j.judgment));
-    const refusal = trainerFailure(outcomes, failureReward, 'judgments');
+    const refusal = trainerFailure(outcomes, failureReward, 'judgments', isUnrewarded);
     if (refusal !== undefined) throw refusal;
     const votes = judged.map((j) => votesOf(j.judgment));
     return {
-      rewards: outcomes.map((o) => trainerReward(o, failureReward)),
+      rewards: outcomes.map((o) => openRlhfReward(o, failureReward)),
       // Operator stamps (issue 21) beside extra_logs, whose values must stay numbers.
       votes,
       ...stampsOf(
@@ -219,7 +234,9 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         choice.graph,
         ctx.router,
       ),
-      scores: outcomes.map((o) => trainerScore(o, failureReward)),
+      scores: outcomes.map((o) =>
+        o.kind === 'cancelled' ? (failureReward ?? null) : trainerScore(o, failureReward),
+      ),
       extra_logs: openRlhfLogs(judged, outcomes, votes),
     };
   });

@@ -1,0 +1,263 @@
+/**
+ * How many backend calls per second the judge fleet completes — from what its replicas do, not from the
+ * in-flight ceiling (issue 29: 256 slots ÷ 1.05 s promised 243 calls/s to an engine that did 7.9).
+ *
+ * **Measured.** Per replica, calls completed per second while the replica was at its capacity (the engine
+ * queued, or — without engine metrics — calls waited for its slots): sampled at most every SAMPLE_MS,
+ * counted in SLOT_MS slots over WINDOW_MS, leaving out the first `settle` after saturation began (the
+ * pipeline still filling: max(SETTLE_MIN_MS, the replica's recent call latency)) and every interval in
+ * which this process's event loop lagged more than LAG_LIMIT_MS (our own stall is not the engine's
+ * rate). Valid with ≥ MIN_VALID_MS of such time and ≥ MIN_COMPLETIONS calls; kept MEASURED_TTL_MS after
+ * it was last valid. A measurement is the rate — it lowers the estimate as well as it raises it.
+ *
+ * **Before a measurement**, per replica, from its in-flight control (src/judge/inflight-control.ts):
+ * - without engine metrics (`fixed`, `aimd`, the latency gradient): its limit ÷ the unloaded call latency,
+ *   taken as certain (the model admission always had; the gradient lowers the limit if latency says so);
+ * - with engine metrics: a range. `high` = its capacity (the engine's batch when it queued, else the
+ *   ceiling) ÷ the unloaded latency; `low` = the largest batch the engine was seen running ÷ its recent
+ *   call latency (twice the unloaded one before any). Uncertain until measured: admission admits what fits at `low`, refuses what does not fit
+ *   at `high`, and holds the rest (hold.ts) until the measurement comes (an engine that queues is measured
+ *   within a call latency plus MIN_VALID_MS).
+ * Replicas whose circuit is open, or that are quarantined, count for nothing while others serve.
+ * `observe` must be called on the events that move the replicas (calls ending, admission changes).
+ */
+import type { ReplicaSnapshot } from '../../judge/types.js';
+
+/** Minimum time between two samples of the replicas, ms. */
+export const SAMPLE_MS = 50;
+const SLOT_MS = 100;
+export const WINDOW_MS = 10_000;
+const SLOTS = WINDOW_MS / SLOT_MS;
+export const SETTLE_MIN_MS = 200;
+export const MIN_VALID_MS = 300;
+export const MIN_COMPLETIONS = 8;
+export const MEASURED_TTL_MS = 60_000;
+/** Event-loop lag above which an interval is not counted, ms. */
+export const LAG_LIMIT_MS = 50;
+
+/** The fleet's drain rate, calls per second: a range while uncertain. */
+export interface CapacityEstimate {
+  /** What the replicas have shown they do. */
+  low: number;
+  /** The most they plausibly do. Equal to `low` when certain. */
+  high: number;
+  certain: boolean;
+  /** `measured` when every serving replica's rate is measured, `engine` while a range, else `model`. */
+  source: 'measured' | 'engine' | 'model';
+  replicas: ReplicaCapacity[];
+  /** The longest recent call latency of the serving replicas, ms (under load); undefined before one. */
+  recentLatencyMs: number | undefined;
+  /**
+   * Backend calls the serving replicas' in-flight limits allow now, twice over (a queue as long again):
+   * work that can be admitted while the capacity is uncertain, so the engines fill up and are measured.
+   */
+  probeCalls: number;
+}
+
+export interface ReplicaCapacity {
+  backend: string;
+  replica: string;
+  low: number;
+  high: number;
+  /** Measured calls/s at capacity; undefined before a measurement. */
+  measured: number | undefined;
+}
+
+export interface CapacityOptions {
+  /** The default backend's replicas (empty for the offline backend). */
+  replicas: () => readonly ReplicaSnapshot[];
+  /** Largest event-loop lag between two epoch-ms times (src/judge/loop-lag.ts); default none. */
+  lagMs?: ((fromMs: number, toMs: number) => number) | undefined;
+  now?: (() => number) | undefined;
+}
+
+interface Track {
+  at: number;
+  completions: number;
+  saturated: boolean;
+  saturatedSince: number | undefined;
+  slotIndex: Float64Array;
+  slotCalls: Float64Array;
+  slotMs: Float64Array;
+  measured: { rate: number; at: number } | undefined;
+}
+
+const completionsOf = (r: ReplicaSnapshot): number =>
+  (r.attempts.get('ok') ?? 0) + (r.attempts.get('unparsable') ?? 0);
+
+export class CapacityEstimator {
+  readonly #replicas: () => readonly ReplicaSnapshot[];
+  readonly #lagMs: (fromMs: number, toMs: number) => number;
+  readonly #now: () => number;
+  readonly #tracks = new Map<string, Track>();
+  #sampledAt = -Infinity;
+
+  constructor(options: CapacityOptions) {
+    this.#replicas = options.replicas;
+    this.#lagMs = options.lagMs ?? (() => 0);
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Samples the replicas (at most every SAMPLE_MS); call on every event that may change them. */
+  observe(): void {
+    const now = this.#now();
+    if (now - this.#sampledAt < SAMPLE_MS) return;
+    this.#sampledAt = now;
+    for (const r of this.#replicas()) this.#sample(`${r.backend}\0${r.replica}`, r, now);
+  }
+
+  /**
+   * The drain rate, calls/s, given the unloaded call latency (admission's, ms; `coldMs` before any). The
+   * offline backend (no replicas) is `fallbackSlots` ÷ that latency.
+   */
+  estimate(unloadedMs: number, fallbackSlots: number): CapacityEstimate {
+    this.observe();
+    const now = this.#now();
+    const all = this.#replicas();
+    const up = all.filter((r) => r.state !== 'open');
+    const serving = up.filter((r) => r.quarantined !== true);
+    // Every circuit open is a transient (the breaker probes within seconds): count them all then.
+    const counted = serving.length > 0 ? serving : up.length > 0 ? up : all;
+    if (all.length === 0) {
+      const rate = (fallbackSlots * 1000) / unloadedMs;
+      return {
+        low: rate,
+        high: rate,
+        certain: true,
+        source: 'model',
+        replicas: [],
+        recentLatencyMs: undefined,
+        probeCalls: 2 * fallbackSlots,
+      };
+    }
+    let low = 0;
+    let high = 0;
+    let measuredAll = counted.length > 0;
+    let anyRange = false;
+    let recentLatencyMs: number | undefined;
+    let probeCalls = 0;
+    const replicas: ReplicaCapacity[] = [];
+    for (const r of counted) {
+      probeCalls += 2 * r.limit;
+      const recent = r.control?.recentLatencyMs;
+      if (recent !== undefined) recentLatencyMs = Math.max(recentLatencyMs ?? 0, recent);
+      const track = this.#tracks.get(`${r.backend}\0${r.replica}`);
+      const measured =
+        track?.measured !== undefined && now - track.measured.at <= MEASURED_TTL_MS
+          ? track.measured.rate
+          : undefined;
+      const range = measured === undefined ? modelled(r, unloadedMs) : { low: measured, high: measured };
+      if (measured === undefined) measuredAll = false;
+      if (range.low < range.high) anyRange = true;
+      low += range.low;
+      high += range.high;
+      replicas.push({ backend: r.backend, replica: r.replica, ...range, measured });
+    }
+    return {
+      low,
+      high: Math.max(low, high),
+      certain: !anyRange,
+      source: measuredAll ? 'measured' : anyRange ? 'engine' : 'model',
+      replicas,
+      recentLatencyMs,
+      probeCalls,
+    };
+  }
+
+  #sample(key: string, r: ReplicaSnapshot, now: number): void {
+    const completions = completionsOf(r);
+    const saturated = r.control?.saturated ?? (r.waiting > 0 && r.inflight >= r.limit);
+    let track = this.#tracks.get(key);
+    if (track === undefined) {
+      if (this.#tracks.size >= 256) return;
+      track = {
+        at: now,
+        completions,
+        saturated,
+        saturatedSince: saturated ? now : undefined,
+        slotIndex: new Float64Array(SLOTS).fill(-1),
+        slotCalls: new Float64Array(SLOTS),
+        slotMs: new Float64Array(SLOTS),
+        measured: undefined,
+      };
+      this.#tracks.set(key, track);
+      return;
+    }
+    const settleMs = Math.max(SETTLE_MIN_MS, r.control?.recentLatencyMs ?? 0);
+    const since = track.saturatedSince;
+    const counts =
+      track.saturated &&
+      saturated &&
+      since !== undefined &&
+      track.at >= since + settleMs &&
+      this.#lagMs(track.at, now) <= LAG_LIMIT_MS;
+    if (counts) {
+      const slot = Math.floor(now / SLOT_MS);
+      const i = slot % SLOTS;
+      if (track.slotIndex[i] !== slot) {
+        track.slotIndex[i] = slot;
+        track.slotCalls[i] = 0;
+        track.slotMs[i] = 0;
+      }
+      track.slotCalls[i] = (track.slotCalls[i] ?? 0) + Math.max(0, completions - track.completions);
+      track.slotMs[i] = (track.slotMs[i] ?? 0) + (now - track.at);
+      const window = this.#window(track, slot);
+      if (window.ms >= MIN_VALID_MS && window.calls >= MIN_COMPLETIONS) {
+        track.measured = { rate: (window.calls * 1000) / window.ms, at: now };
+      }
+    }
+    track.saturatedSince = saturated ? (since ?? now) : undefined;
+    track.saturated = saturated;
+    track.completions = completions;
+    track.at = now;
+  }
+
+  #window(track: Track, current: number): { calls: number; ms: number } {
+    let calls = 0;
+    let ms = 0;
+    for (let i = 0; i < SLOTS; i++) {
+      const slot = track.slotIndex[i] ?? -1;
+      if (slot > current - SLOTS) {
+        calls += track.slotCalls[i] ?? 0;
+        ms += track.slotMs[i] ?? 0;
+      }
+    }
+    return { calls, ms };
+  }
+}
+
+/** A replica's rate before it was measured (see the module comment). */
+function modelled(r: ReplicaSnapshot, unloadedMs: number): { low: number; high: number } {
+  const control = r.control;
+  if (control === undefined || !control.metrics) {
+    // A replica whose metrics are still being probed (milliseconds after start-up) counts at its ceiling,
+    // as every replica did before the engine law: its starting limit says nothing of the engine.
+    const probing = control?.law === 'engine';
+    const rate = ((probing ? r.maxInflight : r.limit) * 1000) / unloadedMs;
+    return { low: rate, high: rate };
+  }
+  const capacity = control.capacity.known ? control.capacity.calls : r.maxInflight;
+  const high = (capacity * 1000) / unloadedMs;
+  // A batch is slower per step than a single sequence: without a recent latency under load, assume twice
+  // the unloaded one.
+  const loadedMs = Math.max(unloadedMs, control.recentLatencyMs ?? 2 * unloadedMs);
+  const low = (control.proven * 1000) / loadedMs;
+  return { low: Math.min(low, high), high };
+}
+
+/**
+ * The drain-rate range admission decides on, calls/s (> 0): the replicas' estimate, capped by the RPM
+ * (`rpm`, calls/s), raised by what the server measured while backlogged (`backlog`: every backend's calls,
+ * a routing file's too, so it only raises: backlog-drain.ts).
+ */
+export function drainRange(
+  estimate: CapacityEstimate,
+  backlog: number | undefined,
+  rpm: number,
+): { low: number; high: number; certain: boolean } {
+  const rate = (x: number): number =>
+    Math.max(1e-3, Math.min(rpm, backlog === undefined ? x : Math.max(backlog, x)));
+  const low = rate(estimate.low);
+  const high = Math.max(low, rate(estimate.high));
+  return { low, high, certain: estimate.certain || high - low < 1e-9 };
+}
