@@ -24,6 +24,7 @@ import {
 } from './settings/routing-file.js';
 import { parseCanaryDataset, type CanaryRow } from './settings/canary-dataset.js';
 import { DEFAULT_TENANT, parseKeysFile, type TenantKey } from './settings/keys-file.js';
+import { parseCanaryReference, type CanaryReference } from './settings/canary-reference.js';
 import { REASONING_FORMATS, type MarkerPair } from './text/reasoning-formats.js';
 
 /**
@@ -462,6 +463,27 @@ function readCanaryDataset(path: string, ctx: z.RefinementCtx): CanaryRow[] | un
   }
 }
 
+function readCanaryReference(
+  path: string,
+  rows: readonly CanaryRow[] | undefined,
+  ctx: z.RefinementCtx,
+): CanaryReference | undefined {
+  const fail = (message: string): undefined => {
+    ctx.addIssue({ code: 'custom', path: ['CANARY_REFERENCE'], message });
+    return undefined;
+  };
+  if (rows === undefined) return fail('needs CANARY_DATASET (the canary set it measured)');
+  try {
+    return parseCanaryReference(
+      readFileSync(path, 'utf8'),
+      path,
+      rows.map((r) => r.id),
+    );
+  } catch (err) {
+    return fail(err instanceof Error ? err.message : String(err));
+  }
+}
+
 /** Reward integrity during a run: canaries, quarantine, audits, drift (docs/integrity.md). */
 const IntegrityEnv = z
   .object({
@@ -472,32 +494,53 @@ const IntegrityEnv = z
     CANARY_ERROR_FLOOR: decimal().pipe(z.number().gt(0).max(0.5)).default(0.05),
     CANARY_WINDOW: int(10).default(200),
     CANARY_MAX_INFLIGHT: int(1).default(4),
+    CANARY_REFERENCE: z.string().min(1).optional(),
+    CANARY_REFERENCE_SIZE: int(10).default(400),
+    CANARY_FLEET_THRESHOLD: decimal().pipe(z.number().gt(0)).default(9),
+    CANARY_BOOST: decimal().pipe(z.number().min(1).max(10)).default(3),
     AUDIT_RATE: decimal().pipe(z.number().min(0).max(1)).default(0),
     AUDIT_GRAPH: z.string().min(1).optional(),
     AUDIT_MAX_INFLIGHT: int(1).default(4),
     DRIFT_WINDOW: int(10).default(1000),
   })
-  .transform((e, ctx) => ({
-    integrity: {
-      /** Labelled canary rows (CANARY_DATASET, read and validated at start-up); undefined = no canaries. */
-      canaries: e.CANARY_DATASET === undefined ? undefined : readCanaryDataset(e.CANARY_DATASET, ctx),
-      /** Canaries per computed real judgment (0.02 with a dataset unless set; 0 without one). */
-      canaryRate: e.CANARY_DATASET === undefined ? 0 : (e.CANARY_RATE ?? 0.02),
-      /** The sequential test: accuracy drop to detect, CUSUM threshold h, lowest reference error. */
-      test: { margin: e.CANARY_MARGIN, threshold: e.CANARY_THRESHOLD, floor: e.CANARY_ERROR_FLOOR },
-      /** Canaries per replica behind the fleet reference (and a lone replica's own baseline). */
-      window: e.CANARY_WINDOW,
-      /** Canaries running at once (more are skipped and counted). */
-      canaryMaxInflight: e.CANARY_MAX_INFLIGHT,
-      /** Share of computed real judgments judged again in the background. */
-      auditRate: e.AUDIT_RATE,
-      /** The auditing graph; undefined = the judged graph, on another replica when there is one. */
-      auditGraph: e.AUDIT_GRAPH,
-      auditMaxInflight: e.AUDIT_MAX_INFLIGHT,
-      /** Computed judgments per graph behind the drift gauges. */
-      driftWindow: e.DRIFT_WINDOW,
-    },
-  }));
+  .transform((e, ctx) => {
+    /** Labelled canary rows (CANARY_DATASET, read and validated at start-up); undefined = no canaries. */
+    const canaries = e.CANARY_DATASET === undefined ? undefined : readCanaryDataset(e.CANARY_DATASET, ctx);
+    return {
+      integrity: {
+        canaries,
+        /** Canaries per computed real judgment (0.02 with a dataset unless set; 0 without one). */
+        canaryRate: e.CANARY_DATASET === undefined ? 0 : (e.CANARY_RATE ?? 0.02),
+        /** Ceiling of the canary rate while a replica or the fleet is under doubt: CANARY_BOOST × the rate. */
+        canaryBoost: e.CANARY_BOOST,
+        /** The sequential test: accuracy drop to detect, CUSUM threshold h, lowest reference error. */
+        test: { margin: e.CANARY_MARGIN, threshold: e.CANARY_THRESHOLD, floor: e.CANARY_ERROR_FLOOR },
+        /**
+         * The fleet-level test on pooled canaries: its threshold, and its reference (CANARY_REFERENCE, read
+         * at start-up and fitted to the canary rows; undefined = the first `referenceSize` canaries, frozen).
+         */
+        fleet: {
+          threshold: e.CANARY_FLEET_THRESHOLD,
+          reference:
+            e.CANARY_REFERENCE === undefined
+              ? undefined
+              : readCanaryReference(e.CANARY_REFERENCE, canaries, ctx),
+          referenceSize: e.CANARY_REFERENCE_SIZE,
+        },
+        /** Canaries per replica behind a replica's reference: its peers' recent canaries. */
+        window: e.CANARY_WINDOW,
+        /** Canaries running at once (more are skipped and counted). */
+        canaryMaxInflight: e.CANARY_MAX_INFLIGHT,
+        /** Share of computed real judgments judged again in the background. */
+        auditRate: e.AUDIT_RATE,
+        /** The auditing graph; undefined = the judged graph, on another replica when there is one. */
+        auditGraph: e.AUDIT_GRAPH,
+        auditMaxInflight: e.AUDIT_MAX_INFLIGHT,
+        /** Computed judgments per graph behind the drift gauges. */
+        driftWindow: e.DRIFT_WINDOW,
+      },
+    };
+  });
 
 export type Config = z.output<typeof ServerEnv> &
   z.output<typeof JudgeEnv> &

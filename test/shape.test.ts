@@ -36,9 +36,7 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map([
   ['src/server/admission/admission.ts › Admission', 305],
   ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 263],
-  ['src/server/integrity/integrity.ts › createIntegrity', 229],
   ['src/judge/limiter.ts › createLimiter', 175],
-  ['src/server/integrity/canary-ledger.ts › createCanaryLedger', 178],
 ]);
 
 interface Measured {

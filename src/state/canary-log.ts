@@ -8,6 +8,13 @@
  * then polls for new entries every `pollMs`, its own included, so every process applies the same order.
  * Failure semantics as for the other shared state: while Redis is unreachable an append is delivered
  * locally only (that process's record diverges until it restarts), and reading resumes where it stopped.
+ *
+ * The frozen fleet reference (the first canaries of the fleet, frozen by the ledger) is shared too: the
+ * stream is trimmed, so a process that starts later cannot recompute it from the first entries. The first
+ * process to freeze it stores it (`SET NX` on `<prefix>canary-reference:<name>`, no expiry: it belongs to
+ * the canary record, which outlives restarts); every other one reads it at start and adopts the stored one
+ * when it freezes its own, so all of them test against the same reference. Without Redis (or while it is
+ * unreachable) a process keeps its own.
  */
 import { Redis } from 'ioredis';
 
@@ -17,11 +24,19 @@ export interface CanaryLog {
   append(entry: string): Promise<void>;
   /** Registers the consumer of every entry. */
   subscribe(listener: (entry: string) => void): void;
+  /**
+   * Stores `value` as the shared reference `name` unless one is stored already; resolves to the stored
+   * one (the first stored wins), or `value` itself locally. Undefined when Redis failed. Never rejects.
+   */
+  shareReference(name: string, value: string): Promise<string | undefined>;
+  /** The shared reference `name`, undefined when none is stored (or Redis failed). Never rejects. */
+  readReference(name: string): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
 export function createLocalCanaryLog(): CanaryLog {
   const listeners: Array<(entry: string) => void> = [];
+  const references = new Map<string, string>();
   return {
     kind: 'local',
     append(entry) {
@@ -31,6 +46,12 @@ export function createLocalCanaryLog(): CanaryLog {
     subscribe(listener) {
       listeners.push(listener);
     },
+    shareReference(name, value) {
+      const stored = references.get(name) ?? value;
+      references.set(name, stored);
+      return Promise.resolve(stored);
+    },
+    readReference: (name) => Promise.resolve(references.get(name)),
     close: () => Promise.resolve(),
   };
 }
@@ -135,6 +156,30 @@ export function createRedisCanaryLog(options: RedisCanaryLogOptions): CanaryLog 
     },
     subscribe(listener) {
       listeners.push(listener);
+    },
+    async shareReference(name, value) {
+      try {
+        if (closed || client.status !== 'ready') throw new Error(`redis ${client.status}`);
+        const key = `${options.prefix}canary-reference:${name}`;
+        await client.set(key, value, 'NX');
+        return (await client.get(key)) ?? undefined;
+      } catch (err) {
+        options.onError?.(err);
+        return undefined;
+      }
+    },
+    async readReference(name) {
+      try {
+        // A process just started: wait (bounded) for the connection instead of reading nothing.
+        for (let i = 0; i < 40 && !closed && client.status !== 'ready'; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        if (closed || client.status !== 'ready') throw new Error(`redis ${client.status}`);
+        return (await client.get(`${options.prefix}canary-reference:${name}`)) ?? undefined;
+      } catch (err) {
+        options.onError?.(err);
+        return undefined;
+      }
     },
     async close() {
       closed = true;

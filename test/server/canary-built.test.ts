@@ -4,6 +4,10 @@
  * makes canaries on both replicas (`/v1/integrity`, `reward_canary_judgments_total`), and none of them shows
  * in the trainer's answers, `reward_judgments_total` or `reward_recent_mean`. A malformed CANARY_DATASET
  * (missing file, a row without a label, one label only) stops the server at start-up naming the variable.
+ * Judges drifting while they stay well-formed (four drifting fakes, `test/fakes/drifting.ts`, their error
+ * raised at run time): a slow ramp on one replica quarantines it, the canaries raised on it meanwhile; then
+ * the whole fleet dropping raises the fleet alert while serving goes on (the scenarios of
+ * bench/canary-cusum.ts at the scaled sizes of `integrity-drift.test.ts`, where each runs behind the app).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +15,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import { createDriftingJudge } from '../fakes/drifting.js';
 import { startFakeOpenAI, universalReply, type FakeChatRequest, type FakeOpenAI } from '../fakes/openai.js';
 import { startBuiltServer, type BuiltServer } from '../support/built-server.js';
 import { ensureDist } from '../support/dist.js';
@@ -176,4 +181,107 @@ describe('canaries in the built server', () => {
     servers.push(server);
     expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
   });
+});
+
+describe('judges drifting in the built server', () => {
+  it('quarantines a replica ramping down (canaries raised on it), then alerts on a whole-fleet drop', async () => {
+    const judges = Array.from({ length: 4 }, (_, i) => createDriftingJudge({ good: GOOD, seed: 2000 + i }));
+    for (const j of judges) fakes.push(await startFakeOpenAI({ fallback: (body) => j.reply(body) }));
+    const dir = await tempDir();
+    const server = await startBuiltServer({
+      ...baseEnv(fakes),
+      CANARY_DATASET: writeCanaries(dir, 20),
+      CANARY_RATE: '0.25',
+      CANARY_WINDOW: '20',
+      CANARY_REFERENCE_SIZE: '40',
+      CANARY_MAX_INFLIGHT: '8',
+    });
+    servers.push(server);
+    const get = async (path: string): Promise<Response> =>
+      fetch(`${server.url}${path}`, { signal: AbortSignal.timeout(5_000) });
+    /** The report once every canary launched is applied (bounded). */
+    const settled = async (): Promise<Json> => {
+      for (let i = 0; i < 1000; i++) {
+        const report: Json = await (await get('/v1/integrity')).json();
+        if (report.canaries.applied >= report.canaries.launched && report.canaries.owed === 0) return report;
+        await delay(5);
+      }
+      throw new Error('canaries did not settle');
+    };
+    const seen = { judgments: 0, maxRate: 0, maxShare: 0 };
+    const stateOf = (report: Json, i: number): Json =>
+      report.canaries.replicas.find((x: Json) => fakes[i]!.baseURL.includes(x.replica));
+    /** Groups of 16 real judgments, `step(sent)` before each, until `stop(report)` (bounded by `max`). */
+    const drive = async (step: (sent: number) => void, stop: (r: Json) => boolean, max: number) => {
+      for (let sent = 0; sent < max; sent += 16) {
+        step(sent);
+        const res = await fetch(`${server.url}/v1/reward`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(realGroup(16)),
+          signal: AbortSignal.timeout(10_000),
+        });
+        expect(res.status).toBe(200);
+        seen.judgments += 16;
+        const report = await settled();
+        seen.maxRate = Math.max(seen.maxRate, report.canaries.effective_rate);
+        seen.maxShare = Math.max(seen.maxShare, stateOf(report, 0)?.canary_share ?? 0);
+        if (stop(report)) return sent + 16;
+      }
+      throw new Error(`not reached in ${max} judgments: ${JSON.stringify((await settled()).canaries.fleet)}`);
+    };
+
+    // Warm-up: the first 40 pooled canaries frozen as the reference, every replica with a record.
+    await drive(
+      () => undefined,
+      (r) => r.canaries.fleet.state === 'ok' && r.canaries.replicas.every((x: Json) => x.canaries >= 10),
+      2000,
+    );
+    expect((await settled()).canaries.fleet.reference).toMatchObject({ source: 'frozen', canaries: 40 });
+    seen.maxRate = 0;
+    seen.maxShare = 0;
+
+    // Replica 0 ramps: +0.1 every 64 judgments to 0.55 (0.2 below the fleet from judgment 64 on).
+    const ramped = await drive(
+      (n) => (judges[0]!.error = Math.min(0.55, 0.1 * (1 + Math.floor(n / 64)))),
+      (r) => stateOf(r, 0)?.state === 'quarantined',
+      4000,
+    );
+    expect(ramped - 64).toBeLessThanOrEqual(600);
+    let report = await settled();
+    expect(report.canaries.replicas.filter((x: Json) => x.state === 'quarantined')).toHaveLength(1);
+    expect(seen.maxRate).toBeCloseTo(0.75, 6);
+    expect(seen.maxShare).toBeGreaterThan(0.25);
+    expect(report.canaries.targeted).toBeGreaterThan(0);
+    const quarantined = samples(await (await get('/metrics')).text(), 'reward_backend_replica_quarantined');
+    expect([...quarantined.values()].reduce((a, b) => a + b, 0)).toBe(1);
+
+    // The whole fleet drops to 0.45 wrong at once: the pooled test alerts against the frozen reference.
+    for (const j of judges) j.error = Math.max(j.error, 0.45);
+    await drive(
+      () => undefined,
+      (r) => r.canaries.fleet_alert === true,
+      2000,
+    );
+    report = await settled();
+    expect(report.canaries.fleet).toMatchObject({ state: 'alarmed', threshold: 9 });
+    // The pooled accuracy since the reference (the healthy stretch included) below it, the statistic past h.
+    expect(report.canaries.fleet.accuracy).toBeLessThan(report.canaries.fleet.reference.accuracy);
+    expect(report.canaries.fleet.cusum).toBeGreaterThanOrEqual(9);
+    // Never more than half the replicas out for it; serving goes on.
+    expect(
+      report.canaries.replicas.filter((x: Json) => x.state === 'quarantined').length,
+    ).toBeLessThanOrEqual(2);
+    const metrics = await (await get('/metrics')).text();
+    expect([...samples(metrics, 'reward_canary_fleet_alert').values()]).toEqual([1]);
+    const res = await fetch(`${server.url}/v1/reward`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(realGroup(8)),
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(res.status).toBe(200);
+    const body: Json = await res.json();
+    expect(body.results.every((r: Json) => r.status === 'ok')).toBe(true);
+  }, 90_000);
 });

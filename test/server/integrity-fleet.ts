@@ -16,6 +16,7 @@ import { buildApp } from '../../src/server/http/app.js';
 import { createMetrics, type Metrics } from '../../src/server/observe/metrics.js';
 import type { TranscriptSink } from '../../src/server/observe/transcripts.js';
 import type { CanaryLog } from '../../src/state/canary-log.js';
+import { createDriftingJudge, type DriftingJudge } from '../fakes/drifting.js';
 import { startFakeOpenAI, universalReply, type FakeChatRequest, type FakeOpenAI } from '../fakes/openai.js';
 import { GOOD, GROUND_TRUTH, QUESTION, logLines } from './helpers.js';
 
@@ -26,17 +27,22 @@ export type Json = any;
 export const CANARY_MARK = 'CANARYROW';
 /** Canary candidates with this word are the ones a `flaky` replica gets wrong. */
 export const HARD_MARK = 'HARDROW';
+/** Long canary candidates carry this word (a `drift` replica with `longOnly` errs only on them). */
+export const LONG_MARK = 'LONGROW';
 
 /**
  * `healthy`: stance from the GOOD marker (correct on every canary); `match`: always `match` with valid
- * JSON; `flaky`: like healthy but wrong on HARD_MARK rows; `down`: HTTP 500.
+ * JSON; `flaky`: like healthy but wrong on HARD_MARK rows; `down`: HTTP 500; `drift`: the replica's
+ * drifting judge (`Fleet.drift`), wrong with the per-call probability the test sets.
  */
-export type Mode = 'healthy' | 'match' | 'flaky' | 'down';
+export type Mode = 'healthy' | 'match' | 'flaky' | 'down' | 'drift';
 
 export interface Fleet {
   app: FastifyInstance;
   fakes: FakeOpenAI[];
   modes: Mode[];
+  /** Per replica: the drifting judge that answers in mode `drift`. */
+  drift: DriftingJudge[];
   metrics: Metrics;
   config: Config;
   router: Router;
@@ -48,16 +54,20 @@ export interface Fleet {
  * A canary set of `rows` rows (half `match`, half not), every `hardEvery`-th of them marked hard; each row
  * its own ground truth. Returns the file path.
  */
-export function writeCanaries(dir: string, rows: number, hardEvery = 0): string {
+export function writeCanaries(dir: string, rows: number, hardEvery = 0, longEvery = 0): string {
   const lines: string[] = [];
   for (let i = 0; i < rows; i++) {
     const positive = i % 2 === 0;
     const hard = hardEvery > 0 && i % hardEvery === hardEvery - 1;
+    const long = longEvery > 0 && i % longEvery === longEvery - 1;
+    const tail = long
+      ? ` ${LONG_MARK} ${'and mine harder negatives from the index every epoch '.repeat(12)}`
+      : '';
     lines.push(
       JSON.stringify({
         id: `canary:${i}`,
         question: QUESTION,
-        candidate: `Canary ${i}: ${CANARY_MARK} ${positive ? GOOD : 'plainidea'} ${hard ? HARD_MARK : ''} pair encoders with a contrastive loss.`,
+        candidate: `Canary ${i}: ${CANARY_MARK} ${positive ? GOOD : 'plainidea'} ${hard ? HARD_MARK : ''} pair encoders with a contrastive loss.${tail}`,
         ground_truth: `${GROUND_TRUTH} (canary paper ${i})`,
         label: positive ? 1 : 0,
         kind: positive ? 'positive' : 'hard_negative',
@@ -72,7 +82,7 @@ export function writeCanaries(dir: string, rows: number, hardEvery = 0): string 
   return path;
 }
 
-function reply(mode: Mode, body: FakeChatRequest) {
+function reply(mode: Mode, body: FakeChatRequest, drift: DriftingJudge) {
   const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
   const good = user.includes(GOOD);
   switch (mode) {
@@ -86,6 +96,8 @@ function reply(mode: Mode, body: FakeChatRequest) {
     }
     case 'down':
       return { kind: 'status' as const, status: 500 };
+    case 'drift':
+      return drift.reply(body);
   }
 }
 
@@ -100,9 +112,11 @@ export interface FleetOptions {
 
 export async function startFleet(options: FleetOptions): Promise<Fleet> {
   const modes: Mode[] = Array.from({ length: options.replicas }, () => options.mode ?? 'healthy');
+  const drift = modes.map((_, i) => createDriftingJudge({ good: GOOD, seed: 1000 + i }));
   const fakes: FakeOpenAI[] = [];
   for (let i = 0; i < options.replicas; i++) {
-    fakes.push(await startFakeOpenAI({ fallback: (body) => reply(modes[i] ?? 'healthy', body) }));
+    const judge = drift[i] ?? createDriftingJudge({ good: GOOD, seed: i });
+    fakes.push(await startFakeOpenAI({ fallback: (body) => reply(modes[i] ?? 'healthy', body, judge) }));
   }
   const config = loadConfig({
     JUDGE_BASE_URL: fakes.map((f) => f.baseURL).join(','),
@@ -128,6 +142,7 @@ export async function startFleet(options: FleetOptions): Promise<Fleet> {
     app,
     fakes,
     modes,
+    drift,
     metrics,
     config,
     router,

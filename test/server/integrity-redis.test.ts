@@ -1,12 +1,15 @@
 /**
  * The canary record shared through Redis (a real redis-server on loopback): two server replicas in front of
  * the same four judge replicas; only A gets traffic (and so runs canaries), yet B applies every canary,
- * quarantines the same replica and stops routing real work to it.
+ * quarantines the same replica and stops routing real work to it. The fleet reference frozen from the first
+ * canaries is shared too: a server replica started after the stream lost those canaries tests against the
+ * same reference.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 
 import { createRedisCanaryLog } from '../../src/state/canary-log.js';
@@ -113,5 +116,55 @@ describeRedis('canary record shared through Redis', () => {
     } finally {
       await redis.restart();
     }
+  }, 30_000);
+
+  it('shares the frozen fleet reference: a server replica started after the stream was trimmed uses the same one', async () => {
+    const env = {
+      CANARY_DATASET: writeCanaries(dir, 20, 10),
+      CANARY_RATE: '1',
+      CANARY_REFERENCE_SIZE: '40',
+      REDIS_PREFIX: 'shared3:',
+    };
+    const log = () =>
+      createRedisCanaryLog({ url: redis.url, prefix: 'shared3:', timeoutMs: 1000, pollMs: 20 });
+    const a = await startFleet({ replicas: 2, mode: 'flaky', env, canaryLog: log() });
+    open.push(a);
+    await driveUntil(
+      a.app,
+      (r) => r.canaries.fleet.reference.source === 'frozen' && r.canaries.fleet.state !== 'collecting',
+      400,
+    );
+    const frozen = (await settle(a.app)).canaries.fleet.reference;
+    // 40 canaries walk the 20 rows about twice (in the order they finish); the flaky replicas err on the 2
+    // hard ones: about 36 of 40 right, a reference of this run's own.
+    expect(frozen).toMatchObject({ source: 'frozen', canaries: 40 });
+    expect(frozen.accuracy).toBeLessThan(1);
+    expect(frozen.accuracy).toBeGreaterThanOrEqual(0.85);
+    // The stream loses its first entries (XTRIM, as MAXLEN does over a long run): the first canaries are gone.
+    const client = new Redis(redis.url);
+    try {
+      await waitFor(
+        async () => (await client.keys('shared3:canary-reference:*')).length === 1,
+        'stored reference',
+      );
+      await client.xtrim('shared3:canary', 'MAXLEN', 0);
+    } finally {
+      client.disconnect();
+    }
+    const c = await startFleet({
+      replicas: 0,
+      env: { ...env, JUDGE_BASE_URL: a.fakes.map((f) => f.baseURL).join(',') },
+      canaryLog: log(),
+    });
+    open.push(c);
+    await waitFor(
+      async () =>
+        (await integrity(c.app)).canaries.fleet.reference.source === 'frozen' &&
+        (await integrity(c.app)).canaries.fleet.state !== 'collecting',
+      'C adopts the stored reference',
+    );
+    const onC = (await integrity(c.app)).canaries.fleet.reference;
+    expect(onC).toEqual(frozen);
+    expect((await integrity(c.app)).canaries.applied).toBe(0);
   }, 30_000);
 });

@@ -2,6 +2,7 @@
  * `npm run ablate -- --dataset F.jsonl --graphs a,b --out DIR [--limit N] [--concurrency C] [--seed S]`
  * Runs judge graphs over a labelled set on the configured backend (offline unless JUDGE_BASE_URL is set)
  * and writes items.jsonl, results.json, timing.json, report.md and SVG plots to DIR. Resumable.
+ * `--canary-reference FILE` also writes the serving graph's per-row outcomes as a CANARY_REFERENCE.
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../config.js';
@@ -17,6 +18,7 @@ import {
   runSettings,
   withInterrupts,
 } from '../cli-common.js';
+import { writeCanaryReference } from './canary-reference.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation } from './runner.js';
 import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
@@ -31,6 +33,9 @@ ${RUN_USAGE}
   --reference NAME     graph for paired comparisons, added if missing (default: default; "none" to skip)
   --no-baseline        do not add the equal-budget vote-N baseline
   --retry-failed       re-run items whose stored result is a failure
+  --canary-reference F write the canary graph's per-row outcomes to F, for the server's CANARY_REFERENCE
+                       (run it on the CANARY_DATASET file, against the judge that will serve)
+  --canary-graph NAME  the graph the server's canaries judge (default: DEFAULT_GRAPH, as the server reads it)
 Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
 
 async function main(): Promise<number> {
@@ -43,6 +48,8 @@ async function main(): Promise<number> {
       reference: { type: 'string', default: 'default' },
       'no-baseline': { type: 'boolean', default: false },
       'retry-failed': { type: 'boolean', default: false },
+      'canary-reference': { type: 'string' },
+      'canary-graph': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -54,7 +61,10 @@ async function main(): Promise<number> {
   const resamples = intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
-  const names = listOption(values.graphs);
+  const asked = listOption(values.graphs);
+  const canaryGraph = values['canary-graph'] ?? config.defaultGraph;
+  const canaryOut = values['canary-reference'];
+  const names = canaryOut === undefined || asked.includes(canaryGraph) ? asked : [...asked, canaryGraph];
   const { entries, reference } = await resolveGraphs(names, {
     reference: values.reference === 'none' ? null : values.reference,
   });
@@ -87,6 +97,20 @@ async function main(): Promise<number> {
     if (run.badLines.length > 0) {
       console.error(
         `ignored ${run.badLines.length} unreadable items.jsonl lines: ${run.badLines.slice(0, 10).join(', ')}`,
+      );
+    }
+    const canaryEntry = entries.find((e) => e.label === canaryGraph || e.aliases.includes(canaryGraph));
+    const records = canaryEntry === undefined ? undefined : run.outcomes.get(canaryEntry.label);
+    if (canaryOut !== undefined && canaryEntry !== undefined && records !== undefined && run.completed) {
+      const items = limit === undefined ? dataset.items : dataset.items.slice(0, limit);
+      console.error(
+        await writeCanaryReference(canaryOut, {
+          graph: canaryEntry.graph,
+          router,
+          items,
+          records,
+          dataset: { path: settings.dataset, sha256: dataset.sha256 },
+        }),
       );
     }
     return finishResumable(

@@ -58,6 +58,8 @@ export interface Plan {
   requests: number;
   graph: { name: string; hash: string };
   calls: number;
+  /** The canaries' calls during the step at the current canary rate (on top of `calls`). */
+  canary_calls: number;
   prompt_tokens: number | null;
   completion_tokens: number | null;
   predicted_wall_s: number;
@@ -85,6 +87,11 @@ export interface PlannerLimits {
   maxCandidates: number;
   /** JUDGE_TPM of the default backend; undefined = none. */
   tpm?: number | undefined;
+  /**
+   * Canaries run beside real work now: canaries per computed judgment (CANARY_RATE, higher while a
+   * replica is in doubt) and the graph they judge. Their calls share the backend; undefined = none.
+   */
+  canaries?: (() => { rate: number; graph: CompiledGraph }) | undefined;
 }
 
 export interface Planner {
@@ -151,6 +158,9 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
       const { rollouts, groupSize, graph } = input;
       const perJudgment = admission.costOf(graph);
       const calls = rollouts * perJudgment;
+      const canaries = limits.canaries?.();
+      const canaryCalls =
+        canaries === undefined ? 0 : rollouts * canaries.rate * admission.costOf(canaries.graph);
       const latencyMs = admission.callLatencyMs();
       const callS = (latencyMs ?? COLD_CALL_MS) / 1000;
       const tokens = tokensPerJudgment(graph, perJudgment);
@@ -180,7 +190,7 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
       // What drains before the step's last call: the backlog ahead, or at the tenant's fair share what the
       // other tenants drain meanwhile (fair-shares.ts).
       const backlogWaitS = (admission.fair.completionCalls(flowOf(input.tenant), calls) - calls) / drain;
-      const drainS = calls / rate;
+      const drainS = (calls + canaryCalls) / rate;
       const tailS = Math.max(0, graph.criticalPathCalls - 1) * callS;
       const wallS = backlogWaitS + drainS + tailS;
       if (tailS > drainS && graph.criticalPathCalls > 0) bottleneck = 'critical_path';
@@ -206,6 +216,7 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
         requests: Math.ceil(rollouts / groupSize),
         graph: { name: graph.name, hash: graph.hash },
         calls: Math.round(calls),
+        canary_calls: Math.round(canaryCalls),
         prompt_tokens: promptTokens,
         completion_tokens: completionTokens,
         predicted_wall_s: round1(wallS),

@@ -21,7 +21,7 @@ import { createLocalCanaryLog, type CanaryLog } from '../../state/canary-log.js'
 import { acquireLoopLag, type LoopLag } from '../../judge/loop-lag.js';
 import { Admission, callObserver, type Refusal } from '../admission/admission.js';
 import { createTokenBudget, type TokenBudget } from '../admission/budget.js';
-import { createPlanner } from '../admission/plan.js';
+import { createPlanner, type PlannerLimits } from '../admission/plan.js';
 import { registerPlanRoutes } from './routes/plan.js';
 import { createComparisonService } from '../serving/comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
@@ -160,6 +160,16 @@ function sendFailure(
   void reply.code(failure.statusCode).send(failure.body);
 }
 
+/** The planner's limits: deadline, request cap, the default backend's TPM, canaries beside real work. */
+function plannerLimits(config: Config, canaries: PlannerLimits['canaries']): PlannerLimits {
+  return {
+    requestDeadlineMs: config.requestDeadlineMs,
+    maxCandidates: config.maxCandidates,
+    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
+    canaries,
+  };
+}
+
 /**
  * The server's admission (admission.ts), its gauges set on every change; the fleet's capacity is read from
  * what the default backend's replicas do (admission/capacity.ts), the event loop's lag from `loopLag`.
@@ -272,11 +282,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   };
   const loopLag = acquireLoopLag();
   const admission = createAdmission(config, router, metrics, now, budget, loopLag);
-  const planner = createPlanner(admission, {
-    requestDeadlineMs: config.requestDeadlineMs,
-    maxCandidates: config.maxCandidates,
-    tpm: config.judge.default === 'offline' ? undefined : config.judge.default.tpm,
-  });
+  const planner = createPlanner(
+    admission,
+    plannerLimits(config, () => integrity.background()),
+  );
   callHooks.push((event) => planner.observeCall(event));
   const failures = createFailureMonitor({
     rate: config.failureWarnRate,

@@ -6,13 +6,126 @@
  * `GET /v1/integrity`. Rising disagreement on first verdicts `match` is the reward-hacking signal a trainer
  * cannot see: the policy found something the serving committee accepts and a second judge does not.
  * At most `maxInflight` audits run at once; more are skipped (counted in the window's `skipped`).
+ *
+ * Audits as evidence about a replica: each decided audit counts against the replicas that produced the
+ * first judgment (one per backend of its graph). Per replica, a Bernoulli CUSUM on its disagreements
+ * against the disagreement rate of the same backend's other replicas over their last `window` audits
+ * (guarded like the canaries' reference, floored; H1 = that + margin): a replica whose judgments the audit
+ * graph contradicts more often than its peers' is `suspect` while S ≥ h/2 (S is capped at h, so agreeing
+ * audits clear it). Not lower, as for canaries: disagreements are common (two judges err independently),
+ * and at S ≥ 0.15 h a healthy fleet audited at 2 % ran 60 % more canaries (bench/canary-cusum.ts).
+ * Suspicion only brings more canaries on the replica (`canary-schedule.ts`), never quarantine: the canaries
+ * decide. Kept per server process (audits are not shared through Redis).
  */
 import type { CompiledGraph } from '../../judge/graph.js';
 import { runJudgment } from '../../judge/run.js';
-import type { Judgment, JudgmentInput, Verdict } from '../../judge/types.js';
+import {
+  alarmStep,
+  canaryLlr,
+  guardedError,
+  hypotheses,
+  type SequentialTestOptions,
+} from '../../judge/sequential-test.js';
+import type { Judgment, JudgmentInput, Router, Verdict } from '../../judge/types.js';
 import { graphBackends, type BackgroundJudging } from './canary.js';
+import type { DoubtedReplica } from './canary-schedule.js';
 
 export type AuditOutcome = 'agree' | 'disagree' | 'failed';
+
+export interface AuditEvidenceOptions extends SequentialTestOptions {
+  /** Audits per replica behind its peers' disagreement rate. */
+  window: number;
+}
+
+export interface ReplicaAuditRecord {
+  backend: string;
+  replica: string;
+  /** Decided audits of its judgments, and disagreements among them. */
+  audits: number;
+  disagreements: number;
+  /** The CUSUM on its disagreements (capped at h) and whether it makes the replica suspect. */
+  s: number;
+  suspect: boolean;
+  /** The peers' disagreement rate it was last tested against; null before (no peer audited). */
+  peerRate: number | null;
+  recent: boolean[];
+  recentDisagreements: number;
+}
+
+export interface AuditEvidence {
+  /** One decided audit of a judgment the given replicas produced. */
+  observe(replicas: readonly DoubtedReplica[], disagree: boolean): void;
+  /** Replicas the audits make suspect now. */
+  suspects(): DoubtedReplica[];
+  records(): ReplicaAuditRecord[];
+}
+
+/** Per replica: its audit disagreements against its peers' (pure; the simulation uses it too). */
+export function createAuditEvidence(options: AuditEvidenceOptions): AuditEvidence {
+  const h = options.threshold;
+  const byKey = new Map<string, ReplicaAuditRecord>();
+  const recordOf = (backend: string, replica: string): ReplicaAuditRecord => {
+    const key = `${backend}\u0000${replica}`;
+    let rec = byKey.get(key);
+    if (rec === undefined) {
+      rec = {
+        backend,
+        replica,
+        audits: 0,
+        disagreements: 0,
+        s: 0,
+        suspect: false,
+        peerRate: null,
+        recent: [],
+        recentDisagreements: 0,
+      };
+      byKey.set(key, rec);
+    }
+    return rec;
+  };
+  const peerRate = (rec: ReplicaAuditRecord): number | null => {
+    let n = 0;
+    let d = 0;
+    for (const p of byKey.values()) {
+      if (p === rec || p.backend !== rec.backend) continue;
+      n += p.recent.length;
+      d += p.recentDisagreements;
+    }
+    return n === 0 ? null : guardedError(d, n);
+  };
+  return {
+    observe(replicas, disagree) {
+      for (const { backend, replica } of replicas) {
+        const rec = recordOf(backend, replica);
+        const rate = peerRate(rec);
+        rec.audits += 1;
+        if (disagree) rec.disagreements += 1;
+        rec.recent.push(disagree);
+        if (disagree) rec.recentDisagreements += 1;
+        if (rec.recent.length > options.window && rec.recent.shift() === true) rec.recentDisagreements -= 1;
+        rec.peerRate = rate;
+        if (rate === null) continue;
+        const { q0, q1 } = hypotheses(rate, options);
+        rec.s = Math.min(h, alarmStep(rec.s, canaryLlr(disagree, q0, q1)));
+        rec.suspect = rec.s >= h / 2;
+      }
+    },
+    suspects: () =>
+      [...byKey.values()].filter((r) => r.suspect).map((r) => ({ backend: r.backend, replica: r.replica })),
+    records: () => [...byKey.values()],
+  };
+}
+
+/** The (backend, replica) pairs that produced a judgment, once each. */
+export function producers(judgment: Judgment, router: Router): DoubtedReplica[] {
+  const out = new Map<string, DoubtedReplica>();
+  for (const m of judgment.transcript) {
+    if (m.replica === undefined) continue;
+    const backend = router.route({ id: m.nodeId, role: m.role }).backend.name;
+    out.set(`${backend}\u0000${m.replica}`, { backend, replica: m.replica });
+  }
+  return [...out.values()];
+}
 
 export interface AuditorOptions extends BackgroundJudging {
   rate: number;
@@ -23,6 +136,8 @@ export interface AuditorOptions extends BackgroundJudging {
   /** Uniform [0, 1) source (default Math.random). */
   random?: (() => number) | undefined;
   now?: (() => number) | undefined;
+  /** The per-replica disagreement test (default: margin 0.2, h 10, floor 0.05, window 200). */
+  evidence?: AuditEvidenceOptions | undefined;
 }
 
 export interface AuditSummary {
@@ -40,6 +155,8 @@ export interface Auditor {
   /** A computed real judgment: audited with probability `rate`. */
   consider(graph: CompiledGraph, input: JudgmentInput, judgment: Judgment): void;
   summary(): AuditSummary;
+  /** Per replica: its audits, disagreements and suspicion. */
+  evidence: AuditEvidence;
   idle(): Promise<void>;
   close(): void;
 }
@@ -50,6 +167,9 @@ export function createAuditor(options: AuditorOptions): Auditor {
   const controller = new AbortController();
   const running = new Set<Promise<void>>();
   const recent: Array<{ first: Verdict; outcome: AuditOutcome }> = [];
+  const evidence = createAuditEvidence(
+    options.evidence ?? { margin: 0.2, threshold: 10, floor: 0.05, window: 200 },
+  );
   let skipped = 0;
 
   /** Without an audit graph: each backend with another replica is pinned to one the first run did not use. */
@@ -92,6 +212,7 @@ export function createAuditor(options: AuditorOptions): Auditor {
           ? 'agree'
           : 'disagree';
     record(firstVerdict, outcome);
+    if (outcome !== 'failed') evidence.observe(producers(first, options.router), outcome === 'disagree');
   };
 
   return {
@@ -130,6 +251,7 @@ export function createAuditor(options: AuditorOptions): Auditor {
         byFirstVerdict: by,
       };
     },
+    evidence,
     async idle() {
       for (let i = 0; i < 1000 && running.size > 0; i++) await Promise.all(running);
     },

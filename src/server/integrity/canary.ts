@@ -1,12 +1,13 @@
 /**
  * Canary judgments: labelled rows (CANARY_DATASET) judged by the configured graph, interleaved with real
- * work at CANARY_RATE canaries per computed real judgment. A canary is an ordinary judgment of that graph
- * run outside the judge service: no cache, no single-flight, no admission, never in a trainer's answer, in
- * `reward_judgments_total` or in `reward_recent_mean`. All its calls are pinned to one replica per backend
- * (`CallOptions.pin`), and the replicas take turns (mixed radix over the graph's backends, so with a routing
- * file every combination comes round), so every replica of every backend a role uses is measured. At most
- * `maxInflight` canaries run at once; canaries due meanwhile wait for a free one (a burst of real work owes
- * its canaries), up to MAX_OWED; beyond that they are skipped (and counted).
+ * work at CANARY_RATE canaries per computed real judgment (up to CANARY_BOOST times that while a replica or
+ * the fleet is under doubt). A canary is an ordinary judgment of that graph run outside the judge service:
+ * no cache, no single-flight, no admission, never in a trainer's answer, in `reward_judgments_total` or in
+ * `reward_recent_mean`. All its calls are pinned to one replica per backend (`CallOptions.pin`); which
+ * replicas, and how many canaries are due, is `canary-schedule.ts`'s (the replicas in turn, extra ones aimed
+ * at a doubted replica), so every replica of every backend a role uses is measured. At most `maxInflight`
+ * canaries run at once; canaries due meanwhile wait for a free one (a burst of real work owes its
+ * canaries), up to MAX_OWED; beyond that they are skipped (and counted).
  */
 import type { ReasoningFormat } from '../../judge/candidate.js';
 import { allNodes, type CompiledGraph } from '../../judge/graph.js';
@@ -14,6 +15,7 @@ import { runJudgment } from '../../judge/run.js';
 import type { Backend, JudgeObserver, Judgment, Router } from '../../judge/types.js';
 import type { CanaryRow } from '../../settings/canary-dataset.js';
 import type { CanaryEvent, CanaryOutcome } from './canary-ledger.js';
+import { createCanarySchedule, type Doubt, type ReplicaShare } from './canary-schedule.js';
 import type { IntegrityMetrics } from '../observe/metrics.js';
 
 /** What a judgment run beside real work (a canary, an audit) runs with: outside the judge service. */
@@ -34,6 +36,10 @@ export interface CanaryRunnerOptions extends BackgroundJudging {
   rows: readonly CanaryRow[];
   /** Canaries per `tick` (one tick per computed real judgment). */
   rate: number;
+  /** CANARY_BOOST: the rate's ceiling under doubt, as a multiple of `rate` (default 1: none). */
+  boost?: number | undefined;
+  /** The replicas (and whether the fleet) under doubt now (default: none). */
+  doubt?: (() => Doubt) | undefined;
   graph: CompiledGraph;
   /** Hands the finished canary to the canary log (and so to every process's ledger). */
   publish(event: CanaryEvent): void;
@@ -49,7 +55,13 @@ export interface CanaryRunner {
   idle(): Promise<void>;
   /** Aborts the canaries in flight; later ticks do nothing. */
   close(): void;
+  /** Canaries per computed real judgment now (CANARY_RATE, or its ceiling while in doubt). */
+  rate(): number;
+  /** Each replica's share of the current canaries. */
+  shares(): ReplicaShare[];
   readonly launched: number;
+  /** Canaries aimed at a doubted replica, beyond the turns. */
+  readonly targeted: number;
   readonly skipped: number;
   /** Canaries due but waiting for a free slot. */
   readonly owed: number;
@@ -122,36 +134,25 @@ const MAX_OWED_PER_SLOT = 64;
 export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
   const now = options.now ?? Date.now;
   const { rows, graph, router, metrics } = options;
+  const doubt = options.doubt ?? (() => ({ replicas: [], fleet: false }));
   const rowOrder = order(rows.length, 0x5eed ^ process.pid);
   const controller = new AbortController();
   const running = new Set<Promise<void>>();
-  let due = 0;
-  let turn = 0;
+  const schedule = createCanarySchedule({
+    rate: options.rate,
+    boost: options.boost ?? 1,
+    backends: () => graphBackends(graph, router).map((b) => ({ name: b.name, replicas: replicaLabels(b) })),
+  });
   let launched = 0;
+  let targeted = 0;
   let skipped = 0;
-
-  /** The replica per backend for canary number `n`: mixed radix over the graph's backends. */
-  const pinsFor = (n: number): Map<string, string> => {
-    const pins = new Map<string, string>();
-    let rest = n;
-    for (const backend of graphBackends(graph, router)) {
-      const labels = replicaLabels(backend);
-      pins.set(backend.name, labels[rest % labels.length] ?? backend.name);
-      rest = Math.floor(rest / labels.length);
-    }
-    return pins;
-  };
-
-  /** Distinct pin combinations: the product of the graph's backends' replica counts. */
-  const combinations = (): number =>
-    graphBackends(graph, router).reduce((n, backend) => n * replicaLabels(backend).length, 1);
 
   const outcomeOf = (judgment: Judgment, row: CanaryRow): CanaryOutcome => {
     if (judgment.status !== 'ok' || judgment.verdict === null) return 'failed';
     return judgment.verdict === row.label ? 'correct' : 'wrong';
   };
 
-  const runOne = async (row: CanaryRow, pins: Map<string, string>): Promise<void> => {
+  const runOne = async (row: CanaryRow, pins: Map<string, string>, aimed: boolean): Promise<void> => {
     const judgment = await runJudgment(
       graph,
       { question: row.question, candidate: row.candidate, groundTruth: row.groundTruth },
@@ -175,6 +176,7 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
       outcome,
       pins: [...pins].map(([backend, replica]) => ({ backend, replica })),
       members: outcome === 'failed' ? [] : memberStances(judgment, router, pins),
+      ...(aimed ? { targeted: true } : {}),
     };
     for (const p of event.pins) metrics.canaryJudgments.labels(p.backend, p.replica, outcome).inc();
     for (const m of event.members) {
@@ -189,26 +191,22 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
   /** Starts the canaries now due, as far as slots allow; the rest stay owed (bounded). */
   const pump = (): void => {
     const maxOwed = MAX_OWED_PER_SLOT * options.maxInflight;
-    if (due > maxOwed) {
-      skipped += Math.floor(due - maxOwed);
-      due -= Math.floor(due - maxOwed);
-    }
-    while (due >= 1 && running.size < options.maxInflight && !controller.signal.aborted) {
-      due -= 1;
-      launch();
+    if (schedule.due > maxOwed) skipped += schedule.skip(schedule.due - maxOwed);
+    while (schedule.due >= 1 && running.size < options.maxInflight && !controller.signal.aborted) {
+      if (!launch()) break;
     }
   };
 
-  const launch = (): void => {
-    // Every replica combination walks the whole set: rows advance once per round of the combinations, so a
-    // set whose size is a multiple of the replica count cannot give each replica a fixed subset of rows.
-    const combos = combinations();
-    const row = rows[rowOrder[Math.floor(turn / combos) % rowOrder.length] ?? 0];
-    if (row === undefined) return;
-    const pins = pinsFor(turn % combos);
-    turn += 1;
+  const launch = (): boolean => {
+    // Rows advance once per round of the replica combinations (the schedule's slot), so a set whose size is
+    // a multiple of the replica count cannot give each replica a fixed subset of rows.
+    const planned = schedule.next(doubt());
+    if (planned === undefined) return false;
+    const row = rows[rowOrder[planned.slot % rowOrder.length] ?? 0];
+    if (row === undefined) return false;
     launched += 1;
-    const task: Promise<void> = runOne(row, pins)
+    if (planned.targeted) targeted += 1;
+    const task: Promise<void> = runOne(row, planned.pins, planned.targeted)
       // runJudgment answers failures as judgments; anything thrown here is a bug in this file's callers.
       .catch(() => undefined)
       .finally(() => {
@@ -216,12 +214,13 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
         pump();
       });
     running.add(task);
+    return true;
   };
 
   return {
     tick() {
       if (controller.signal.aborted || options.rate <= 0) return;
-      due += options.rate;
+      schedule.tick(doubt());
       pump();
     },
     async idle() {
@@ -230,14 +229,19 @@ export function createCanaryRunner(options: CanaryRunnerOptions): CanaryRunner {
     close() {
       controller.abort(new Error('canaries stopped'));
     },
+    rate: () => (options.rate <= 0 ? 0 : schedule.rate(doubt())),
+    shares: () => schedule.shares(doubt()),
     get launched() {
       return launched;
+    },
+    get targeted() {
+      return targeted;
     },
     get skipped() {
       return skipped;
     },
     get owed() {
-      return Math.floor(due);
+      return schedule.due;
     },
   };
 }

@@ -145,6 +145,16 @@ export interface DriftReading {
   rejectedInputRate: number | null;
 }
 
+/** The canary schedule and the fleet test now (read at every scrape). */
+export interface CanaryReading {
+  /** Canaries per computed real judgment now (CANARY_RATE, up to its ceiling while in doubt). */
+  rate: number;
+  /** Each replica's share of its backend's current canaries. */
+  shares: ReadonlyArray<{ backend: string; replica: string; share: number }>;
+  /** The pooled fleet CUSUM; null while its reference is being collected. */
+  fleetCusum: number | null;
+}
+
 export interface IntegrityMetrics {
   canaryJudgments: Counter<'backend' | 'replica' | 'outcome'>;
   canaryMemberStances: Counter<'node' | 'role' | 'label' | 'outcome'>;
@@ -153,10 +163,41 @@ export interface IntegrityMetrics {
   auditJudgments: Counter<'outcome' | 'first_verdict'>;
   /** Read at every scrape (reward_drift_*). */
   watchDrift(source: () => readonly DriftReading[]): void;
+  /** Read at every scrape (reward_canary_rate, reward_canary_share, reward_canary_fleet_cusum). */
+  watchCanaries(source: () => CanaryReading): void;
 }
 
 function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
   let driftSource: () => readonly DriftReading[] = () => [];
+  let canarySource: () => CanaryReading = () => ({ rate: 0, shares: [], fleetCusum: null });
+  new Gauge({
+    name: 'reward_canary_rate',
+    help: 'Canaries per computed real judgment now: CANARY_RATE, up to CANARY_BOOST times it while a replica or the fleet is in doubt.',
+    registers,
+    collect() {
+      this.set(canarySource().rate);
+    },
+  });
+  new Gauge({
+    name: 'reward_canary_share',
+    help: 'Share of its backend’s current canaries pinned to each replica (more on a replica under doubt).',
+    labelNames: ['backend', 'replica'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const s of canarySource().shares) this.labels(s.backend, s.replica).set(s.share);
+    },
+  });
+  new Gauge({
+    name: 'reward_canary_fleet_cusum',
+    help: 'The fleet-level CUSUM on the pooled canaries of every replica against the reference (alarm at CANARY_FLEET_THRESHOLD); absent while the reference is collected.',
+    registers,
+    collect() {
+      this.reset();
+      const s = canarySource().fleetCusum;
+      if (s !== null) this.set(s);
+    },
+  });
   const driftGauge = (name: string, help: string, read: (d: DriftReading) => number | null): void => {
     new Gauge({
       name,
@@ -213,7 +254,7 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     }),
     canaryFleetAlert: new Gauge({
       name: 'reward_canary_fleet_alert',
-      help: '1 while more replicas fail their canaries than may be quarantined (a fleet-wide drop): serving goes on.',
+      help: '1 while the pooled canaries of the fleet are below their reference, or more replicas fail their canaries than may be quarantined (a fleet-wide drop): serving goes on.',
       registers,
     }),
     auditJudgments: new Counter({
@@ -224,6 +265,9 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     }),
     watchDrift(source) {
       driftSource = source;
+    },
+    watchCanaries(source) {
+      canarySource = source;
     },
   };
 }
