@@ -8,6 +8,7 @@
  * engine or the server. docs/configuration.md
  * lists the same variables (tested).
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 
@@ -22,6 +23,7 @@ import {
   type RoutingFile,
 } from './settings/routing-file.js';
 import { parseCanaryDataset, type CanaryRow } from './settings/canary-dataset.js';
+import { DEFAULT_TENANT, parseKeysFile, type TenantKey } from './settings/keys-file.js';
 import { parseCanaryReference, type CanaryReference } from './settings/canary-reference.js';
 import { REASONING_FORMATS, type MarkerPair } from './text/reasoning-formats.js';
 
@@ -71,23 +73,72 @@ const ServerEnv = z
     HOST: z.string().min(1).default('127.0.0.1'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     REWARD_API_KEY: z.string().min(1).optional(),
+    REWARD_KEYS: z.string().min(1).optional(),
     METRICS_PUBLIC: z.stringbool().default(false),
     BODY_LIMIT_BYTES: int(1024).default(8_388_608),
     SHUTDOWN_GRACE_MS: int(0).default(30_000),
     REQUEST_TIMEOUT_MS: int(0).default(30_000),
   })
-  .transform((e) => ({
+  .transform((e, ctx) => ({
     port: e.PORT,
     host: e.HOST,
     logLevel: e.LOG_LEVEL,
     /** Bearer token required on every route but /healthz (and /metrics when `metricsPublic`). */
     apiKey: e.REWARD_API_KEY,
+    /** The keys file (tenants with scopes, weights, limits), read and validated at start-up; reloaded. */
+    keys: e.REWARD_KEYS === undefined ? undefined : loadKeys(e.REWARD_KEYS, e.REWARD_API_KEY, ctx),
     metricsPublic: e.METRICS_PUBLIC,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     /** Headers and body must have arrived this long after the connection's request started (0 = off). */
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
   }));
+
+/** Hex SHA-256 of a bearer key: what the keys file holds (`npm run keys -- hash`). */
+export const hashKey = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
+
+/**
+ * Reads and validates the keys file (REWARD_KEYS) at `path`, and checks it against REWARD_API_KEY
+ * (`apiKey`), which is the tenant `default`: neither its name nor its key may appear in the file. Throws an
+ * Error that says why (never quoting a key). What start-up and every reload run.
+ */
+export function readKeysFile(path: string, apiKey: string | undefined): TenantKey[] {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
+  }
+  const keys = parseKeysFile(json);
+  if (apiKey !== undefined) {
+    const apiHash = hashKey(apiKey);
+    for (const k of keys) {
+      if (k.name === DEFAULT_TENANT)
+        throw new Error(`"${DEFAULT_TENANT}" is the tenant of REWARD_API_KEY: name this key otherwise`);
+      if (k.sha256 === apiHash) throw new Error(`key "${k.name}" is REWARD_API_KEY itself`);
+    }
+  }
+  return keys;
+}
+
+function loadKeys(
+  path: string,
+  apiKey: string | undefined,
+  ctx: z.RefinementCtx,
+): { path: string; entries: TenantKey[] } | undefined {
+  try {
+    return { path, entries: readKeysFile(path, apiKey) };
+  } catch (err) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['REWARD_KEYS'],
+      message: err instanceof Error ? err.message : String(err),
+    });
+    return undefined;
+  }
+}
 
 function readRoutingFile(path: string, ctx: z.RefinementCtx): RoutingFile | undefined {
   let json: unknown;
@@ -300,6 +351,9 @@ const CapacityEnv = z
     MAX_QUEUE: z.string().optional(),
     // Operator controls (issue 21): the priority lane and the token budget.
     HIGH_PRIORITY_SHARE: decimal().pipe(z.number().min(0).max(1)).default(0.1),
+    // Tenants (issue 30): fair queuing between the keys of REWARD_KEYS, and whether they share judgments.
+    FAIR_QUEUING: z.stringbool().default(true),
+    CACHE_SCOPE: z.enum(['shared', 'tenant']).default('shared'),
     JUDGE_TOKEN_BUDGET: int(1).optional(),
     JUDGE_BUDGET_WINDOW_S: int(1).default(86_400),
     CACHED_TOKEN_WEIGHT: decimal().pipe(z.number().min(0).max(1)).default(1),
@@ -328,6 +382,12 @@ const CapacityEnv = z
     idempotencyLingerMs: e.IDEMPOTENCY_LINGER_MS,
     /** Share of the drain rate the high-priority lane may use (its own admission budget). */
     highPriorityShare: e.HIGH_PRIORITY_SHARE,
+    /** Run slots and backend slots shared between tenants by weight; false = first come, first served. */
+    fairQueuing: e.FAIR_QUEUING,
+    /** `tenant`: no judgment (cache, single-flight, shared tier) is shared between tenants. */
+    cacheScope: e.CACHE_SCOPE,
+    /** CACHED_TOKEN_WEIGHT, also for the tenants' budgets and spend (REWARD_KEYS). */
+    cachedTokenWeight: e.CACHED_TOKEN_WEIGHT,
     /**
      * Judge tokens (prompt + completion as the backends report them, cached prompt tokens × `cachedWeight`)
      * per fixed window of `windowS` seconds (epoch-aligned); undefined = no budget.

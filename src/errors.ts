@@ -12,6 +12,8 @@ const STATUS = {
   RW_GRAPH_NOT_ALLOWED: 403,
   RW_TOO_MANY_COMPARISONS: 400,
   RW_UNAUTHORIZED: 401,
+  /** A valid key without the route's scope (REWARD_KEYS); the message names the scope. */
+  RW_FORBIDDEN: 403,
   RW_NOT_FOUND: 404,
   RW_UNKNOWN_GRAPH: 404,
   RW_METHOD_NOT_ALLOWED: 405,
@@ -24,6 +26,8 @@ const STATUS = {
   RW_HEADERS_TOO_LARGE: 431,
   /** JUDGE_TOKEN_BUDGET spent in the current window: new judgments refused until it ends (Retry-After). */
   RW_BUDGET_EXHAUSTED: 429,
+  /** A tenant over its `rpm` (REWARD_KEYS): Retry-After says when its next request fits. */
+  RW_RATE_LIMITED: 429,
   /** The caller went away (client disconnect); nginx's 499. Seen in results and metrics, never sent. */
   RW_CLIENT_ABORTED: 499,
   /** Every request waiting for the judgment was cancelled (POST /v1/cancel). In results, never sent. */

@@ -18,8 +18,9 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
   ['text', { uses: [], packages: [] }],
   ['math', { uses: [], packages: [] }],
   ['settings', { uses: [], packages: ['zod'] }],
-  // REASONING_FORMAT's names are the text library's format table (a leaf).
-  ['config', { uses: ['settings', 'text'], packages: ['zod', 'node:fs'] }],
+  // REASONING_FORMAT's names are the text library's format table (a leaf); node:crypto: the keys file
+  // holds SHA-256 hashes of keys (REWARD_KEYS).
+  ['config', { uses: ['settings', 'text'], packages: ['zod', 'node:fs', 'node:crypto'] }],
   ['state', { uses: ['errors'], packages: ['ioredis', 'node:crypto', 'node:os'] }],
   // Roles are pure: prompt + schema. node:crypto hashes the prompt version.
   ['roles', { uses: ['text'], packages: ['zod', 'node:crypto'] }],
@@ -42,6 +43,8 @@ const LAYERS: ReadonlyMap<string, { uses: readonly string[]; packages: readonly 
         'node:cluster',
         'node:crypto',
         'node:events',
+        // watchFile: a changed keys file (REWARD_KEYS) is reloaded.
+        'node:fs',
         'node:fs/promises',
         'node:os',
         'node:path',
@@ -86,9 +89,13 @@ const SERVER_PARTS: ReadonlyMap<string, readonly string[]> = new Map([
   ['admission', ['observe']],
   ['integrity', ['observe']],
   ['serving', ['admission', 'controls', 'observe']],
-  ['http', ['serving', 'admission', 'integrity', 'controls', 'observe']],
+  // The tenants of REWARD_KEYS (issue 30): keys, scopes, per-tenant budgets and rates. Below http (its
+  // request hook and routes ask who a request is) and main (SIGHUP reloads the keys); above admission
+  // (a tenant's budget is a token budget, its work a fair-share flow) and observe (its metrics).
+  ['tenants', ['admission', 'observe']],
+  ['http', ['serving', 'admission', 'integrity', 'controls', 'observe', 'tenants']],
   ['process', ['admission', 'controls', 'observe']],
-  ['main', ['http', 'process', 'controls', 'observe']],
+  ['main', ['http', 'process', 'controls', 'observe', 'tenants']],
 ]);
 
 /**

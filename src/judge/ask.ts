@@ -16,6 +16,7 @@ import {
   toFailure,
   URGENT_PRIORITY,
 } from './calls.js';
+import type { Flow } from './fair-queue.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
 import type { ChatMessage, JudgeObserver, Route } from './types.js';
 
@@ -42,6 +43,8 @@ export interface AskOptions {
   observer?: JudgeObserver | undefined;
   /** Take a free backend slot before queued normal calls (the priority lane). */
   urgent?: boolean | undefined;
+  /** The tenant's fair-queue flow for backend slots (fair-queue.ts). */
+  flow?: Flow | undefined;
 }
 
 /** What one ask cost, whether it succeeded or not. */
@@ -106,6 +109,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           signal: options.signal,
           deadline: callDeadline,
           observer: options.observer,
+          flow: options.flow,
           ...(options.urgent === true ? { priority: URGENT_PRIORITY, urgent: true } : {}),
         },
       );

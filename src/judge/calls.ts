@@ -15,6 +15,12 @@ import type { CallEvent, JudgeObserver, LlmReply, Route } from './types.js';
  */
 export const URGENT_PRIORITY = 2 ** 48;
 
+/**
+ * Whether a backend-slot priority is urgent (the priority lane of fair-queue.ts): an urgent call's is
+ * URGENT_PRIORITY + progress × 2^40 − age (age < 2^40 ms), a normal one's at most 255 × 2^40 − age.
+ */
+export const isUrgent = (priority: number): boolean => priority >= URGENT_PRIORITY - 2 ** 40;
+
 export function toFailure(err: unknown): { code: ErrorCode; message: string } {
   if (err instanceof RewardError) return { code: err.code, message: err.message };
   return { code: 'RW_INTERNAL', message: err instanceof Error ? err.message : String(err) };

@@ -29,6 +29,7 @@ import { addKnown, deadlineScope } from './calls.js';
 import { normalized } from '../text/normalize.js';
 import { prepareCandidate, type PreparedCandidate, type ReasoningFormat } from './candidate.js';
 import type { CandidateLimits } from './degenerate.js';
+import type { Flow } from './fair-queue.js';
 import { nextNonce } from './nonce.js';
 import type { JudgeObserver, Router, Usage } from './types.js';
 
@@ -55,6 +56,8 @@ export interface ComparativeOptions {
   nonce?: string | undefined;
   /** High priority (the serving priority lane): its calls take a free backend slot first. */
   urgent?: boolean | undefined;
+  /** The tenant's fair-queue flow for backend slots (fair-queue.ts). */
+  flow?: Flow | undefined;
   /**
    * The caller's own preparation of the texts it sends (serving prepares them to key them): what
    * `prepareCandidate` gave for a text with these options and this input's question, or undefined for a
@@ -191,6 +194,7 @@ function askOptions(signal: AbortSignal, options: ComparativeOptions): AskOption
     },
     observer: options.observer,
     urgent: options.urgent,
+    flow: options.flow,
   };
 }
 

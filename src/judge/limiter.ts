@@ -15,6 +15,8 @@
 import { RewardError } from '../errors.js';
 import { createLocalBuckets } from '../state/local.js';
 import type { BucketSpec, BucketStore } from '../state/types.js';
+import { isUrgent } from './calls.js';
+import { FairQueue, SHARED_FLOW, type Flow } from './fair-queue.js';
 import type { ChatMessage } from './types.js';
 import type { ControlSample, InflightControl } from './inflight-control.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
@@ -84,6 +86,11 @@ export interface AcquireOptions {
   deadline: number;
   /** Slot order: a higher priority is served first, equal priorities in arrival order. Default 0. */
   priority?: number | undefined;
+  /**
+   * The tenant's flow (fair-queue.ts): slots are shared between flows by weight, the urgent lane
+   * (priority ≥ URGENT_PRIORITY) first; priority orders a flow's own calls. Default: the shared flow.
+   */
+  flow?: Flow | undefined;
 }
 
 /** Call exactly once when the HTTP attempt is over. */
@@ -121,56 +128,6 @@ const clamp = (value: number, min: number, max: number): number => Math.min(max,
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
-}
-
-/** A max-heap of waiter ids by (priority desc, id asc); ids no longer waiting are skipped when popped. */
-interface Ticket {
-  id: number;
-  priority: number;
-}
-
-const before = (a: Ticket, b: Ticket): boolean =>
-  a.priority > b.priority || (a.priority === b.priority && a.id < b.id);
-
-function heapPush(heap: Ticket[], ticket: Ticket): void {
-  heap.push(ticket);
-  let i = heap.length - 1;
-  while (i > 0) {
-    const parent = (i - 1) >> 1;
-    const p = heap[parent];
-    if (p === undefined || !before(ticket, p)) break;
-    heap[i] = p;
-    i = parent;
-  }
-  heap[i] = ticket;
-}
-
-function heapPop(heap: Ticket[]): Ticket | undefined {
-  const top = heap[0];
-  const last = heap.pop();
-  if (top === undefined || last === undefined || heap.length === 0) return top;
-  let i = 0;
-  for (;;) {
-    const l = 2 * i + 1;
-    const r = l + 1;
-    let best = last;
-    let at = i;
-    const left = heap[l];
-    const right = heap[r];
-    if (left !== undefined && before(left, best)) {
-      best = left;
-      at = l;
-    }
-    if (right !== undefined && before(right, best)) {
-      best = right;
-      at = r;
-    }
-    if (at === i) break;
-    heap[i] = best;
-    i = at;
-  }
-  heap[i] = last;
-  return top;
 }
 
 /** RPM / TPM admission of one request; `take` waits (abortably, within the deadline) for its capacity. */
@@ -272,32 +229,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const slots = (): number => (control === undefined ? Math.max(1, Math.floor(limit)) : control.limit);
   const buckets = createRateBuckets(options);
   let inflight = 0;
-  // Waiters by id (delete on abort is O(1)); `order` ranks them by priority, then arrival.
-  const waiters = new Map<number, Waiter>();
-  const order: Ticket[] = [];
-  let waiterSeq = 0;
+  // Waiters by tenant flow, lane (urgent first), then priority and arrival (fair-queue.ts).
+  const waiters = new FairQueue<Waiter>();
+  /** The next waiter (its flow now holds the slot), removed from the queue; undefined when none waits. */
+  const nextWaiter = (): Waiter | undefined => waiters.shift();
 
-  /** Drops the tickets of waiters that left (aborted, timed out) once they outnumber the live ones. */
-  const forget = (id: number): void => {
-    waiters.delete(id);
-    if (order.length <= 2 * waiters.size + 1024) return;
-    const live = order.filter((t) => waiters.has(t.id));
-    order.length = 0;
-    for (const t of live) heapPush(order, t);
-  };
-
-  /** The first waiter by priority, then arrival, removed from the queue; undefined when none waits. */
-  const nextWaiter = (): Waiter | undefined => {
-    for (let ticket = heapPop(order); ticket !== undefined; ticket = heapPop(order)) {
-      const waiter = waiters.get(ticket.id);
-      if (waiter === undefined) continue; // aborted or timed out while waiting
-      waiters.delete(ticket.id);
-      return waiter;
-    }
-    return undefined;
-  };
-
-  const release = (): void => {
+  const release = (flow: string): void => {
+    waiters.release(flow);
     // After a decrease the slot is retired instead of handed over.
     const waiter = inflight > slots() ? undefined : nextWaiter();
     if (waiter === undefined) {
@@ -362,46 +300,48 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
   control?.attach(() => ({ inflight, waiting: waiters.size }), admitWaiters);
 
-  const waitForSlot = ({ signal, deadline, priority }: AcquireOptions): Promise<void> =>
+  const waitForSlot = ({ signal, deadline, priority, flow }: AcquireOptions): Promise<void> =>
     new Promise<void>((resolve, reject) => {
-      const id = waiterSeq++;
-      heapPush(order, { id, priority: priority ?? 0 });
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-      };
-      const onAbort = (): void => {
-        forget(id);
-        cleanup();
-        reject(abortError(signal));
-      };
-      const timer = setTimeout(
-        () => {
-          forget(id);
-          cleanup();
-          reject(noSlotError(slots(), maxInflight));
-        },
-        Math.max(0, deadline - now()),
-      );
-      waiters.set(id, {
+      const rank = priority ?? 0;
+      const waiter: Waiter = {
         resolve: () => {
           cleanup();
           resolve();
         },
         reject,
-      });
+      };
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      };
+      const onAbort = (): void => {
+        waiters.delete(waiter);
+        cleanup();
+        reject(abortError(signal));
+      };
+      const timer = setTimeout(
+        () => {
+          waiters.delete(waiter);
+          cleanup();
+          reject(noSlotError(slots(), maxInflight));
+        },
+        Math.max(0, deadline - now()),
+      );
+      waiters.add(waiter, flow, isUrgent(rank) ? 'high' : 'normal', rank);
       signal.addEventListener('abort', onAbort, { once: true });
     });
 
   return {
     async acquire(tokens, acquireOptions) {
       if (acquireOptions.signal.aborted) throw abortError(acquireOptions.signal);
+      const flow = acquireOptions.flow ?? SHARED_FLOW;
       if (inflight < slots() && waiters.size === 0) {
         inflight += 1;
+        waiters.hold(flow);
       } else {
         await waitForSlot(acquireOptions);
       }
-      const releaseOnce = once(release);
+      const releaseOnce = once(() => release(flow.name));
       try {
         await buckets?.take(tokens, acquireOptions);
       } catch (error) {

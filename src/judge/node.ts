@@ -308,6 +308,7 @@ async function callOnce(
         signal: exec.signal,
         deadline: callDeadline,
         priority: callPriority(exec),
+        flow: exec.options.flow,
         urgent: exec.options.urgent,
         observer: exec.options.observer,
         pin: exec.options.pin,

@@ -4,6 +4,7 @@
  */
 import type { ReasoningFormat } from './candidate.js';
 import type { RejectionReason } from './degenerate.js';
+import type { Flow } from './fair-queue.js';
 import type { JudgeObserver, Router } from './types.js';
 
 export interface RunOptions {
@@ -30,6 +31,8 @@ export interface RunOptions {
    * other queued call. Calls in flight are never preempted. Default false.
    */
   urgent?: boolean | undefined;
+  /** The tenant's fair-queue flow its calls wait in for a backend slot (fair-queue.ts). Default shared. */
+  flow?: Flow | undefined;
   /**
    * Set when the caller already put the input through `prepareInput` with these `limits` and
    * `reasoningFormat` (serving does, to key and cache it): the engine judges the input as given, or rejects

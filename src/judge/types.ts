@@ -1,6 +1,7 @@
 import type { ControlSnapshot } from './inflight-control.js';
 import type { ComparativeContext, Focus, RoleContext, Verdict } from '../roles/types.js';
 import type { ErrorCode } from '../errors.js';
+import type { Flow } from './fair-queue.js';
 
 export type { Verdict } from '../roles/types.js';
 
@@ -133,6 +134,8 @@ export interface CallOptions {
    * judgments already started finish instead of every judgment getting halfway. Default 0.
    */
   priority?: number | undefined;
+  /** The tenant's fair-queue flow (fair-queue.ts): backend slots are shared between flows by weight. */
+  flow?: Flow | undefined;
   /**
    * A call of the high-priority lane: an engine with request priority configured (`engine_priority`) is
    * told so too. Default false.

@@ -21,6 +21,8 @@ import { joinCluster, runPrimary, workerShare } from './process/cluster.js';
 import { createClusterMetrics, createMetrics } from './observe/metrics.js';
 import { startupFields } from './process/startup.js';
 import { createFileTranscriptSink, type TranscriptSink } from './observe/transcripts.js';
+import { reportReload } from './tenants/access.js';
+import { createKeyring } from './tenants/keyring.js';
 
 const OFFLINE_BANNER = [
   '',
@@ -37,6 +39,8 @@ const OFFLINE_BANNER = [
 const HARD_EXIT_MARGIN_MS = 10_000;
 /** How long start-up waits for Redis before serving degraded (on local state). */
 const REDIS_CONNECT_WAIT_MS = 2_000;
+/** How often each process checks the keys file (REWARD_KEYS) for a change. */
+const KEYS_POLL_MS = 2_000;
 
 const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
 
@@ -81,6 +85,8 @@ function primary(config: Config, workers: number): void {
   });
   process.on('SIGTERM', () => supervisor.shutdown('SIGTERM'));
   process.on('SIGINT', () => supervisor.shutdown('SIGINT'));
+  // REWARD_KEYS: a SIGHUP to the primary reloads the keys file in every worker (each also polls it).
+  if (config.keys !== undefined) process.on('SIGHUP', () => supervisor.signalWorkers('SIGHUP'));
 }
 
 async function main(): Promise<void> {
@@ -152,10 +158,13 @@ async function main(): Promise<void> {
           timeoutMs: config.redis.timeoutMs,
           onError: () => metrics.sharedStateErrors.labels('canaries').inc(),
         });
+  const keyring = createKeyring({ apiKey: config.apiKey, keys: config.keys });
   const server = buildApp({
     config,
     router,
     metrics,
+    keyring,
+    workers,
     transcripts,
     state,
     canaryLog,
@@ -215,6 +224,13 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  if (config.keys !== undefined) {
+    // A file that does not validate keeps the old keys (logged and counted: reward_keys_reloads_total).
+    const report = (outcome: ReturnType<typeof keyring.reload>): void =>
+      reportReload(outcome, metrics.tenants, server.log);
+    process.on('SIGHUP', () => report(keyring.reload()));
+    keyring.watch(KEYS_POLL_MS, report);
+  }
   process.on('unhandledRejection', (reason) => {
     server.log.error({ err: reason }, 'unhandled rejection');
   });

@@ -93,6 +93,8 @@ interface Wire {
   ttl: number;
   ids?: string[];
   tag?: string;
+  /** The cancelling tenant (REWARD_KEYS): every process cancels that tenant's requests only. */
+  tenant?: string;
 }
 
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
@@ -112,12 +114,21 @@ function decode(text: string): Wire | undefined {
   const ttl: unknown = Reflect.get(v, 'ttl');
   const ids: unknown = Reflect.get(v, 'ids');
   const tag: unknown = Reflect.get(v, 'tag');
+  const tenant: unknown = Reflect.get(v, 'tenant');
   if (typeof id !== 'string' || typeof origin !== 'string') return undefined;
+  if (tenant !== undefined && typeof tenant !== 'string') return undefined;
   if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) return undefined;
   if (ids !== undefined && !isStrings(ids)) return undefined;
   if (tag !== undefined && typeof tag !== 'string') return undefined;
   if (ids === undefined && tag === undefined) return undefined;
-  return { id, origin, ttl, ...(ids === undefined ? {} : { ids }), ...(tag === undefined ? {} : { tag }) };
+  return {
+    id,
+    origin,
+    ttl,
+    ...(ids === undefined ? {} : { ids }),
+    ...(tag === undefined ? {} : { tag }),
+    ...(tenant === undefined ? {} : { tenant }),
+  };
 }
 
 const count = (v: unknown): number =>
@@ -157,7 +168,7 @@ export function createRedisCancels(deps: RedisCancelsDeps): RedisCancels {
 
   const run = (w: Wire, tombstoneMs: number): CancelCounts | undefined => {
     if (apply === undefined || w.origin === holder || !firstSight(w, tombstoneMs)) return undefined;
-    return apply({ requestIds: w.ids, tag: w.tag }, tombstoneMs);
+    return apply({ requestIds: w.ids, tag: w.tag, tenant: w.tenant }, tombstoneMs);
   };
 
   const onCancel = (text: string): void => {
@@ -236,6 +247,7 @@ export function createRedisCancels(deps: RedisCancelsDeps): RedisCancels {
       const wire: Wire = { id, origin: holder, ttl: Math.max(1, Math.floor(tombstoneMs)) };
       if (cancel.requestIds !== undefined) wire.ids = [...cancel.requestIds];
       if (cancel.tag !== undefined) wire.tag = cancel.tag;
+      if (cancel.tenant !== undefined) wire.tenant = cancel.tenant;
       const text = JSON.stringify(wire);
       seen.set(id, now() + wire.ttl);
       evictOldest(seen, MAX_SEEN);

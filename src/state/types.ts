@@ -108,10 +108,12 @@ export interface BudgetStore {
   get(window: string): Promise<number>;
 }
 
-/** A cancel as it travels between processes: `POST /v1/cancel`'s selector (ids or a tag). */
+/** A cancel as it travels between processes: `POST /v1/cancel`'s selector (ids or a tag, of a tenant). */
 export interface CancelMessage {
   requestIds?: readonly string[] | undefined;
   tag?: string | undefined;
+  /** Whose requests it selects (REWARD_KEYS); absent = the tenant `default`. */
+  tenant?: string | undefined;
 }
 
 /** What one process cancelled: judgments aborted, live requests selected. */

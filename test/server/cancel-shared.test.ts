@@ -5,10 +5,14 @@
  * included — and a Redis outage (hung or down) leaves the local cancel working. A real redis-server on a
  * loopback port; each replica is a full app with its own Redis connections, as a pod would have.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { hashKey, loadConfig } from '../../src/config.js';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
@@ -60,8 +64,9 @@ describeRedis('cancel shared by the replicas of one Redis', () => {
     fake = await startFakeOpenAI({ fallback: { kind: 'hang' } });
   };
 
-  const replica = async (prefix: string): Promise<Replica> => {
+  const replica = async (prefix: string, env: Record<string, string> = {}): Promise<Replica> => {
     const config = loadConfig({
+      ...env,
       JUDGE_BASE_URL: fake.baseURL,
       JUDGE_MODEL: 'fake-model',
       JUDGE_MAX_RETRIES: '0',
@@ -79,14 +84,59 @@ describeRedis('cancel shared by the replicas of one Redis', () => {
     return r;
   };
 
-  const reward = (r: Replica, i: number, extra: Record<string, unknown>) =>
+  const reward = (
+    r: Replica,
+    i: number,
+    extra: Record<string, unknown>,
+    headers: Record<string, string> = {},
+  ) =>
     r.app.inject({
       method: 'POST',
       url: '/v1/reward',
+      headers,
       payload: { question: QUESTION, ground_truth: GROUND_TRUTH, candidates: [candidate(i)], ...extra },
     });
-  const cancel = async (r: Replica, payload: Record<string, unknown>): Promise<Json> =>
-    (await r.app.inject({ method: 'POST', url: '/v1/cancel', payload })).json();
+  const cancel = async (
+    r: Replica,
+    payload: Record<string, unknown>,
+    headers: Record<string, string> = {},
+  ): Promise<Json> => (await r.app.inject({ method: 'POST', url: '/v1/cancel', headers, payload })).json();
+
+  it("a tenant's cancel on replica A reaches its own request on replica B only (REWARD_KEYS)", async () => {
+    await hangingFake();
+    const keys = join(mkdtempSync(join(tmpdir(), 'reward-keys-')), 'keys.json');
+    const entry = (name: string) => ({ name, sha256: hashKey(`key-${name}`), scopes: ['reward', 'cancel'] });
+    writeFileSync(keys, JSON.stringify({ keys: [entry('run-a'), entry('run-b')] }));
+    const as = (name: string) => ({ authorization: `Bearer key-${name}` });
+    const a = await replica('shared-tenants:', { REWARD_KEYS: keys });
+    const b = await replica('shared-tenants:', { REWARD_KEYS: keys });
+    // Both runs on B, the same tag and request id.
+    const runA = reward(b, 30, { tag: 'step-9', request_id: 'req-9' }, as('run-a'));
+    const runB = reward(b, 31, { tag: 'step-9', request_id: 'req-9' }, as('run-b'));
+    await fake.waitForCalls(4);
+    expect(await cancel(a, { tag: 'step-9' }, as('run-b'))).toEqual({
+      cancelled_judgments: 1,
+      cancelled_requests: 1,
+      processes: 2,
+      shared: true,
+    });
+    expect((await runB).json<Json>().results[0].status).toBe('cancelled');
+    // run-a's judgment still waits on the backend; its late arrival with the tag is not a tombstone's.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(fake.calls.filter((c) => c.outcome === 'pending')).toHaveLength(2);
+    expect(await cancel(a, { request_ids: ['req-9'] }, as('run-a'))).toMatchObject({
+      cancelled_judgments: 1,
+      cancelled_requests: 1,
+    });
+    expect((await runA).json<Json>().results[0].status).toBe('cancelled');
+    // A late run-b request with the tag on A is answered `cancelled` (its tombstone); run-a's is judged.
+    const lateB = (await reward(a, 32, { tag: 'step-9' }, as('run-b'))).json<Json>();
+    expect(lateB.results[0].status).toBe('cancelled');
+    const lateA = reward(a, 33, { tag: 'step-9' }, as('run-a'));
+    await fake.waitForCalls(6);
+    expect(await cancel(b, { tag: 'step-9' }, as('run-a'))).toMatchObject({ cancelled_requests: 1 });
+    expect((await lateA).json<Json>().results[0].status).toBe('cancelled');
+  });
 
   it('a cancel sent to replica A aborts the judgment running on replica B, and later arrivals everywhere', async () => {
     await hangingFake();

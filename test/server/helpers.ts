@@ -13,6 +13,7 @@ import type { Router } from '../../src/judge/types.js';
 import { buildApp } from '../../src/server/http/app.js';
 import { createMetrics, type Metrics } from '../../src/server/observe/metrics.js';
 import type { TranscriptSink } from '../../src/server/observe/transcripts.js';
+import type { Keyring } from '../../src/server/tenants/keyring.js';
 import {
   startFakeOpenAI,
   universalReply,
@@ -63,6 +64,8 @@ export interface HarnessOptions {
    * for the open circuit instead of the production 5 s (default: the production breaker).
    */
   breaker?: BreakerOptions;
+  /** The keys (REWARD_KEYS) the app serves, so a test can reload them (default: from `env`). */
+  keyring?: Keyring;
 }
 
 /** A log destination that parses each JSON line the app writes into `lines`. */
@@ -105,6 +108,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     transcripts: options.transcripts,
     now: options.now,
     logger: options.logger,
+    keyring: options.keyring,
   });
   return {
     app,

@@ -4,7 +4,13 @@
  * capped by REQUEST_DEADLINE_MS and honoured by admission, and `POST /v1/cancel` (by tag and by id; a
  * judgment another live request waits for keeps running; aborted calls are seen closed by the fake).
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+import { hashKey } from '../../src/config.js';
 
 import { startFakeOpenAI, type FakeOpenAI } from '../fakes/openai.js';
 import { requestOnce, startBuiltServer, type BuiltServer } from '../support/built-server.js';
@@ -348,8 +354,13 @@ describe('POST /v1/cancel', () => {
     expect(metrics).toContain('reward_cancelled_judgments_total{route="/v1/rank"} 3');
   }, 30_000);
 
-  it('reaches every worker under WORKERS=2 (relayed by the cluster primary)', async () => {
+  it("reaches every worker under WORKERS=2 (relayed by the cluster primary), the cancelling tenant's requests only", async () => {
     fake = await startFakeOpenAI({ fallback: { kind: 'hang' } });
+    // Two runs (REWARD_KEYS) with the same tag: each run's cancel reaches its own requests on both workers.
+    const keys = join(mkdtempSync(join(tmpdir(), 'reward-keys-')), 'keys.json');
+    const entry = (name: string) => ({ name, sha256: hashKey(`key-${name}`), scopes: ['reward', 'cancel'] });
+    writeFileSync(keys, JSON.stringify({ keys: [entry('run-a'), entry('run-b')] }));
+    const as = (i: number) => ({ authorization: `Bearer key-${i % 2 === 0 ? 'run-a' : 'run-b'}` });
     server = await startBuiltServer(
       {
         JUDGE_BASE_URL: fake.baseURL,
@@ -359,21 +370,32 @@ describe('POST /v1/cancel', () => {
         WORKERS: '2',
         REQUEST_DEADLINE_MS: '20000',
         JUDGE_TIMEOUT_MS: '20000',
+        REWARD_KEYS: keys,
       },
       2,
     );
     const url = server.url;
-    // One connection each: the primary hands connections to the workers in turn.
+    // One connection each: the primary hands connections to the workers in turn (each gets both runs).
     const answers = [0, 1, 2, 3].map((i) =>
-      requestOnce(`${url}/v1/reward`, 'POST', group([candidate(i)], { tag: 'multi' })),
+      requestOnce(`${url}/v1/reward`, 'POST', group([candidate(i)], { tag: 'multi' }), as(i)),
     );
     await fake.waitForCalls(8);
     const started = performance.now();
-    const cancel = await requestOnce(`${url}/v1/cancel`, 'POST', { tag: 'multi' });
-    expect(cancel.json()).toEqual({ cancelled_judgments: 4, cancelled_requests: 4, workers: 2 });
-    const bodies = (await Promise.all(answers)).map((a) => a.json() as Json);
+    const cancelB = await requestOnce(`${url}/v1/cancel`, 'POST', { tag: 'multi' }, as(1));
+    expect(cancelB.json()).toEqual({ cancelled_judgments: 2, cancelled_requests: 2, workers: 2 });
+    const [a0, b1, a2, b3] = answers;
+    for (const b of await Promise.all([b1, b3]))
+      expect((b?.json() as Json).results[0].status).toBe('cancelled');
     expect(performance.now() - started).toBeLessThan(2000);
-    for (const b of bodies) expect(b.results[0].status).toBe('cancelled');
+    await waitFor(
+      () => fake!.calls.filter((c) => c.outcome === 'client_closed').length === 4,
+      "run-b's calls aborted",
+    );
+    expect(fake.calls.filter((c) => c.outcome === 'pending')).toHaveLength(4); // run-a's still wait
+    const cancelA = await requestOnce(`${url}/v1/cancel`, 'POST', { tag: 'multi' }, as(0));
+    expect(cancelA.json()).toEqual({ cancelled_judgments: 2, cancelled_requests: 2, workers: 2 });
+    for (const a of await Promise.all([a0, a2]))
+      expect((a?.json() as Json).results[0].status).toBe('cancelled');
     await waitFor(() => fake!.calls.every((c) => c.outcome === 'client_closed'), 'every call aborted');
   }, 30_000);
 });

@@ -73,6 +73,7 @@ describe('evictOldest', () => {
       [
         'judge/cache.ts',
         'judge/stagger.ts',
+        'server/admission/fair-shares.ts',
         'server/controls/cancel.ts',
         'server/serving/idempotency.ts',
         'state/local.ts',

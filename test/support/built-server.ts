@@ -65,6 +65,7 @@ export function requestOnce(
   url: string,
   method: 'GET' | 'POST',
   body?: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; text: string; json: () => unknown }> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -73,7 +74,7 @@ export function requestOnce(
       {
         method,
         agent: false,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json' },
+        headers: payload === undefined ? headers : { 'content-type': 'application/json', ...headers },
       },
       (res) => {
         let text = '';

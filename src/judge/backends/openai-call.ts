@@ -7,6 +7,7 @@
 import { setMaxListeners } from 'node:events';
 
 import type { BackendSettings } from '../../settings/routing-file.js';
+import type { Flow } from '../fair-queue.js';
 import { estimateTokens, type RateBuckets, type Release } from '../limiter.js';
 import { routingKey } from '../replicas.js';
 import {
@@ -46,6 +47,8 @@ interface Call {
   signal: AbortSignal;
   deadline: number;
   priority: number | undefined;
+  /** The tenant's fair-queue flow for the replica's in-flight slots (CallOptions.flow). */
+  flow: Flow | undefined;
   /** Estimated tokens (prompt + max completion), for the limiter and the TPM bucket. */
   tokens: number;
   key: string;
@@ -72,7 +75,7 @@ interface Call {
 export async function completeCall(
   b: BackendParts,
   request: LlmRequest,
-  { signal, deadline, priority, observer, pin, urgent }: CallOptions,
+  { signal, deadline, priority, flow, observer, pin, urgent }: CallOptions,
 ): Promise<LlmReply> {
   const started = performance.now();
   // One judgment's signal is shared by all its concurrent calls: lift Node's 10-listener warning.
@@ -85,6 +88,7 @@ export async function completeCall(
     signal,
     deadline,
     priority,
+    flow,
     tokens: estimateTokens(request.messages, request.maxTokens),
     // A comparison judged without a ground truth keeps its group on one replica by its question.
     key: routingKey(request.context.groundTruth ?? request.context.question),
@@ -174,7 +178,12 @@ async function attemptOnReplica(b: BackendParts, call: Call): Promise<Completion
       }
       if (call.turn.waitedMs > 0) b.onStaggered();
     }
-    release = await replica.limiter.acquire(call.tokens, { signal, deadline, priority: call.priority });
+    release = await replica.limiter.acquire(call.tokens, {
+      signal,
+      deadline,
+      priority: call.priority,
+      flow: call.flow,
+    });
   } catch (error) {
     replica.breaker.settle('neutral');
     throw error;

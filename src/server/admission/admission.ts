@@ -33,8 +33,10 @@ import {
   type Refusal,
 } from './fit.js';
 import { HoldQueue, type HoldPlace } from './hold.js';
-import { HighLaneBudget, type Lane } from './priority.js';
-import { RunSlots } from './run-slots.js';
+import type { Flow } from '../../judge/fair-queue.js';
+import { cappedLane, FairShares, flowOf, type TenantWork } from './fair-shares.js';
+import type { Lane } from './priority.js';
+import { RunSlots, type Release } from './run-slots.js';
 
 /**
  * What admission needs to know about one unit of work: a judgment's graph, or a comparison's shape (its
@@ -48,8 +50,6 @@ export type WorkShape = Pick<CompiledGraph, 'hash' | 'llmCallsPerJudgment' | 'cr
    */
   readonly rejected?: boolean | undefined;
 };
-
-type Release = () => void;
 
 /** What admission publishes after every change (feeds the gauges). */
 export interface AdmissionState {
@@ -84,6 +84,11 @@ export interface DecideOptions {
    * with its deadline moved there rather than refused.
    */
   holdUntil?: number | undefined;
+  /**
+   * The request's tenant (REWARD_KEYS, fair-shares.ts): its completion is predicted at its fair share, its
+   * queue memory and high lane are its fraction, its own budget gates it. Default: the shared flow.
+   */
+  work?: TenantWork | undefined;
 }
 
 /** One admitted judgment's share of the backlog; `done` once it ended (any way). */
@@ -91,6 +96,10 @@ export interface Ticket {
   done(calls: number | undefined): void;
   /** The lane its run-slot wait is in (priority.ts); normal unless admitted as high. */
   readonly lane?: Lane | undefined;
+  /** The tenant flow its run-slot wait and backend calls are in (fair-shares.ts); default shared. */
+  readonly flow?: Flow | undefined;
+  /** The tenant it was admitted for (its spend, cache scope); undefined without tenants. */
+  readonly work?: TenantWork | undefined;
 }
 
 export interface AdmissionOptions {
@@ -163,8 +172,10 @@ export class Admission {
   readonly maxQueued: number;
   readonly callSlots: number;
   readonly callRateLimit: number;
+  /** Run slots; their waiters by lane, then by tenant flow (weighted fair queuing), then FIFO. */
   readonly #slots: RunSlots;
-  readonly high: HighLaneBudget;
+  /** Per-tenant backlogs and high-lane budgets (fair-shares.ts). */
+  readonly fair: FairShares;
   readonly gate: (() => RewardError | undefined) | undefined;
   readonly #now: () => number;
   readonly #isBackendSaturated: () => boolean;
@@ -184,7 +195,7 @@ export class Admission {
     this.#isBackendSaturated = options.isBackendSaturated ?? (() => false);
     this.#onChange = options.onChange;
     this.#slots = new RunSlots(options.maxConcurrent, () => this.#changed());
-    this.high = new HighLaneBudget(options.highShare ?? 0.1, this.#now);
+    this.fair = new FairShares(options.highShare ?? 0.1, this.#now);
     this.gate = options.gate;
     this.#capacity = new CapacityEstimator({
       replicas: options.replicas ?? (() => []),
@@ -305,10 +316,13 @@ export class Admission {
     const { estimate, ...range } = this.#drain();
     const { low, high } = range;
     const { horizonS, holdHorizonS } = horizons(now, remainingMs, options.holdUntil);
+    const { work } = options;
+    const flow = flowOf(work);
+    const calls = this.#callsOf(graphs);
     const input: FitInput = {
       ...range,
-      backlogCalls: this.#backlogCalls,
-      calls: this.#callsOf(graphs),
+      backlogCalls: aheadOf(this.fair, this.#backlogCalls, this.#holds.size, flow, calls),
+      calls,
       criticalPathCalls: criticalPathOf(graphs),
       // Under load a batch is slower than one call alone: the tail runs at the latency calls have now.
       callS: Math.max(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0) / 1000,
@@ -321,15 +335,20 @@ export class Admission {
       const r = refusalOf(input, reason, drain, this.#slots.waiting);
       return { ok: false, refusal: waitS === undefined ? r : { ...r, waitS } };
     };
-    const freeSlots = Math.max(0, this.maxConcurrent - this.#slots.running);
-    if (this.#slots.waiting + Math.max(0, n - freeSlots) > this.maxQueued) return refusal('memory', low);
-    // High work goes ahead of the backlog, within its own budget (HIGH_PRIORITY_SHARE=0: no lane) of the
-    // optimistic rate while the capacity is measured: high work is small, and a human's curl waits for no
-    // calibration.
-    if (lane === 'high' && this.high.share > 0)
-      return this.high.fits(input.calls, high, horizonS)
+    const over = Math.max(0, n - Math.max(0, this.maxConcurrent - this.#slots.running));
+    // A tenant's part of the queue memory is its fraction of it (fair-shares.ts).
+    const fraction = work?.fraction ?? 1;
+    if (this.#slots.waiting + over > this.maxQueued) return refusal('memory', low);
+    if (this.#slots.waitingOf(flow.name) + over > this.maxQueued * fraction) return refusal('memory', low);
+    // High work goes ahead of the backlog, within its tenant's part of its own budget (HIGH_PRIORITY_SHARE=0:
+    // no lane) of the optimistic rate while the capacity is measured: high work is small, and a human's curl
+    // waits for no calibration.
+    if (cappedLane(lane, work) === 'high' && this.fair.highShare > 0) {
+      const budget = this.fair.highLane(flow, fraction);
+      return budget.fits(calls, high, horizonS)
         ? { ok: true }
-        : refusal('priority', high, this.high.waitS(input.calls, high, horizonS));
+        : refusal('priority', high, budget.waitS(calls, high, horizonS));
+    }
     return decisionOf(fit(input), options.holdUntil, (drain) => refusal('deadline', drain));
   }
 
@@ -371,19 +390,27 @@ export class Admission {
     return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(refusal.waitS)));
   }
 
-  /** Adds one admitted judgment of `graph` to the backlog; call `done` exactly once when it ended. */
-  admit(graph: WorkShape, lane: Lane = 'normal'): Ticket {
+  /**
+   * Adds one admitted judgment of `graph` to the backlog (of `work`'s tenant); call `done` exactly once when
+   * it ended.
+   */
+  admit(graph: WorkShape, lane: Lane = 'normal', work?: TenantWork): Ticket {
     const cost = this.costOf(graph);
+    const flow = flowOf(work);
     this.#backlogCalls += cost;
-    const laneOf: Lane = lane === 'high' && this.high.share > 0 ? 'high' : 'normal';
-    if (laneOf === 'high') this.high.take(cost, this.#drain().high);
+    this.fair.add(flow, cost);
+    const laneOf: Lane = cappedLane(lane, work) === 'high' && this.fair.highShare > 0 ? 'high' : 'normal';
+    if (laneOf === 'high') this.fair.highLane(flow, work?.fraction ?? 1).take(cost, this.#drain().high);
     let finished = false;
     return {
       lane: laneOf,
+      flow,
+      work,
       done: (calls) => {
         if (finished) return;
         finished = true;
         this.#backlogCalls = Math.max(0, this.#backlogCalls - cost);
+        this.fair.remove(flow, cost);
         if (calls !== undefined && graph.rejected !== true) this.#calls.recordCost(graph.hash, calls);
         this.#changed();
       },
@@ -405,35 +432,30 @@ export class Admission {
     return busy;
   }
 
-  /** Takes a run slot (run-slots.ts), in `lane` when all are busy. */
-  acquire(signal: AbortSignal, lane: Lane = 'normal'): Promise<Release> {
-    return this.#slots.acquire(signal, lane);
+  /** Tenant flows holding or waiting for run slots (GET /v1/tenants). */
+  runSlotFlows(): ReturnType<RunSlots['flows']> {
+    return this.#slots.flows();
+  }
+
+  /**
+   * Takes a run slot (run-slots.ts): in `lane` and `flow`, fairly, when all are busy; at once while `flow`
+   * holds fewer than `fraction` of them (its guarantee).
+   */
+  acquire(signal: AbortSignal, lane: Lane = 'normal', flow?: Flow, fraction = 0): Promise<Release> {
+    return this.#slots.acquire(signal, lane, flow, Math.floor(this.maxConcurrent * fraction));
   }
 
   /**
    * One admitted unit of work under its `ticket`: waits for a run slot, runs `work` in it, then `after`
    * outside it (metrics, transcripts). The ticket ends once both did, any way, with the calls `work` made.
    */
-  async run<T extends { usage: { calls: number } }, R>(
+  run<T extends { usage: { calls: number } }, R>(
     ticket: Ticket,
     signal: AbortSignal,
     work: () => Promise<T>,
     after: (result: T) => R | Promise<R>,
   ): Promise<R> {
-    let calls: number | undefined;
-    try {
-      const release = await this.acquire(signal, ticket.lane);
-      let result: T;
-      try {
-        result = await work();
-      } finally {
-        release();
-      }
-      calls = result.usage.calls;
-      return await after(result);
-    } finally {
-      ticket.done(calls);
-    }
+    return runTicket(this, ticket, signal, work, after);
   }
 
   #changed(): void {
@@ -449,6 +471,42 @@ export class Admission {
       held: this.#holds.size,
     });
   }
+}
+
+/** `Admission.run`: the run slot (in the ticket's lane and flow, with its guarantee), the work, `after`. */
+async function runTicket<T extends { usage: { calls: number } }, R>(
+  admission: Admission,
+  ticket: Ticket,
+  signal: AbortSignal,
+  work: () => Promise<T>,
+  after: (result: T) => R | Promise<R>,
+): Promise<R> {
+  let calls: number | undefined;
+  try {
+    const release = await admission.acquire(signal, ticket.lane, ticket.flow, ticket.work?.fraction);
+    let result: T;
+    try {
+      result = await work();
+    } finally {
+      release();
+    }
+    calls = result.usage.calls;
+    return await after(result);
+  } finally {
+    ticket.done(calls);
+  }
+}
+
+/**
+ * The backlog ahead of `calls` new calls of `flow`: under fair queuing, the calls that drain until they are
+ * done minus themselves (fair-shares.ts), plus held requests' reservations (`backlogCalls` beyond the
+ * flows'); none while the tenant has nothing of its own admitted and nothing is held (so it is never
+ * refused forever). One flow: the whole backlog.
+ */
+function aheadOf(fair: FairShares, backlogCalls: number, held: number, flow: Flow, calls: number): number {
+  if (fair.backlogOf(flow) <= 0 && held === 0) return 0;
+  const reserved = Math.max(0, backlogCalls - fair.totalCalls);
+  return fair.completionCalls(flow, calls) - calls + reserved;
 }
 
 /** What a serving service observes of its backend calls: each feeds the metrics and the drain rate. */
@@ -521,7 +579,7 @@ export function admitWhole(
   lane: Lane = 'normal',
   options: DecideOptions = {},
 ): { deadline?: number | undefined } {
-  if (!checkWhole(admission, shapes, noun, hint)) return {};
+  if (!checkWhole(admission, shapes, noun, hint, options.work)) return {};
   const decision = admission.decide(shapes, remainingMs, lane, options);
   if (!decision.ok) throw overloadError(decision.refusal, shapes.length, noun, reporting);
   return { deadline: decision.deadline };
@@ -546,19 +604,23 @@ export function admitOrHold(
   lane: Lane = 'normal',
   options: DecideOptions = {},
 ): AdmitOrHold {
-  if (!checkWhole(admission, shapes, noun, hint)) return { kind: 'admitted' };
+  if (!checkWhole(admission, shapes, noun, hint, options.work)) return { kind: 'admitted' };
   const decision = admission.decideOrHold(shapes, deadline - Date.now(), lane, options);
   if (decision.ok) return { kind: 'admitted', deadline: decision.deadline };
   if (decision.refusal !== undefined) throw overloadError(decision.refusal, shapes.length, noun, reporting);
   return { kind: 'held', place: admission.hold(shapes, deadline, signal, lane, options) };
 }
 
-/** The checks before a decision: too large for the server ever (400), the token budget's gate; false = nothing new. */
+/**
+ * The checks before a decision: too large for the server ever (400), the token budgets' gates (the
+ * server's, then the tenant's); false = nothing new.
+ */
 function checkWhole(
   admission: Admission,
   shapes: readonly WorkShape[],
   noun: 'judgments' | 'comparisons',
   hint: string,
+  work: TenantWork | undefined,
 ): boolean {
   const n = shapes.length;
   const capacity = admission.maxConcurrent + admission.maxQueued;
@@ -571,7 +633,7 @@ function checkWhole(
     );
   }
   if (n === 0) return false;
-  const gated = admission.gate?.();
+  const gated = admission.gate?.() ?? work?.gate?.();
   if (gated !== undefined) throw gated;
   return true;
 }

@@ -29,6 +29,10 @@ export interface TokenBudgetOptions {
   warn?: ((fields: Record<string, unknown>, message: string) => void) | undefined;
   /** Called whenever the known remaining tokens change (feeds `reward_budget_remaining_tokens`). */
   onRemaining?: ((remaining: number) => void) | undefined;
+  /** Names its counters in the store (a tenant's budget: `tenant:<name>:`); default none (the server's). */
+  key?: string | undefined;
+  /** What the budget is called in messages; default `JUDGE_TOKEN_BUDGET`. */
+  label?: string | undefined;
 }
 
 /** What /readyz shows. */
@@ -76,7 +80,8 @@ export function createTokenBudget(options: TokenBudgetOptions): TokenBudget {
   let warned80 = false;
   let warnedOut = false;
 
-  const key = (i: number): string => `${options.windowS}:${i}`;
+  const key = (i: number): string => `${options.key ?? ''}${options.windowS}:${i}`;
+  const label = options.label ?? 'JUDGE_TOKEN_BUDGET';
   const endsAt = (): number => (index + 1) * windowMs;
   const remaining = (): number => Math.max(0, options.tokens - spent);
 
@@ -108,7 +113,7 @@ export function createTokenBudget(options: TokenBudgetOptions): TokenBudget {
       warned80 = true;
       options.warn?.(
         fields,
-        `token budget: ${Math.round((100 * spent) / options.tokens)} % of JUDGE_TOKEN_BUDGET spent in this window`,
+        `token budget: ${Math.round((100 * spent) / options.tokens)} % of ${label} spent in this window`,
       );
     }
     if (!warnedOut && spent >= options.tokens) {
@@ -150,7 +155,7 @@ export function createTokenBudget(options: TokenBudgetOptions): TokenBudget {
       const retryAfterS = Math.max(1, Math.ceil((endsAt() - now()) / 1000));
       return new RewardError(
         'RW_BUDGET_EXHAUSTED',
-        `token budget exhausted: ${spent} of ${options.tokens} tokens (JUDGE_TOKEN_BUDGET) spent in this ` +
+        `token budget exhausted: ${spent} of ${options.tokens} tokens (${label}) spent in this ` +
           `${options.windowS} s window; new judgments are refused until it ends`,
         {
           details: {

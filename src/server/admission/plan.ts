@@ -20,6 +20,7 @@
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { CallEvent, Judgment } from '../../judge/types.js';
 import { ADMIT_WITHIN, COLD_CALL_MS, type Admission } from './admission.js';
+import { flowOf, type TenantWork } from './fair-shares.js';
 
 const EWMA_ALPHA = 0.1;
 /** Graph hashes whose tokens are tracked (inline graphs are client-chosen). */
@@ -31,6 +32,11 @@ export interface PlanInput {
   graph: CompiledGraph;
   /** The trainer's timeout for one request, seconds (default: REQUEST_DEADLINE_MS). */
   timeoutS?: number | undefined;
+  /**
+   * The caller's tenant (REWARD_KEYS): the step is planned at its fair share (fair-shares.ts), against its
+   * part of the queue memory. Default: the shared flow (the whole server, first come first served).
+   */
+  tenant?: TenantWork | undefined;
 }
 
 /** What bounds the step: its throughput bottleneck, or the limit it does not fit. */
@@ -181,7 +187,9 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
           bottleneck = name;
           rate = r;
         }
-      const backlogWaitS = admission.backlogCalls / drain;
+      // What drains before the step's last call: the backlog ahead, or at the tenant's fair share what the
+      // other tenants drain meanwhile (fair-shares.ts).
+      const backlogWaitS = (admission.fair.completionCalls(flowOf(input.tenant), calls) - calls) / drain;
       const drainS = (calls + canaryCalls) / rate;
       const tailS = Math.max(0, graph.criticalPathCalls - 1) * callS;
       const wallS = backlogWaitS + drainS + tailS;
@@ -190,7 +198,8 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
       const deadlineS = Math.min(input.timeoutS ?? Infinity, limits.requestDeadlineMs / 1000);
       const blocking: Limiting[] = [];
       if (groupSize > limits.maxCandidates) blocking.push('max_candidates');
-      if (rollouts > admission.maxConcurrent + admission.maxQueued) blocking.push('queue_memory');
+      const queueable = admission.maxQueued * (input.tenant?.fraction ?? 1);
+      if (rollouts > admission.maxConcurrent + queueable) blocking.push('queue_memory');
       if (
         budgetRemaining !== undefined &&
         (budgetRemaining <= 0 ||

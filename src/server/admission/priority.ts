@@ -1,5 +1,6 @@
 /**
- * The priority lane: `priority: "high"` (body) or `x-reward-priority: high` (trainer adapters). A high
+ * The priority lane: `priority: "high"` (body) or `x-reward-priority: high` (trainer adapters), for a
+ * tenant whose key allows it (`max_priority`, fair-shares.ts). A high
  * judgment waits for a run slot ahead of every queued normal one and its backend calls take a free backend
  * slot ahead of queued normal calls; work already started (a running judgment, a call in flight) is never
  * preempted. High work has its own admission budget, HIGH_PRIORITY_SHARE of the drain rate: the calls
@@ -26,40 +27,6 @@ export function laneOf(body: Lane | undefined, header: string | string[] | undef
   });
 }
 
-/** Two FIFO queues: `shift` takes the oldest high entry, else the oldest normal one. */
-export class LaneQueue<T> {
-  readonly #high = new Set<T>();
-  readonly #normal = new Set<T>();
-
-  get size(): number {
-    return this.#high.size + this.#normal.size;
-  }
-
-  /** Entries waiting in the high lane. */
-  get highSize(): number {
-    return this.#high.size;
-  }
-
-  add(entry: T, lane: Lane): void {
-    (lane === 'high' ? this.#high : this.#normal).add(entry);
-  }
-
-  delete(entry: T): boolean {
-    return this.#high.delete(entry) || this.#normal.delete(entry);
-  }
-
-  shift(): T | undefined {
-    for (const queue of [this.#high, this.#normal]) {
-      const next = queue.values().next();
-      if (next.done !== true) {
-        queue.delete(next.value);
-        return next.value;
-      }
-    }
-    return undefined;
-  }
-}
-
 /**
  * The high lane's admission budget: a leaky bucket of admitted high calls, draining at `share` × the
  * current drain rate (calls/s).
@@ -70,10 +37,12 @@ export class HighLaneBudget {
   #at: number;
   readonly #now: () => number;
 
-  constructor(share: number, now: () => number) {
+  /** `previous`: the budget this one replaces (its share changed): the calls in its bucket carry over. */
+  constructor(share: number, now: () => number, previous?: HighLaneBudget) {
     this.share = share;
     this.#now = now;
     this.#at = now();
+    if (previous !== undefined) this.#used = previous.#used;
   }
 
   /** Calls in the bucket now (after draining at `share` × `drainCallsPerS`). */

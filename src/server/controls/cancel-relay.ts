@@ -13,6 +13,8 @@ import type { CancelOutcome, CancelRegistry, CancelSelector } from './cancel.js'
 const Selector = z.strictObject({
   requestIds: z.array(z.string()).optional(),
   tag: z.string().optional(),
+  /** The cancelling tenant: the other workers cancel its requests only. */
+  tenant: z.string().optional(),
 });
 /** Worker → primary: relay this cancel to the others. */
 const RelayRequest = z.strictObject({
@@ -52,6 +54,7 @@ export interface CancelRelay {
 const toSelector = (s: z.infer<typeof Selector>): CancelSelector => ({
   requestIds: s.requestIds,
   tag: s.tag,
+  tenant: s.tenant,
 });
 
 export function createWorkerCancelRelay(): CancelRelay {
@@ -92,9 +95,10 @@ export function createWorkerCancelRelay(): CancelRelay {
           resolve(outcome);
         });
         // Only the keys that are set: the primary's strict schema would refuse an explicit undefined.
-        const wire: { requestIds?: string[]; tag?: string } = {};
+        const wire: { requestIds?: string[]; tag?: string; tenant?: string } = {};
         if (selector.requestIds !== undefined) wire.requestIds = [...selector.requestIds];
         if (selector.tag !== undefined) wire.tag = selector.tag;
+        if (selector.tenant !== undefined) wire.tenant = selector.tenant;
         process.send?.({ type: 'reward:cancel-request', id, selector: wire });
       }),
   };

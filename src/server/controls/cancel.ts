@@ -5,6 +5,9 @@
  * starts) and reports the abandonment here, which is what a cancel counts. A judgment another live request
  * waits for keeps running. The cancelled requests answer at once, their unfinished items `cancelled`.
  *
+ * Ids and tags are per tenant (REWARD_KEYS): a cancel selects only requests of its own tenant (`tenant`,
+ * default `default`), however the ids or tags of two tenants collide.
+ *
  * A cancel also leaves a tombstone for its ids and tag (for the server's request deadline): a request that
  * arrives just after the cancel (a trainer's reward call still on the wire when it aborted the step) is
  * answered `cancelled` without starting anything. The registry is per process: with WORKERS>1 the cluster
@@ -23,11 +26,16 @@ export class RequestCancelled extends Error {
   }
 }
 
-/** What a cancel selects: requests by their `request_id`, or every request carrying `tag`. */
+/** What a cancel selects: requests by their `request_id`, or every request carrying `tag`, of `tenant`. */
 export interface CancelSelector {
   requestIds?: readonly string[] | undefined;
   tag?: string | undefined;
+  /** The tenant whose requests it selects; default `default` (REWARD_API_KEY, or a server without keys). */
+  tenant?: string | undefined;
 }
+
+/** Tenant of a request or cancel that names none. */
+const NO_TENANT = 'default';
 
 export interface CancelOutcome {
   /** Judgments aborted because no live request waited for them any more. */
@@ -44,7 +52,10 @@ export interface LiveRequest {
 }
 
 export interface CancelRegistry {
-  enter(route: string, ids: { requestId?: string | undefined; tag?: string | undefined }): LiveRequest;
+  enter(
+    route: string,
+    ids: { requestId?: string | undefined; tag?: string | undefined; tenant?: string | undefined },
+  ): LiveRequest;
   /** `tombstoneMs`: how long the ids and tag stay cancelled (default: the registry's; a relayed cancel's rest). */
   cancel(selector: CancelSelector, options?: { tombstoneMs?: number | undefined }): CancelOutcome;
   /** The services' single-flight caches call this when a flight lost its last waiter. */
@@ -66,10 +77,15 @@ const MAX_TOMBSTONES = 10_000;
 
 interface Entry {
   route: string;
+  /** Index keys: `<tenant>\0<request_id>` and `<tenant>\0<tag>`. */
   requestId: string | undefined;
   tag: string | undefined;
   controller: AbortController;
 }
+
+/** An id or tag in the registry's indexes and tombstones: within its tenant. */
+const scoped = (tenant: string | undefined, value: string | undefined): string | undefined =>
+  value === undefined ? undefined : `${tenant ?? NO_TENANT}\u0000${value}`;
 
 export function createCancelRegistry(options: CancelRegistryOptions): CancelRegistry {
   const now = options.now ?? Date.now;
@@ -121,19 +137,19 @@ export function createCancelRegistry(options: CancelRegistryOptions): CancelRegi
     enter(route, ids) {
       const entry: Entry = {
         route,
-        requestId: ids.requestId,
-        tag: ids.tag,
+        requestId: scoped(ids.tenant, ids.requestId),
+        tag: scoped(ids.tenant, ids.tag),
         controller: new AbortController(),
       };
       const dead =
-        (ids.requestId !== undefined && tombstoned(`id:${ids.requestId}`)) ||
-        (ids.tag !== undefined && tombstoned(`tag:${ids.tag}`));
+        (entry.requestId !== undefined && tombstoned(`id:${entry.requestId}`)) ||
+        (entry.tag !== undefined && tombstoned(`tag:${entry.tag}`));
       if (dead) {
         entry.controller.abort(new RequestCancelled());
         return { signal: entry.controller.signal, leave: () => undefined };
       }
-      add(byId, ids.requestId, entry);
-      add(byTag, ids.tag, entry);
+      add(byId, entry.requestId, entry);
+      add(byTag, entry.tag, entry);
       live += 1;
       let left = false;
       return {
@@ -150,13 +166,15 @@ export function createCancelRegistry(options: CancelRegistryOptions): CancelRegi
     cancel(selector, cancelOptions) {
       const ms = cancelOptions?.tombstoneMs ?? options.tombstoneMs;
       const selected = new Set<Entry>();
-      for (const id of selector.requestIds ?? []) {
+      for (const raw of selector.requestIds ?? []) {
+        const id = scoped(selector.tenant, raw) ?? '';
         bury(`id:${id}`, ms);
         for (const e of byId.get(id) ?? []) selected.add(e);
       }
-      if (selector.tag !== undefined) {
-        bury(`tag:${selector.tag}`, ms);
-        for (const e of byTag.get(selector.tag) ?? []) selected.add(e);
+      const tag = scoped(selector.tenant, selector.tag);
+      if (tag !== undefined) {
+        bury(`tag:${tag}`, ms);
+        for (const e of byTag.get(tag) ?? []) selected.add(e);
       }
       const before = counted;
       let requests = 0;

@@ -22,11 +22,17 @@ export const CONTROL_FIELDS = {
 export const DEADLINE_HEADER = 'x-reward-deadline-ms';
 export const TAG_HEADER = 'x-reward-tag';
 
-/** `POST /v1/cancel`: ids or a tag (exactly one of the two). */
+/** Another tenant's name, in a cancel an `admin` key sends for it (REWARD_KEYS). */
+const OtherTenant = z.string().min(1).max(63);
+
+/** `POST /v1/cancel`: ids or a tag (exactly one of the two), and `tenant` for an admin's cancel. */
 export const CancelBody = z.union(
   [
-    z.strictObject({ request_ids: z.array(z.string().min(1).max(200)).min(1).max(10_000) }),
-    z.strictObject({ tag: Tag }),
+    z.strictObject({
+      request_ids: z.array(z.string().min(1).max(200)).min(1).max(10_000),
+      tenant: OtherTenant.optional(),
+    }),
+    z.strictObject({ tag: Tag, tenant: OtherTenant.optional() }),
   ],
   { error: 'give {"request_ids": [...]} or {"tag": "..."}' },
 );

@@ -3,8 +3,6 @@
  * `main.ts` listens). Closing the app starts a graceful shutdown: new requests get 503 RW_SHUTTING_DOWN,
  * in-flight judgments get SHUTDOWN_GRACE_MS to finish, then they are aborted (and answered as failures).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-
 import Fastify, {
   LogController,
   type FastifyInstance,
@@ -44,6 +42,10 @@ import { registerRankRoutes } from './routes/rank.js';
 import { registerRewardRoutes } from './routes/reward.js';
 import { createSchemas } from './schemas.js';
 import type { TranscriptSink } from '../observe/transcripts.js';
+import { createAccess } from '../tenants/access.js';
+import { checkScopes } from '../tenants/auth.js';
+import type { Keyring } from '../tenants/keyring.js';
+import { registerTenantRoutes } from './routes/tenants.js';
 
 export interface AppDeps {
   config: Config;
@@ -65,6 +67,10 @@ export interface AppDeps {
   relayCancel?: CancelRelay | undefined;
   /** REDIS_URL: the canary log shared by every replica (`createRedisCanaryLog`). Default: in-process. */
   canaryLog?: CanaryLog | undefined;
+  /** The keys (REWARD_API_KEY, REWARD_KEYS); `main.ts` reloads it on SIGHUP. Default: from the config. */
+  keyring?: Keyring | undefined;
+  /** Worker processes (WORKERS): without Redis each enforces 1/N of the tenants' budgets and rates. */
+  workers?: number | undefined;
 }
 
 /** Idempotency records kept (each holds references to its completed judgments). */
@@ -94,15 +100,32 @@ function refusalLogger(
   };
 }
 
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
-
-/** Constant-time bearer check: both sides hashed to equal length first. */
-function bearerChecker(apiKey: string): (header: string | undefined) => boolean {
-  const expected = sha256(apiKey);
-  return (header) => {
-    if (header === undefined || !header.toLowerCase().startsWith('bearer ')) return false;
-    return timingSafeEqual(sha256(header.slice(7).trim()), expected);
-  };
+/** The one rate-limited warning for refused judgments and comparisons alike (they share the admission). */
+function admissionRefusalLog(log: FastifyInstance['log'], now: () => number): (refusal: Refusal) => void {
+  return refusalLogger((refusal, refused) => {
+    const missing = refusal.neededCallsPerS / refusal.drainCallsPerS;
+    log.warn(
+      {
+        reason: refusal.reason,
+        refused_requests: refused,
+        predicted_wait_s: Math.round(refusal.waitS),
+        deadline_horizon_s: Math.round(refusal.horizonS),
+        drain_calls_per_s: Math.round(refusal.drainCallsPerS),
+        needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
+          ? Math.round(refusal.neededCallsPerS)
+          : null,
+        queued_judgments: refusal.waiting,
+      },
+      refusal.reason === 'memory'
+        ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
+        : refusal.reason === 'priority'
+          ? 'admission: refusing high-priority work beyond HIGH_PRIORITY_SHARE of the drain rate'
+          : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
+            `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
+            `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
+            `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
+    );
+  }, now);
 }
 
 function retryAfter(details: unknown): number | undefined {
@@ -269,31 +292,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     intervalMs: config.failureWarnIntervalMs,
     warn: (fields, message) => app.log.warn(fields, message),
   });
-  // One rate-limited line for refused judgments and comparisons alike (they share the admission).
-  const onRefusal = refusalLogger((refusal, refused) => {
-    const missing = refusal.neededCallsPerS / refusal.drainCallsPerS;
-    app.log.warn(
-      {
-        reason: refusal.reason,
-        refused_requests: refused,
-        predicted_wait_s: Math.round(refusal.waitS),
-        deadline_horizon_s: Math.round(refusal.horizonS),
-        drain_calls_per_s: Math.round(refusal.drainCallsPerS),
-        needed_calls_per_s: Number.isFinite(refusal.neededCallsPerS)
-          ? Math.round(refusal.neededCallsPerS)
-          : null,
-        queued_judgments: refusal.waiting,
-      },
-      refusal.reason === 'memory'
-        ? `admission: refusing work, ${refusal.waiting} judgments already queued (MAX_QUEUED_JUDGMENTS)`
-        : refusal.reason === 'priority'
-          ? 'admission: refusing high-priority work beyond HIGH_PRIORITY_SHARE of the drain rate'
-          : `admission: backlog exceeds the deadline (${refusal.completionS.toFixed(0)} s of work, ` +
-            `${refusal.horizonS.toFixed(0)} s allowed); judge capacity is missing: ` +
-            `${Number.isFinite(missing) ? missing.toFixed(2) : '∞'}× the measured ` +
-            `${refusal.drainCallsPerS.toFixed(0)} calls/s would be needed`,
-    );
-  }, now);
+  const onRefusal = admissionRefusalLog(app.log, now);
+  // REWARD_API_KEY and REWARD_KEYS: who a key is, what it may do, its budget, rate and fair share.
+  const access = createAccess({
+    config,
+    keyring: deps.keyring,
+    state,
+    metrics: metrics.tenants,
+    ways: deps.workers,
+    now,
+    warn: (fields, message) => app.log.warn(fields, message),
+  });
   // POST /v1/cancel: live requests by id and tag; counts the judgments a cancel aborts (cancel.ts).
   const cancels = createCancelRegistry({
     tombstoneMs: config.requestDeadlineMs,
@@ -387,18 +396,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     cancels,
     integrity,
     budget,
+    access,
   };
 
-  const isAuthorized = config.apiKey === undefined ? undefined : bearerChecker(config.apiKey);
   app.addHook('onRequest', async (request, reply) => {
     const route = request.routeOptions.url;
     if (route === '/healthz') return;
     if (ctx.lifecycle.closing) throw new RewardError('RW_SHUTTING_DOWN', 'server is shutting down');
-    if (isAuthorized === undefined || (route === '/metrics' && config.metricsPublic)) return;
-    if (!isAuthorized(request.headers.authorization)) {
-      reply.header('www-authenticate', 'Bearer');
-      throw new RewardError('RW_UNAUTHORIZED', 'missing or wrong bearer token (Authorization: Bearer …)');
-    }
+    // 401 / 403 (scopes) / 429 (the tenant's rpm): tenants/auth.ts.
+    await access.auth.authorize(request, reply, route === '/metrics' && config.metricsPublic);
   });
 
   // While draining, answer and hang up: a kept-alive idle socket would hold the server open past close().
@@ -411,6 +417,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     const route = request.routeOptions.url ?? 'unmatched';
     metrics.requests.labels(route, String(reply.statusCode)).inc();
     metrics.requestDuration.labels(route).observe(reply.elapsedTime / 1000);
+    access.count(request, route, reply.statusCode);
     done();
   });
 
@@ -435,11 +442,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onClose', (_instance, done) => {
     clearTimeout(graceTimer);
     budget?.close();
+    access.tenants.close();
     service.abortAll();
     comparisons.abortAll();
     done();
   });
 
+  const scoped = checkScopes(app);
   registerRewardRoutes(app, ctx);
   registerAdapterRoutes(app, ctx);
   registerRankRoutes(app, ctx);
@@ -453,5 +462,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done();
   });
   registerPlanRoutes(app, ctx, planner);
+  registerTenantRoutes(app, ctx);
+  scoped.end();
   return app;
 }

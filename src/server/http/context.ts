@@ -15,6 +15,8 @@ import type { Integrity } from '../integrity/integrity.js';
 import type { GraphChoice, JudgeService } from '../serving/judge-service.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Schemas } from './schemas.js';
+import type { Access } from '../tenants/access.js';
+import { tenantOf } from '../tenants/auth.js';
 
 export interface ServerContext {
   config: Config;
@@ -41,6 +43,8 @@ export interface ServerContext {
   integrity: Integrity;
   /** JUDGE_TOKEN_BUDGET; undefined without a budget. */
   budget?: TokenBudget | undefined;
+  /** The tenants (REWARD_API_KEY, REWARD_KEYS): keys, scopes, budgets, rates, fair-queue flows. */
+  access: Access;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */
@@ -114,16 +118,19 @@ export function requestScope(
 const MAX_ID_CHARS = 200;
 
 /**
- * The idempotency id of a request, scoped by route: the body's own id (`request_id`, `rollout_id`, the
- * NeMo-Gym rollout index) when it has one, else the `Idempotency-Key` header; undefined without either.
+ * The idempotency id of a request, scoped by tenant and route: the body's own id (`request_id`,
+ * `rollout_id`, the NeMo-Gym rollout index) when it has one, else the `Idempotency-Key` header; undefined
+ * without either. The tenant's name is part of it (and so of the shared record in Redis): a request id
+ * replays only to the tenant that sent it.
  */
 export function idempotencyKey(
   route: string,
   request: FastifyRequest,
   bodyId: string | number | undefined,
 ): string | undefined {
-  if (bodyId !== undefined) return `${route}\u0000${String(bodyId)}`;
+  const tenant = tenantOf(request).name;
+  if (bodyId !== undefined) return `${tenant}\u0000${route}\u0000${String(bodyId)}`;
   const header = request.headers['idempotency-key'];
   if (typeof header !== 'string' || header === '' || header.length > MAX_ID_CHARS) return undefined;
-  return `${route}\u0000${header}`;
+  return `${tenant}\u0000${route}\u0000${header}`;
 }

@@ -8,6 +8,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RewardError } from '../../errors.js';
 import { requestScope, type ServerContext } from './context.js';
 import { DEADLINE_HEADER, DeadlineMs, MAX_TAG_CHARS, TAG_HEADER } from '../controls/fields.js';
+import type { TenantWork } from '../admission/fair-shares.js';
+import { tenantOf } from '../tenants/auth.js';
 
 /**
  * What a client deadline keeps in hand, ms: the engine answers `timeout` at the deadline, the request's
@@ -21,8 +23,10 @@ export interface Controls {
   deadline: number;
   /** Aborts when the client goes away. */
   signal: AbortSignal;
-  /** Aborts when POST /v1/cancel selects this request. */
+  /** Aborts when POST /v1/cancel selects this request (a cancel of its own tenant). */
   cancel: AbortSignal;
+  /** Its tenant's fair-queue flow, lane cap, budget, spend and cache scope (REWARD_KEYS). */
+  tenant: TenantWork;
 }
 
 function header(request: FastifyRequest, name: string): string | undefined {
@@ -84,11 +88,13 @@ export function requestControls(
   const deadlineMs = clientDeadlineMs(request, body.deadline_ms);
   const tag = requestTag(request, body.tag);
   const scope = requestScope(ctx, reply);
-  const live = ctx.cancels.enter(route, { requestId: body.request_id, tag });
+  const tenant = tenantOf(request).name;
+  const live = ctx.cancels.enter(route, { requestId: body.request_id, tag, tenant });
   reply.raw.once('close', () => live.leave());
   return {
     signal: scope.signal,
     deadline: effectiveDeadline(ctx.now(), ctx.config.requestDeadlineMs, deadlineMs),
     cancel: live.signal,
+    tenant: ctx.access.tenants.work(tenant),
   };
 }

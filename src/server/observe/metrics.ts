@@ -132,6 +132,8 @@ export interface Metrics {
   cancelledJudgments: Counter<'route'>;
   /** Canaries, quarantine, audits and drift (docs/integrity.md). */
   integrity: IntegrityMetrics;
+  /** Tenants of REWARD_KEYS: their requests, spend and budgets. */
+  tenants: TenantMetrics;
 }
 
 /** One graph's drift gauges over the recent window; null where undefined (no judgment, no variance). */
@@ -676,7 +678,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const modelLabel = boundedLabel(MAX_LABEL_VALUES);
   const roleLabel = boundedLabel(MAX_LABEL_VALUES);
   const backendLabel = boundedLabel(MAX_LABEL_VALUES);
-  const windows = new Map<string, RecentWindow>();
+  const recent = recentMeans(windowSize);
 
   return {
     registry,
@@ -748,15 +750,77 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
       judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);
       if (judgment.incoherent) incoherentJudgments.labels(graph).inc();
-      if (judgment.reward !== null) {
-        let window = windows.get(graph);
-        if (window === undefined) {
-          window = new RecentWindow(windowSize);
-          windows.set(graph, window);
-        }
-        recentMean.labels(graph).set(window.push(judgment.reward));
-      }
+      if (judgment.reward !== null) recentMean.labels(graph).set(recent(graph, judgment.reward));
     },
+    tenants: createTenantMetrics(registers),
+  };
+}
+
+/** One `RecentWindow` of `size` per graph label: pushes a reward, answers the graph's running mean. */
+function recentMeans(size: number): (graph: string, reward: number) => number {
+  const windows = new Map<string, RecentWindow>();
+  return (graph, reward) => {
+    let window = windows.get(graph);
+    if (window === undefined) {
+      window = new RecentWindow(size);
+      windows.set(graph, window);
+    }
+    return window.push(reward);
+  };
+}
+
+/** Tenant label values kept (REWARD_KEYS names; reloads can add some) before the rest are `other`. */
+const MAX_TENANT_LABELS = 256;
+
+/** Per-tenant metrics (REWARD_KEYS, docs/operations.md): the `tenant` label takes configured names only. */
+export interface TenantMetrics {
+  /** Judge tokens spent for the tenant's judgments (as its budget counts them). */
+  tokens: Counter<'tenant'>;
+  /** Authenticated requests by tenant, route pattern and HTTP status. */
+  requests: Counter<'tenant' | 'route' | 'code'>;
+  budgetRemainingTokens: Gauge<'tenant'>;
+  budgetLimitTokens: Gauge<'tenant'>;
+  /** Reloads of the keys file by outcome (`ok`, `invalid`). */
+  keyReloads: Counter<'outcome'>;
+  /** A tenant's name as a label value: itself, or `other` past MAX_TENANT_LABELS names. */
+  label(name: string): string;
+}
+
+function createTenantMetrics(registers: Registry[]): TenantMetrics {
+  const reloads = new Counter({
+    name: 'reward_keys_reloads_total',
+    help: 'Reloads of the keys file (REWARD_KEYS, on SIGHUP or a change), by outcome: ok, or invalid (the old keys kept serving).',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  for (const outcome of ['ok', 'invalid']) reloads.labels(outcome).inc(0);
+  return {
+    tokens: new Counter({
+      name: 'reward_tenant_tokens_total',
+      help: 'Judge tokens spent for the judgments a tenant started (prompt + completion as reported, cached prompt tokens × CACHED_TOKEN_WEIGHT), by tenant (a REWARD_KEYS name).',
+      labelNames: ['tenant'] as const,
+      registers,
+    }),
+    requests: new Counter({
+      name: 'reward_tenant_requests_total',
+      help: 'Authenticated requests by tenant (a REWARD_KEYS name), route pattern and HTTP status.',
+      labelNames: ['tenant', 'route', 'code'] as const,
+      registers,
+    }),
+    budgetRemainingTokens: new Gauge({
+      name: 'reward_tenant_budget_remaining_tokens',
+      help: 'Tokens left of a tenant’s token_budget in the current window (tenants with a budget only).',
+      labelNames: ['tenant'] as const,
+      registers,
+    }),
+    budgetLimitTokens: new Gauge({
+      name: 'reward_tenant_budget_limit_tokens',
+      help: 'A tenant’s token_budget per window (tenants with a budget only).',
+      labelNames: ['tenant'] as const,
+      registers,
+    }),
+    keyReloads: reloads,
+    label: boundedLabel(MAX_TENANT_LABELS),
   };
 }
 

@@ -51,8 +51,14 @@ export function createRestartBackoff(): (now: number) => number {
   };
 }
 
-/** Runs the primary: forks the workers and supervises them. Returns the shutdown trigger. */
-export function runPrimary(options: PrimaryOptions): { shutdown(signal: string): void } {
+/**
+ * Runs the primary: forks the workers and supervises them. Returns the shutdown trigger, and
+ * `signalWorkers` (SIGHUP: every worker reloads its keys file).
+ */
+export function runPrimary(options: PrimaryOptions): {
+  shutdown(signal: string): void;
+  signalWorkers(signal: NodeJS.Signals): void;
+} {
   const { metrics, log } = options;
   const exitCodes: number[] = [];
   const restartDelay = createRestartBackoff();
@@ -111,6 +117,11 @@ export function runPrimary(options: PrimaryOptions): { shutdown(signal: string):
   for (let i = 0; i < options.workers; i++) fork();
 
   return {
+    signalWorkers(signal) {
+      if (stopping) return;
+      log('info', { signal, workers: alive().length }, 'relaying the signal to every worker');
+      for (const w of alive()) w.process.kill(signal);
+    },
     shutdown(signal) {
       if (stopping) {
         log('warn', { signal }, 'already shutting down');

@@ -49,10 +49,13 @@ import {
   callObserver,
   type Admission,
   type Refusal,
+  type Ticket,
   type WorkShape,
 } from '../admission/admission.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Lane } from '../admission/priority.js';
+import { cappedLane, type TenantWork } from '../admission/fair-shares.js';
+import { scopedKey, withSpend } from './tenant-work.js';
 import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { toComparisonTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
@@ -94,7 +97,12 @@ export interface RequestScope {
   cancel?: AbortSignal | undefined;
   /** The priority lane of its new comparisons (priority.ts); default normal. */
   priority?: Lane | undefined;
+  /** Its tenant (REWARD_KEYS): fair-queue flow, lane cap, budget and spend, cache scope. */
+  tenant?: TenantWork | undefined;
 }
+
+/** Where a unit's calls run: its lane, its tenant's flow, and the tenant (spend); a ticket is one. */
+type Seat = Pick<Ticket, 'lane' | 'flow' | 'work'>;
 
 /** Candidates as their one preparation left them (src/judge/candidate.ts). */
 export interface PreparedGroup<T extends { question: string; groundTruth: string | null }> {
@@ -259,8 +267,16 @@ const inGroup = (group: PlayGroup, p: Pairing): Pairing => ({
   j: group.real[p.j] ?? -1,
 });
 
-/** Each pair's canonical input and key, hashed once: fixed schedules key a pair when planning and playing. */
-function pairKeys(group: PlayGroup, router: Router, settings: KeySettings): (p: Pairing) => KeyedPair {
+/**
+ * Each pair's canonical input and key (within the tenant's cache scope, if any), hashed once: fixed schedules
+ * key a pair when planning and playing.
+ */
+function pairKeys(
+  group: PlayGroup,
+  router: Router,
+  settings: KeySettings,
+  cacheScope: string | undefined,
+): (p: Pairing) => KeyedPair {
   const g = group.candidates.length;
   const memo = new Map<number, KeyedPair>();
   return (p) => {
@@ -273,7 +289,7 @@ function pairKeys(group: PlayGroup, router: Router, settings: KeySettings): (p: 
         b: group.candidates[p.j] ?? '',
       });
       const unit = { kind: 'pair' as const, input: c.input, judges: group.judges };
-      k = { ...c, key: comparativeKey(router, unit, settings) };
+      k = { ...c, key: scopedKey(comparativeKey(router, unit, settings), cacheScope) };
       memo.set(at, k);
     }
     return k;
@@ -343,15 +359,16 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
   });
 
   /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], deadline: number, lane: Lane = 'normal'): void => {
+  const admit = (shapes: readonly WorkShape[], request: RequestScope): void => {
     admitWhole(
       admission,
       shapes,
-      deadline - Date.now(),
+      request.deadline - Date.now(),
       'comparisons',
       'use a cheaper schedule or fewer candidates',
       { metrics, onRefusal: options.onRefusal },
-      lane,
+      request.priority,
+      { work: request.tenant },
     );
   };
 
@@ -374,12 +391,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
 
   /**
    * A unit's options: its flight's signal and deadline (read through the flight as joiners move it: never
-   * spread these options), the lane, the candidates' known preparations.
+   * spread these options), the seat (lane, tenant flow and spend), the candidates' known preparations.
    */
   const unitOptions = (
     signal: AbortSignal,
     deadline: FlightDeadline,
-    lane: Lane,
+    seat: Seat,
     known: ReadonlyMap<string, PreparedCandidate>,
     judges?: number,
   ): ComparativeOptions & { judges?: number | undefined } => ({
@@ -388,11 +405,12 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       return deadline.at;
     },
     signal,
-    observer,
+    observer: withSpend(observer, seat.work),
+    flow: seat.flow,
     judges,
     limits: options.candidateLimits,
     reasoningFormat: options.reasoningFormat,
-    urgent: lane === 'high',
+    urgent: seat.lane === 'high',
     preparedText: (text) => known.get(text),
   });
 
@@ -401,14 +419,15 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     judges: number,
     signal: AbortSignal,
     deadline: FlightDeadline,
-    requestId: string | undefined,
-    lane: Lane,
+    request: RequestScope,
     known: ReadonlyMap<string, PreparedCandidate>,
-  ): Promise<Stored> =>
-    admission.run(
-      admission.admit(pairShape(judges), lane),
+  ): Promise<Stored> => {
+    const ticket = admission.admit(pairShape(judges), request.priority, request.tenant);
+    const { requestId } = request;
+    return admission.run(
+      ticket,
       signal,
-      () => comparePair(input, unitOptions(signal, deadline, lane, known, judges)),
+      () => comparePair(input, unitOptions(signal, deadline, ticket, known, judges)),
       async (judgment) => {
         metrics.observeComparison(input.criterion, judgment);
         const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
@@ -419,6 +438,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
         return stored;
       },
     );
+  };
 
   const prepare: ComparisonService['prepare'] = (shared, candidates) => {
     const prepared = prepareGroup(shared, candidates, settings);
@@ -440,9 +460,9 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     groups: readonly PlayGroup[],
     request: RequestScope,
   ): Promise<Array<Array<PlayedPair<ComparedPair>>>> => {
-    const keyed = groups.map((group) => pairKeys(group, router, settings));
+    const keyed = groups.map((group) => pairKeys(group, router, settings, request.tenant?.cacheScope));
     const work = newComparisons(groups, keyed, (key) => cache.get(key) !== undefined || cache.has(key));
-    admit(work.shapes, request.deadline, request.priority);
+    admit(work.shapes, request);
     const scope = createRequestScope({
       deadline: request.deadline,
       signal: request.signal,
@@ -450,7 +470,6 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       cancel: request.cancel,
     });
     const startedAt = Date.now();
-    const lane = request.priority ?? 'normal';
     const play = async (group: PlayGroup, pair: KeyedPair): Promise<ComparedPair> => {
       const { input, swapped, key } = pair;
       const hit = cache.get(key);
@@ -460,7 +479,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       }
       const own = !cache.has(key);
       const flight = fly(key, own, request.deadline, scope.signal, (signal, deadline) =>
-        computePair(input, group.judges, signal, deadline, request.requestId, lane, group.known),
+        computePair(input, group.judges, signal, deadline, request, group.known),
       );
       try {
         if (flight === undefined) throw new Error('no comparison flight to join');
@@ -498,29 +517,36 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     decided: boolean,
     signal: AbortSignal,
     deadline: FlightDeadline,
-    lane: Lane,
+    request: RequestScope,
     known: ReadonlyMap<string, PreparedCandidate>,
   ): Promise<Stored> => {
-    const run = (): Promise<PickJudgment> => pickBest(input, unitOptions(signal, deadline, lane, known));
+    const run = (seat: Seat) => (): Promise<PickJudgment> =>
+      pickBest(input, unitOptions(signal, deadline, seat, known));
     const store = (judgment: PickJudgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment });
-    if (decided) return run().then(store);
-    return admission.run(admission.admit(PICK_SHAPE, lane), signal, run, store);
+    const { tenant } = request;
+    const lane = request.priority ?? 'normal';
+    if (decided)
+      return run({ lane: cappedLane(lane, tenant), flow: tenant?.flow, work: tenant })().then(store);
+    const ticket = admission.admit(PICK_SHAPE, lane, tenant);
+    return admission.run(ticket, signal, run(ticket), store);
   };
 
   const pick: ComparisonService['pick'] = async (rawInput, scopeIn) => {
     const texts = prepare(rawInput, rawInput.candidates);
     const { rejections } = texts;
     const input: PickInput = { ...texts.shared, candidates: texts.candidates };
-    const key = comparativeKey(router, { kind: 'pick', input }, settings);
+    const key = scopedKey(
+      comparativeKey(router, { kind: 'pick', input }, settings),
+      scopeIn.tenant?.cacheScope,
+    );
     const hit = cache.get(key);
     if (hit !== undefined && hit.kind === 'pick') {
       lookups.hit.inc();
       return { pickId: hit.id, judgment: hit.judgment, cached: true, rejections };
     }
     const own = !cache.has(key);
-    const lane = scopeIn.priority ?? 'normal';
     const decided = rejections.filter((r) => r === undefined).length < 2;
-    if (own && !decided) admit([PICK_SHAPE], scopeIn.deadline, lane);
+    if (own && !decided) admit([PICK_SHAPE], scopeIn);
     const scope = createRequestScope({
       deadline: scopeIn.deadline,
       signal: scopeIn.signal,
@@ -530,7 +556,7 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
     const started = Date.now();
     try {
       const flight = fly(key, own, scopeIn.deadline, scope.signal, (signal, deadline) =>
-        computePick(input, decided, signal, deadline, lane, texts.known),
+        computePick(input, decided, signal, deadline, scopeIn, texts.known),
       );
       if (flight === undefined) throw new Error('no pick flight to join');
       const stored = await flight;

@@ -44,6 +44,8 @@ import {
 import type { Metrics } from '../observe/metrics.js';
 import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import type { Lane } from '../admission/priority.js';
+import type { TenantWork } from '../admission/fair-shares.js';
+import { scopedKey, withSpend } from './tenant-work.js';
 import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { createSharedFlights } from './shared-flights.js';
@@ -105,6 +107,11 @@ export interface JudgeRequest {
   cancel?: AbortSignal | undefined;
   /** The priority lane of the request's new judgments (priority.ts); default normal. */
   priority?: Lane | undefined;
+  /**
+   * Its tenant (REWARD_KEYS): the fair-queue flow and lane cap its new judgments are admitted and run in,
+   * the budget they are gated by and charged to, and its cache scope (CACHE_SCOPE=tenant).
+   */
+  tenant?: TenantWork | undefined;
   /**
    * Absolute time (epoch ms) until which the client waits for its answer (`/get_reward`: OpenRLHF's
    * timeout, GET_REWARD_HOLD_MS): work that would not fit `deadline` but fits by then is admitted with its
@@ -309,7 +316,7 @@ function admitRequest(
 ): AdmitOrHold {
   const lane = request.priority ?? 'normal';
   const hint = 'split it into smaller requests';
-  const options = { holdUntil: request.holdUntil };
+  const options = { holdUntil: request.holdUntil, work: request.tenant };
   if (mayHold)
     return admitOrHold(
       admission,
@@ -396,14 +403,23 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     signal: AbortSignal,
     deadline: FlightDeadline,
     admitted: Ticket | undefined,
-    requestId: string | undefined,
+    owner: Pick<JudgeRequest, 'requestId' | 'tenant'>,
   ): Promise<StoredJudgment> => {
     const here = (ticket: Ticket): Promise<StoredJudgment> => {
       miss.inc();
-      return computeHere(item, signal, deadline, ticket, requestId);
+      return computeHere(item, signal, deadline, ticket, owner.requestId);
     };
-    if (sharedFlights === undefined) return here(admitted ?? admission.admit(shapeOf(item)));
-    const flight = await sharedFlights.run(key, shapeOf(item), signal, deadline, admitted, here);
+    if (sharedFlights === undefined)
+      return here(admitted ?? admission.admit(shapeOf(item), 'normal', owner.tenant));
+    const flight = await sharedFlights.run(
+      key,
+      shapeOf(item),
+      signal,
+      deadline,
+      admitted,
+      here,
+      owner.tenant,
+    );
     if (flight.elsewhere) fromElsewhere.add(flight.stored);
     return flight.stored;
   };
@@ -427,7 +443,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
             return deadline.at;
           },
           signal,
-          observer,
+          // The tenant that started it is charged for its calls, which wait in its fair-queue flow.
+          observer: withSpend(observer, ticket.work),
+          flow: ticket.flow,
           limits: options.candidateLimits,
           reasoningFormat: options.reasoningFormat,
           urgent: ticket.lane === 'high',
@@ -508,7 +526,9 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     const results: Array<JudgedItem | undefined> = [];
     /** Index of the item that starts each new flight. */
     const starters = new Map<string, number>();
-    for (const item of items) keys.push(judgmentKey(item.graph.graph, item.input, router, settings));
+    const cacheScope = request.tenant?.cacheScope;
+    for (const item of items)
+      keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router, settings), cacheScope));
     const id = request.idempotencyKey;
     const itemsKey = id === undefined ? '' : itemsDigest(keys);
     let hits = 0;
@@ -586,12 +606,12 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
       if (own) {
         // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
         // then, if the holder gives it up).
+        const { tenant } = request;
         const ticket =
-          elsewhere?.running.has(key) === true ? undefined : admission.admit(shapeOf(item), lane);
+          elsewhere?.running.has(key) === true ? undefined : admission.admit(shapeOf(item), lane, tenant);
         flight = cache.run(
           key,
-          (signal) =>
-            deadlines.run(key, deadline, (d) => compute(key, item, signal, d, ticket, request.requestId)),
+          (signal) => deadlines.run(key, deadline, (d) => compute(key, item, signal, d, ticket, request)),
           scope.signal,
         );
       } else {

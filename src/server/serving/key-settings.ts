@@ -39,6 +39,12 @@ export const KEY_DECISIONS: { readonly [K in keyof typeof ENV_VARIABLES]: KeyDec
   HOST: SERVING,
   LOG_LEVEL: SERVING,
   REWARD_API_KEY: SERVING,
+  REWARD_KEYS: SERVING,
+  FAIR_QUEUING: CAPACITY,
+  CACHE_SCOPE: none(
+    'who may reuse a judgment, never what it decides: with `tenant` the key is scoped by the tenant ' +
+      '(serving/tenant-work.ts), so the same inputs give the same verdict in either scope',
+  ),
   METRICS_PUBLIC: SERVING,
   BODY_LIMIT_BYTES: VALIDATION,
   SHUTDOWN_GRACE_MS: SERVING,

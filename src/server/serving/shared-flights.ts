@@ -10,6 +10,7 @@
  */
 import type { RewardError } from '../../errors.js';
 import type { Admission, Refusal, Ticket, WorkShape } from '../admission/admission.js';
+import type { TenantWork } from '../admission/fair-shares.js';
 import type { FlightDeadline } from './flight-deadlines.js';
 import type { SharedFlight, SharedJudgment, SharedJudgments } from './shared-judgments.js';
 
@@ -35,7 +36,8 @@ export interface SharedFlights {
   /**
    * The flight of `key`: another process's outcome (`elsewhere: true`), or `here(ticket)`'s, published to the
    * other processes. `admitted` is this request's ticket when it admitted the judgment as new work (undefined
-   * when it was being computed elsewhere); it is released when the outcome lands from elsewhere.
+   * when it was being computed elsewhere); it is released when the outcome lands from elsewhere. A takeover
+   * is admitted for `tenant` (its budget, its share), the request that waited for it.
    */
   run<S extends SharedJudgment>(
     key: string,
@@ -44,6 +46,7 @@ export interface SharedFlights {
     deadline: FlightDeadline,
     admitted: Ticket | undefined,
     here: (ticket: Ticket) => Promise<S>,
+    tenant?: TenantWork,
   ): Promise<{ stored: S | SharedJudgment; elsewhere: boolean }>;
 }
 
@@ -71,16 +74,16 @@ export function createSharedFlights(options: SharedFlightsOptions): SharedFlight
   };
 
   /** New work here now: the token budget first, then the capacity (so a retry cannot spend or queue past them). */
-  const takeOver = (graph: WorkShape, remainingMs: number): Ticket => {
-    const gated = admission.gate?.();
+  const takeOver = (graph: WorkShape, remainingMs: number, tenant: TenantWork | undefined): Ticket => {
+    const gated = admission.gate?.() ?? tenant?.gate?.();
     if (gated !== undefined) throw gated;
-    const decision = admission.decide([graph], remainingMs);
+    const decision = admission.decide([graph], remainingMs, 'normal', { work: tenant });
     if (!decision.ok) throw options.refuse(decision.refusal);
-    return admission.admit(graph);
+    return admission.admit(graph, 'normal', tenant);
   };
 
   return {
-    async run(key, graph, signal, deadline, admitted, here) {
+    async run(key, graph, signal, deadline, admitted, here, tenant) {
       let flight: SharedFlight;
       try {
         flight = await acquire(key, signal, deadline);
@@ -96,7 +99,7 @@ export function createSharedFlights(options: SharedFlightsOptions): SharedFlight
       }
       let stored;
       try {
-        stored = await here(admitted ?? takeOver(graph, deadline.at - now()));
+        stored = await here(admitted ?? takeOver(graph, deadline.at - now(), tenant));
       } catch (err) {
         void flight.abandon();
         throw err;

@@ -17,6 +17,7 @@ from .aio import AsyncRewardClient
 from .client import RewardClient
 from .errors import (
     BadRequestError,
+    ForbiddenError,
     JudgeFailedError,
     NotFoundError,
     PayloadTooLargeError,
@@ -32,6 +33,7 @@ from .results import FAILED_STATUSES, GroupResult, ItemResult, JudgeResult, grou
 __all__ = [
     "AsyncRewardClient",
     "BadRequestError",
+    "ForbiddenError",
     "FAILED_STATUSES",
     "GroupResult",
     "ItemResult",

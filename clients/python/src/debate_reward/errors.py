@@ -50,6 +50,11 @@ class UnauthorizedError(RewardRequestError):
     """401 `RW_UNAUTHORIZED`: missing or wrong API key."""
 
 
+class ForbiddenError(RewardRequestError):
+    """403: `RW_FORBIDDEN` (this key lacks the route's scope: `details["scope"]` names it) or
+    `RW_GRAPH_NOT_ALLOWED`."""
+
+
 class NotFoundError(RewardRequestError):
     """404, e.g. `RW_UNKNOWN_GRAPH`, `RW_NOT_FOUND`."""
 
@@ -79,6 +84,7 @@ class JudgeFailedError(RewardServerError):
 _BY_STATUS = {
     400: BadRequestError,
     401: UnauthorizedError,
+    403: ForbiddenError,
     404: NotFoundError,
     413: PayloadTooLargeError,
 }
