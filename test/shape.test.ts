@@ -30,8 +30,6 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([]);
 const TEMPORARY: ReadonlyMap<string, number> = new Map([
   // Mostly the metric-definition table (a TABLES candidate), with the observe functions beside it.
   ['src/server/observe/metrics.ts › createMetrics', 346],
-  ['src/server/serving/judge-service.ts › createJudgeService', 336],
-  ['src/server/serving/judge-service.ts › judgeOnce', 154],
   ['src/server/admission/admission.ts › Admission', 305],
   ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 263],
