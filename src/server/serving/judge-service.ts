@@ -503,20 +503,21 @@ interface Looked {
   elsewhere: SharedLookup | undefined;
 }
 
-/**
- * Keys the request's items and recalls its idempotency record and the shared tier's judgments (awaited,
- * the record and the judgments in parallel), so that what follows stays synchronous: nothing awaits
- * between the admission decision and the start of the flights.
- */
-async function recall(
-  svc: Service,
-  request: JudgeRequest,
-): Promise<{
+/** A request's items keyed, its record recalled here, and (with REDIS_URL) the shared tier being asked. */
+interface Recalling {
   keys: string[];
   itemsKey: string;
   record: Recalled | undefined;
-  elsewhere: SharedLookup | undefined;
-}> {
+  /** The record elsewhere and the shared tier's judgments, asked in parallel; undefined without Redis. */
+  pending: Promise<[Recalled | undefined, SharedLookup | undefined]> | undefined;
+}
+
+/**
+ * Keys the request's items and recalls its idempotency record here; with a shared tier, asks it for the
+ * record and the judgments (the caller awaits `pending` itself, once, so that what follows stays
+ * synchronous: no other request runs between the lookup and the start of the flights).
+ */
+function recall(svc: Service, request: JudgeRequest): Recalling {
   const { options, records } = svc;
   const cacheScope = request.tenant?.cacheScope;
   const keys = request.items.map((item) =>
@@ -524,24 +525,36 @@ async function recall(
   );
   const id = request.idempotencyKey;
   const itemsKey = id === undefined ? '' : itemsDigest(keys);
-  let record: Recalled | undefined = id === undefined ? undefined : records.recallHere(id, itemsKey);
-  let elsewhere: SharedLookup | undefined;
-  if (options.shared !== undefined || options.sharedRecords !== undefined) {
-    const elsewhereRecord =
-      record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
-    // Items this process's record replays need no shared lookup (all of them: no round trip at all).
-    const replayed = record?.kind === 'here' ? record.done : undefined;
-    const unanswered = replayed === undefined ? keys : keys.filter((_, i) => replayed[i] === undefined);
-    [record, elsewhere] = await Promise.all([elsewhereRecord, lookupElsewhere(svc, unanswered)]);
-  }
-  if (id !== undefined)
-    options.metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
-  return { keys, itemsKey, record, elsewhere };
+  const record: Recalled | undefined = id === undefined ? undefined : records.recallHere(id, itemsKey);
+  if (options.shared === undefined && options.sharedRecords === undefined)
+    return { keys, itemsKey, record, pending: undefined };
+  const elsewhereRecord =
+    record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
+  // Items this process's record replays need no shared lookup (all of them: no round trip at all).
+  const replayed = record?.kind === 'here' ? record.done : undefined;
+  const unanswered = replayed === undefined ? keys : keys.filter((_, i) => replayed[i] === undefined);
+  return {
+    keys,
+    itemsKey,
+    record,
+    pending: Promise.all([elsewhereRecord, lookupElsewhere(svc, unanswered)]),
+  };
 }
 
-/** The request's items answered from its record, the shared tier or the LRU, and the flights it starts. */
-async function lookUp(svc: Service, request: JudgeRequest): Promise<Looked> {
-  const { keys, itemsKey, record, elsewhere } = await recall(svc, request);
+/**
+ * The request's items answered from its record, the shared tier or the LRU, and the flights it starts.
+ * Synchronous: it runs in the same tick as the admission decision and the start of the flights.
+ */
+function sortItems(
+  svc: Service,
+  request: JudgeRequest,
+  recalled: Pick<Recalling, 'keys' | 'itemsKey' | 'record'>,
+  elsewhere: SharedLookup | undefined,
+): Looked {
+  const { keys, itemsKey, record } = recalled;
+  const id = request.idempotencyKey;
+  if (id !== undefined)
+    svc.options.metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
   const replay = record?.kind === 'here' ? record.done : undefined;
   const results: Array<JudgedItem | undefined> = [];
   const starters = new Map<string, number>();
@@ -594,7 +607,12 @@ async function judgeOnce(
   let { deadline } = request;
   const { items } = request;
   const startedAt = Date.now();
-  const looked = await lookUp(svc, request);
+  const recalled = recall(svc, request);
+  let { record } = recalled;
+  let elsewhere: SharedLookup | undefined;
+  // The only await before the flights start (none at all without a shared tier).
+  if (recalled.pending !== undefined) [record, elsewhere] = await recalled.pending;
+  const looked = sortItems(svc, request, { ...recalled, record }, elsewhere);
   // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
   // work: this process waits for them through their leases, holding no run slot, so they are not admitted
   // (nor refused) here. Only keys nobody computes count against this server's capacity.
