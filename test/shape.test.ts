@@ -28,8 +28,6 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([]);
  * this round, each capped at its length when listed. Splitting one below MAX_LINES means removing it here.
  */
 const TEMPORARY: ReadonlyMap<string, number> = new Map([
-  ['src/server/serving/judge-service.ts › createJudgeService', 336],
-  ['src/server/serving/judge-service.ts › judgeOnce', 154],
   ['src/server/admission/admission.ts › Admission', 305],
   ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 263],

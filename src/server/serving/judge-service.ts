@@ -39,6 +39,7 @@ import {
   createIdempotencyRecords,
   itemsDigest,
   type IdempotencyOptions,
+  type IdempotencyRecords,
   type Recalled,
 } from './idempotency.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -46,9 +47,9 @@ import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import type { Lane } from '../admission/priority.js';
 import type { TenantWork } from '../admission/fair-shares.js';
 import { scopedKey, withSpend } from './tenant-work.js';
-import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
+import { createFlightDeadlines, type FlightDeadline, type FlightDeadlines } from './flight-deadlines.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
-import { createSharedFlights } from './shared-flights.js';
+import { createSharedFlights, type SharedFlights } from './shared-flights.js';
 import type { SharedJudgments, SharedLookup } from './shared-judgments.js';
 import type { IdempotencyStore } from '../../state/types.js';
 import { toTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
@@ -347,154 +348,128 @@ function complete(items: readonly JudgeItem[], results: Array<JudgedItem | undef
   );
 }
 
-export function createJudgeService(options: JudgeServiceOptions): JudgeService {
-  const { router, metrics, admission, transcripts } = options;
-  const cache = new JudgmentCache<StoredJudgment>({
-    maxEntries: options.cacheSize,
-    isCacheable,
-    onAbandon: options.onAbandoned,
-  });
-  const observer = callObserver(metrics, admission);
-  const hit = metrics.cacheLookups.labels('hit');
-  const coalesced = metrics.cacheLookups.labels('coalesced');
-  const miss = metrics.cacheLookups.labels('miss');
-  const sharedHit = metrics.cacheLookups.labels('shared_hit');
-  const sharedCoalesced = metrics.cacheLookups.labels('shared_coalesced');
+/** A cache-lookup counter (`reward_cache_lookups_total{result}`). */
+type LookupCounter = ReturnType<Metrics['cacheLookups']['labels']>;
+
+/** The service's state, built once by `createJudgeService` and shared by the functions below. */
+interface Service {
+  options: JudgeServiceOptions;
+  cache: JudgmentCache<StoredJudgment>;
+  observer: ReturnType<typeof callObserver>;
+  lookups: Record<'hit' | 'coalesced' | 'miss' | 'sharedHit' | 'sharedCoalesced', LookupCounter>;
   /** Judgments another process computed: the items that receive them are `cached` here. */
-  const fromElsewhere = new WeakSet<StoredJudgment>();
-
+  fromElsewhere: WeakSet<StoredJudgment>;
   /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
-  const deadlines = createFlightDeadlines();
-  // The settings inputs are prepared with are the ones they are keyed with.
-  const settings = keySettingsOf({
-    reasoningFormat: options.reasoningFormat,
-    limits: options.candidateLimits,
-  });
-  const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
-  const now = options.now ?? Date.now;
-  const records = createIdempotencyRecords({
-    ...idem,
-    shared: options.sharedRecords,
-    now,
-    onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
-  });
+  deadlines: FlightDeadlines;
+  settings: ReturnType<typeof keySettingsOf>;
+  idem: IdempotencyOptions;
+  now: () => number;
+  records: IdempotencyRecords;
+  refuse: (refusal: Refusal, n: number) => RewardError;
+  sharedFlights: SharedFlights | undefined;
+}
 
-  const refuse = (refusal: Refusal, n: number): RewardError =>
-    overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
-  const sharedFlights =
-    options.shared === undefined
-      ? undefined
-      : createSharedFlights({
-          shared: options.shared,
-          admission,
-          now,
-          refuse: (refusal) => refuse(refusal, 1),
-          isCacheable: isSharedCacheable,
-          onLanded: (waited) => (waited ? sharedCoalesced : sharedHit).inc(),
-        });
-
-  /**
-   * One flight: through the shared tier when there is one (`shared-flights.ts`), else computed here.
-   * `miss` counts the judgments this process computes.
-   */
-  const compute = async (
-    key: string,
-    item: JudgeItem,
-    signal: AbortSignal,
-    deadline: FlightDeadline,
-    admitted: Ticket | undefined,
-    owner: Pick<JudgeRequest, 'requestId' | 'tenant'>,
-  ): Promise<StoredJudgment> => {
-    const here = (ticket: Ticket): Promise<StoredJudgment> => {
-      miss.inc();
-      return computeHere(item, signal, deadline, ticket, owner.requestId);
-    };
-    if (sharedFlights === undefined)
-      return here(admitted ?? admission.admit(shapeOf(item), 'normal', owner.tenant));
-    const flight = await sharedFlights.run(
-      key,
-      shapeOf(item),
-      signal,
-      deadline,
-      admitted,
-      here,
-      owner.tenant,
-    );
-    if (flight.elsewhere) fromElsewhere.add(flight.stored);
-    return flight.stored;
+/**
+ * One flight: through the shared tier when there is one (`shared-flights.ts`), else computed here.
+ * `miss` counts the judgments this process computes.
+ */
+async function compute(
+  svc: Service,
+  key: string,
+  item: JudgeItem,
+  signal: AbortSignal,
+  deadline: FlightDeadline,
+  admitted: Ticket | undefined,
+  owner: Pick<JudgeRequest, 'requestId' | 'tenant'>,
+): Promise<StoredJudgment> {
+  const here = (ticket: Ticket): Promise<StoredJudgment> => {
+    svc.lookups.miss.inc();
+    return computeHere(svc, item, signal, deadline, ticket, owner.requestId);
   };
+  const { sharedFlights } = svc;
+  if (sharedFlights === undefined)
+    return here(admitted ?? svc.options.admission.admit(shapeOf(item), 'normal', owner.tenant));
+  const flight = await sharedFlights.run(key, shapeOf(item), signal, deadline, admitted, here, owner.tenant);
+  if (flight.elsewhere) svc.fromElsewhere.add(flight.stored);
+  return flight.stored;
+}
 
-  /** Wait for a run slot, run, count, write the transcript. */
-  const computeHere = (
-    item: JudgeItem,
-    signal: AbortSignal,
-    deadline: FlightDeadline,
-    ticket: Ticket,
-    requestId: string | undefined,
-  ): Promise<StoredJudgment> =>
-    admission.run(
-      ticket,
-      signal,
-      () =>
-        runJudgment(item.graph.graph, item.input, {
-          router,
-          // Read again by the engine whenever it needs it: a joining retry moves it later.
-          get deadline() {
-            return deadline.at;
-          },
-          signal,
-          // The tenant that started it is charged for its calls, which wait in its fair-queue flow.
-          observer: withSpend(observer, ticket.work),
-          flow: ticket.flow,
-          limits: options.candidateLimits,
-          reasoningFormat: options.reasoningFormat,
-          urgent: ticket.lane === 'high',
-          prepared: item.prepared,
-        }),
-      async (judgment) => {
-        metrics.observeJudgment(item.graph.label, judgment);
-        const stored: StoredJudgment = { id: randomUUID(), judgment };
-        options.onComputed?.(item, stored);
-        if (transcripts !== undefined)
-          await transcripts.write(
-            toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
-          );
-        return stored;
-      },
-    );
+/** Wait for a run slot, run, count, write the transcript. */
+function computeHere(
+  svc: Service,
+  item: JudgeItem,
+  signal: AbortSignal,
+  deadline: FlightDeadline,
+  ticket: Ticket,
+  requestId: string | undefined,
+): Promise<StoredJudgment> {
+  const { router, metrics, admission, transcripts } = svc.options;
+  return admission.run(
+    ticket,
+    signal,
+    () =>
+      runJudgment(item.graph.graph, item.input, {
+        router,
+        // Read again by the engine whenever it needs it: a joining retry moves it later.
+        get deadline() {
+          return deadline.at;
+        },
+        signal,
+        // The tenant that started it is charged for its calls, which wait in its fair-queue flow.
+        observer: withSpend(svc.observer, ticket.work),
+        flow: ticket.flow,
+        limits: svc.options.candidateLimits,
+        reasoningFormat: svc.options.reasoningFormat,
+        urgent: ticket.lane === 'high',
+        prepared: item.prepared,
+      }),
+    async (judgment) => {
+      metrics.observeJudgment(item.graph.label, judgment);
+      const stored: StoredJudgment = { id: randomUUID(), judgment };
+      svc.options.onComputed?.(item, stored);
+      if (transcripts !== undefined)
+        await transcripts.write(
+          toTranscriptRecord(stored.id, judgment, item.input, item.graph.label, router.name, requestId),
+        );
+      return stored;
+    },
+  );
+}
 
-  /** The request's idempotency record: answered (completed judgments only, never failures). */
-  const remember = (id: string, items: string, results: readonly JudgedItem[]): void => {
-    records.answered(
-      id,
-      items,
-      results.map((r) =>
-        r.judgmentId !== null && isCacheable({ id: r.judgmentId, judgment: r.judgment })
-          ? { id: r.judgmentId, judgment: r.judgment }
-          : undefined,
-      ),
-    );
-  };
+/** The request's idempotency record: answered (completed judgments only, never failures). */
+function remember(svc: Service, id: string, items: string, results: readonly JudgedItem[]): void {
+  svc.records.answered(
+    id,
+    items,
+    results.map((r) =>
+      r.judgmentId !== null && isCacheable({ id: r.judgmentId, judgment: r.judgment })
+        ? { id: r.judgmentId, judgment: r.judgment }
+        : undefined,
+    ),
+  );
+}
 
-  /** Completed judgments in the shared tier for keys this process has neither cached nor in flight. */
-  const lookupElsewhere = async (keys: readonly string[]): Promise<SharedLookup | undefined> => {
-    if (options.shared === undefined) return undefined;
-    const wanted = [...new Set(keys.filter((k) => !cache.has(k) && !cache.holds(k)))];
-    if (wanted.length === 0) return undefined;
-    const lookup = await options.shared.lookup(wanted);
-    for (const [key, stored] of lookup.found) cache.remember(key, stored);
-    return lookup;
-  };
+/** Completed judgments in the shared tier for keys this process has neither cached nor in flight. */
+async function lookupElsewhere(svc: Service, keys: readonly string[]): Promise<SharedLookup | undefined> {
+  const { shared } = svc.options;
+  if (shared === undefined) return undefined;
+  const { cache } = svc;
+  const wanted = [...new Set(keys.filter((k) => !cache.has(k) && !cache.holds(k)))];
+  if (wanted.length === 0) return undefined;
+  const lookup = await shared.lookup(wanted);
+  for (const [key, stored] of lookup.found) cache.remember(key, stored);
+  return lookup;
+}
 
-  /**
-   * What is judged (src/judge/candidate.ts), at the one door every route's items come through: each item's
-   * texts normalised and its candidate's final answer extracted before anything is keyed, cached or judged.
-   */
-  const judge = async (request: JudgeRequest): Promise<JudgedItem[]> => {
-    const prepared = request.items.map((item) =>
-      prepareInput(item.input, { reasoningFormat: options.reasoningFormat, limits: options.candidateLimits }),
-    );
-    const judged = await judgePrepared({
+/**
+ * What is judged (src/judge/candidate.ts), at the one door every route's items come through: each item's
+ * texts normalised and its candidate's final answer extracted before anything is keyed, cached or judged.
+ */
+async function judge(svc: Service, request: JudgeRequest): Promise<JudgedItem[]> {
+  const { reasoningFormat, candidateLimits: limits, metrics } = svc.options;
+  const prepared = request.items.map((item) => prepareInput(item.input, { reasoningFormat, limits }));
+  const judged = await judgeHolding(
+    {
       ...request,
       items: request.items.map((item, i) => {
         const p = prepared[i];
@@ -502,182 +477,328 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
           ? item
           : { graph: item.graph, input: p.input, prepared: { rejection: p.rejection } };
       }),
-    });
-    return judged.map((j, i) => {
-      const p = prepared[i];
-      if (p?.rejection !== undefined && j.judgment.status === 'rejected_input')
-        metrics.rejectedInputs.labels(p.rejection).inc();
-      return { ...j, reasoningChars: p?.reasoningChars ?? 0 };
-    });
-  };
+    },
+    (r, admitted, noHold) => judgeOnce(svc, r, admitted, noHold),
+    svc.refuse,
+  );
+  return judged.map((j, i) => {
+    const p = prepared[i];
+    if (p?.rejection !== undefined && j.judgment.status === 'rejected_input')
+      metrics.rejectedInputs.labels(p.rejection).inc();
+    return { ...j, reasoningChars: p?.reasoningChars ?? 0 };
+  });
+}
 
-  const judgePrepared = (request: JudgeRequest): Promise<JudgedItem[]> =>
-    judgeHolding(request, judgeOnce, refuse);
+/** A request's items keyed and looked up: its idempotency record, the shared tier, the LRU. */
+interface Looked {
+  keys: string[];
+  /** `itemsDigest(keys)` when the request has an idempotency id, else ''. */
+  itemsKey: string;
+  /** The items answered by the lookup (replayed, shared or LRU hits); the rest are empty. */
+  results: Array<JudgedItem | undefined>;
+  /** Index of the item that starts each new flight. */
+  starters: Map<string, number>;
+  hits: number;
+  sharedHits: number;
+  elsewhere: SharedLookup | undefined;
+}
 
-  const judgeOnce = async (
-    request: JudgeRequest,
-    admitted: HoldPlace | undefined,
-    noHold = false,
-  ): Promise<Once> => {
-    let { deadline } = request;
-    const { items } = request;
-    const startedAt = Date.now();
-    const keys: string[] = [];
-    const results: Array<JudgedItem | undefined> = [];
-    /** Index of the item that starts each new flight. */
-    const starters = new Map<string, number>();
-    const cacheScope = request.tenant?.cacheScope;
-    for (const item of items)
-      keys.push(scopedKey(judgmentKey(item.graph.graph, item.input, router, settings), cacheScope));
-    const id = request.idempotencyKey;
-    const itemsKey = id === undefined ? '' : itemsDigest(keys);
-    let hits = 0;
-    // Shared tier first (awaited, the record and the judgments in parallel), so that what follows stays
-    // synchronous: nothing awaits between the admission decision and the start of the flights.
-    let record: Recalled | undefined = id === undefined ? undefined : records.recallHere(id, itemsKey);
-    let elsewhere: SharedLookup | undefined;
-    if (options.shared !== undefined || options.sharedRecords !== undefined) {
-      const elsewhereRecord =
-        record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
-      // Items this process's record replays need no shared lookup (all of them: no round trip at all).
-      const replayed = record?.kind === 'here' ? record.done : undefined;
-      const unanswered = replayed === undefined ? keys : keys.filter((_, i) => replayed[i] === undefined);
-      [record, elsewhere] = await Promise.all([elsewhereRecord, lookupElsewhere(unanswered)]);
-    }
-    if (id !== undefined) metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
-    const replay = record?.kind === 'here' ? record.done : undefined;
-    let sharedHits = 0;
-    for (let i = 0; i < items.length; i++) {
-      const key = keys[i] ?? '';
-      // Found elsewhere just now (and remembered in the LRU by the lookup): a shared hit.
-      const remembered = replay?.[i];
-      const remote = remembered === undefined ? elsewhere?.found.get(key) : undefined;
-      const cached = remembered ?? remote ?? cache.get(key);
-      if (cached !== undefined) {
-        results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
-        hits += 1;
-        if (remote !== undefined) sharedHits += 1;
-      } else if (!cache.has(key) && !starters.has(key)) {
-        starters.set(key, i);
-      }
-    }
-    // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
-    // work: this process waits for them through their leases, holding no run slot, so they are not admitted
-    // (nor refused) here. Only keys nobody computes count against this server's capacity.
-    const shapes = newWork(items, starters, elsewhere);
-    // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
-    // starts, the unanswered items are `cancelled`.
-    if (isCancelled(request.cancel))
-      return { kind: 'done', results: complete(items, cancelledRest(items, results, startedAt)) };
-    // Whole request or nothing: decided before any judgment starts (nothing awaits in between). A request
-    // admitted while held has its calls reserved already.
-    const lane = request.priority ?? 'normal';
-    if (admitted === undefined) {
-      const reporting = { metrics, onRefusal: options.onRefusal };
-      const decided = admitRequest(admission, shapes, request, deadline, now(), !noHold, reporting);
-      if (decided.kind === 'held') return { kind: 'held', place: decided.place, newJudgments: shapes.length };
-      if (decided.deadline !== undefined) deadline = decided.deadline;
-    }
-    if (hits > sharedHits) hit.inc(hits - sharedHits);
-    if (sharedHits > 0) sharedHit.inc(sharedHits);
-    const joined = items.length - hits - starters.size;
-    if (joined > 0) coalesced.inc(joined);
-    if (hits === items.length) {
-      const answered = complete(items, results);
-      if (id !== undefined) remember(id, itemsKey, answered);
-      return { kind: 'done', results: answered };
-    }
+/** A request's items keyed, its record recalled here, and (with REDIS_URL) the shared tier being asked. */
+interface Recalling {
+  keys: string[];
+  itemsKey: string;
+  record: Recalled | undefined;
+  /** The record elsewhere and the shared tier's judgments, asked in parallel; undefined without Redis. */
+  pending: Promise<[Recalled | undefined, SharedLookup | undefined]> | undefined;
+}
 
-    // A client that gave an idempotency id may retry: its flights are held a little for the retry to join.
-    const scope = createRequestScope({
-      deadline,
-      signal: request.signal,
-      fanOut: items.length,
-      cancel: request.cancel,
-      holdMs: () => (id === undefined ? 0 : Math.min(idem.lingerMs, deadline - Date.now())),
-    });
-
-    const waits: Promise<void>[] = [];
-    for (const [i, item] of items.entries()) {
-      if (results[i] !== undefined) continue;
-      const key = keys[i] ?? '';
-      const own = starters.get(key) === i;
-      let flight: Promise<StoredJudgment> | undefined;
-      if (own) {
-        // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
-        // then, if the holder gives it up).
-        const { tenant } = request;
-        const ticket =
-          elsewhere?.running.has(key) === true ? undefined : admission.admit(shapeOf(item), lane, tenant);
-        flight = cache.run(
-          key,
-          (signal) => deadlines.run(key, deadline, (d) => compute(key, item, signal, d, ticket, request)),
-          scope.signal,
-        );
-      } else {
-        flight = cache.join(key, scope.signal);
-        // The flight now also answers this request: it may run until this request's deadline.
-        if (flight !== undefined) deadlines.extend(key, deadline);
-      }
-      const settle = (judged: JudgedItem): void => {
-        results[i] = judged;
-      };
-      // No flight to join (e.g. the request was already aborted and let go of it): `complete` answers the
-      // empty slot as a failure, never a reward.
-      if (flight === undefined) continue;
-      waits.push(
-        flight.then(
-          (stored) =>
-            settle({
-              judgmentId: stored.id,
-              judgment: stored.judgment,
-              cached: !own || fromElsewhere.has(stored),
-            }),
-          (err: unknown) => {
-            if (isCancelled(scope.signal)) {
-              settle({
-                judgmentId: null,
-                judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
-                cached: false,
-              });
-              return;
-            }
-            const failure = classify(err, scope.signal);
-            if (failure.internal) options.onInternalError?.(err);
-            settle({
-              judgmentId: null,
-              judgment: syntheticFailure(
-                item.graph.graph,
-                failure.status,
-                failure.code,
-                failure.message,
-                Date.now() - startedAt,
-              ),
-              cached: false,
-            });
-          },
-        ),
-      );
-    }
-    try {
-      await Promise.all(waits);
-    } finally {
-      scope.end();
-    }
-    const answered = complete(items, results);
-    if (id !== undefined) remember(id, itemsKey, answered);
-    return { kind: 'done', results: answered };
-  };
-
-  const judgeOne = async (item: JudgeItem, scope: Omit<JudgeRequest, 'items'>): Promise<JudgedItem> => {
-    const [judged] = await judge({ ...scope, items: [item] });
-    if (judged === undefined) throw new Error('judge service returned no item');
-    return judged;
-  };
-
+/**
+ * Keys the request's items and recalls its idempotency record here; with a shared tier, asks it for the
+ * record and the judgments (the caller awaits `pending` itself, once, so that what follows stays
+ * synchronous: no other request runs between the lookup and the start of the flights).
+ */
+function recall(svc: Service, request: JudgeRequest): Recalling {
+  const { options, records } = svc;
+  const cacheScope = request.tenant?.cacheScope;
+  const keys = request.items.map((item) =>
+    scopedKey(judgmentKey(item.graph.graph, item.input, options.router, svc.settings), cacheScope),
+  );
+  const id = request.idempotencyKey;
+  const itemsKey = id === undefined ? '' : itemsDigest(keys);
+  const record: Recalled | undefined = id === undefined ? undefined : records.recallHere(id, itemsKey);
+  if (options.shared === undefined && options.sharedRecords === undefined)
+    return { keys, itemsKey, record, pending: undefined };
+  const elsewhereRecord =
+    record !== undefined || id === undefined ? record : records.recallElsewhere(id, itemsKey);
+  // Items this process's record replays need no shared lookup (all of them: no round trip at all).
+  const replayed = record?.kind === 'here' ? record.done : undefined;
+  const unanswered = replayed === undefined ? keys : keys.filter((_, i) => replayed[i] === undefined);
   return {
-    judge,
-    judgeOne,
+    keys,
+    itemsKey,
+    record,
+    pending: Promise.all([elsewhereRecord, lookupElsewhere(svc, unanswered)]),
+  };
+}
+
+/**
+ * The request's items answered from its record, the shared tier or the LRU, and the flights it starts.
+ * Synchronous: it runs in the same tick as the admission decision and the start of the flights.
+ */
+function sortItems(
+  svc: Service,
+  request: JudgeRequest,
+  recalled: Pick<Recalling, 'keys' | 'itemsKey' | 'record'>,
+  elsewhere: SharedLookup | undefined,
+): Looked {
+  const { keys, itemsKey, record } = recalled;
+  const id = request.idempotencyKey;
+  if (id !== undefined)
+    svc.options.metrics.idempotencyLookups.labels(record === undefined ? 'miss' : 'hit').inc();
+  const replay = record?.kind === 'here' ? record.done : undefined;
+  const results: Array<JudgedItem | undefined> = [];
+  const starters = new Map<string, number>();
+  let hits = 0;
+  let sharedHits = 0;
+  for (let i = 0; i < request.items.length; i++) {
+    const key = keys[i] ?? '';
+    // Found elsewhere just now (and remembered in the LRU by the lookup): a shared hit.
+    const remembered = replay?.[i];
+    const remote = remembered === undefined ? elsewhere?.found.get(key) : undefined;
+    const cached = remembered ?? remote ?? svc.cache.get(key);
+    if (cached !== undefined) {
+      results[i] = { judgmentId: cached.id, judgment: cached.judgment, cached: true };
+      hits += 1;
+      if (remote !== undefined) sharedHits += 1;
+    } else if (!svc.cache.has(key) && !starters.has(key)) {
+      starters.set(key, i);
+    }
+  }
+  return { keys, itemsKey, results, starters, hits, sharedHits, elsewhere };
+}
+
+/** Counts the request's lookups once it is admitted: LRU and shared hits, items joining a flight. */
+function countLookups(svc: Service, looked: Looked, itemCount: number): void {
+  const { hits, sharedHits, starters } = looked;
+  if (hits > sharedHits) svc.lookups.hit.inc(hits - sharedHits);
+  if (sharedHits > 0) svc.lookups.sharedHit.inc(sharedHits);
+  const joined = itemCount - hits - starters.size;
+  if (joined > 0) svc.lookups.coalesced.inc(joined);
+}
+
+/** The request answered: every slot filled, and remembered under its idempotency id (if it has one). */
+function answer(svc: Service, request: JudgeRequest, looked: Looked): Once {
+  const answered = complete(request.items, looked.results);
+  const id = request.idempotencyKey;
+  if (id !== undefined) remember(svc, id, looked.itemsKey, answered);
+  return { kind: 'done', results: answered };
+}
+
+/**
+ * One pass over a request (`judgeHolding`): looked up, admitted whole (or held, or refused), then its
+ * flights started or joined and waited for until its deadline.
+ */
+async function judgeOnce(
+  svc: Service,
+  request: JudgeRequest,
+  admitted: HoldPlace | undefined,
+  noHold = false,
+): Promise<Once> {
+  let { deadline } = request;
+  const { items } = request;
+  const startedAt = Date.now();
+  const recalled = recall(svc, request);
+  let { record } = recalled;
+  let elsewhere: SharedLookup | undefined;
+  // The only await before the flights start (none at all without a shared tier).
+  if (recalled.pending !== undefined) [record, elsewhere] = await recalled.pending;
+  const looked = sortItems(svc, request, { ...recalled, record }, elsewhere);
+  // Judgments another process is computing (a retry that landed here, a duplicate rollout) are not new
+  // work: this process waits for them through their leases, holding no run slot, so they are not admitted
+  // (nor refused) here. Only keys nobody computes count against this server's capacity.
+  const shapes = newWork(items, looked.starters, looked.elsewhere);
+  // Cancelled before it started (a tombstoned id or tag, or a cancel during the shared lookup): nothing
+  // starts, the unanswered items are `cancelled`.
+  if (isCancelled(request.cancel))
+    return { kind: 'done', results: complete(items, cancelledRest(items, looked.results, startedAt)) };
+  // Whole request or nothing: decided before any judgment starts (nothing awaits in between). A request
+  // admitted while held has its calls reserved already.
+  if (admitted === undefined) {
+    const { metrics, onRefusal, admission } = svc.options;
+    const reporting = { metrics, onRefusal };
+    const decided = admitRequest(admission, shapes, request, deadline, svc.now(), !noHold, reporting);
+    if (decided.kind === 'held') return { kind: 'held', place: decided.place, newJudgments: shapes.length };
+    if (decided.deadline !== undefined) deadline = decided.deadline;
+  }
+  countLookups(svc, looked, items.length);
+  if (looked.hits === items.length) return answer(svc, request, looked);
+
+  // A client that gave an idempotency id may retry: its flights are held a little for the retry to join.
+  const id = request.idempotencyKey;
+  const scope = createRequestScope({
+    deadline,
+    signal: request.signal,
+    fanOut: items.length,
+    cancel: request.cancel,
+    holdMs: () => (id === undefined ? 0 : Math.min(svc.idem.lingerMs, deadline - Date.now())),
+  });
+  try {
+    await Promise.all(startFlights(svc, request, looked, deadline, scope.signal, startedAt));
+  } finally {
+    scope.end();
+  }
+  return answer(svc, request, looked);
+}
+
+/**
+ * Starts the flights the request owns and joins the others, each settling its item's slot in
+ * `looked.results` when it lands (`deadline` absolute, `startedAt` epoch ms).
+ */
+function startFlights(
+  svc: Service,
+  request: JudgeRequest,
+  looked: Looked,
+  deadline: number,
+  signal: AbortSignal,
+  startedAt: number,
+): Promise<void>[] {
+  const { cache, deadlines } = svc;
+  const { results, starters, elsewhere } = looked;
+  const lane = request.priority ?? 'normal';
+  const waits: Promise<void>[] = [];
+  for (const [i, item] of request.items.entries()) {
+    if (results[i] !== undefined) continue;
+    const key = looked.keys[i] ?? '';
+    const own = starters.get(key) === i;
+    let flight: Promise<StoredJudgment> | undefined;
+    if (own) {
+      // Waited for elsewhere: not in this server's backlog until it is computed here (`compute` admits it
+      // then, if the holder gives it up).
+      const ticket =
+        elsewhere?.running.has(key) === true
+          ? undefined
+          : svc.options.admission.admit(shapeOf(item), lane, request.tenant);
+      flight = cache.run(
+        key,
+        (s) => deadlines.run(key, deadline, (d) => compute(svc, key, item, s, d, ticket, request)),
+        signal,
+      );
+    } else {
+      flight = cache.join(key, signal);
+      // The flight now also answers this request: it may run until this request's deadline.
+      if (flight !== undefined) deadlines.extend(key, deadline);
+    }
+    // No flight to join (e.g. the request was already aborted and let go of it): `complete` answers the
+    // empty slot as a failure, never a reward.
+    if (flight === undefined) continue;
+    waits.push(
+      flight.then(
+        (stored) => {
+          results[i] = {
+            judgmentId: stored.id,
+            judgment: stored.judgment,
+            cached: !own || svc.fromElsewhere.has(stored),
+          };
+        },
+        (err: unknown) => {
+          results[i] = failedItem(svc, item, err, signal, startedAt);
+        },
+      ),
+    );
+  }
+  return waits;
+}
+
+/** A flight that failed for the request: `cancelled`, or a synthetic failure (an internal one is reported). */
+function failedItem(
+  svc: Service,
+  item: JudgeItem,
+  err: unknown,
+  signal: AbortSignal,
+  startedAt: number,
+): JudgedItem {
+  if (isCancelled(signal))
+    return {
+      judgmentId: null,
+      judgment: cancelledJudgment(item.graph.graph, Date.now() - startedAt),
+      cached: false,
+    };
+  const failure = classify(err, signal);
+  if (failure.internal) svc.options.onInternalError?.(err);
+  return {
+    judgmentId: null,
+    judgment: syntheticFailure(
+      item.graph.graph,
+      failure.status,
+      failure.code,
+      failure.message,
+      Date.now() - startedAt,
+    ),
+    cached: false,
+  };
+}
+
+/**
+ * The judging service: coalescing, whole-request admission, deadlines, idempotent retries, metrics and
+ * transcripts (see the file's header). Never rejects for a judge failure (the item carries it), only with
+ * an overload `RewardError` (RW_OVERLOADED / RW_BUDGET_EXHAUSTED) when a request's new judgments are refused.
+ */
+export function createJudgeService(options: JudgeServiceOptions): JudgeService {
+  const { metrics, admission } = options;
+  const cache = new JudgmentCache<StoredJudgment>({
+    maxEntries: options.cacheSize,
+    isCacheable,
+    onAbandon: options.onAbandoned,
+  });
+  const idem = options.idempotency ?? DEFAULT_IDEMPOTENCY;
+  const now = options.now ?? Date.now;
+  const refuse = (refusal: Refusal, n: number): RewardError =>
+    overloadError(refusal, n, 'judgments', { metrics, onRefusal: options.onRefusal });
+  const label = (result: string): LookupCounter => metrics.cacheLookups.labels(result);
+  const lookups = {
+    hit: label('hit'),
+    coalesced: label('coalesced'),
+    miss: label('miss'),
+    sharedHit: label('shared_hit'),
+    sharedCoalesced: label('shared_coalesced'),
+  };
+  const svc: Service = {
+    options,
+    cache,
+    observer: callObserver(metrics, admission),
+    lookups,
+    fromElsewhere: new WeakSet<StoredJudgment>(),
+    deadlines: createFlightDeadlines(),
+    // The settings inputs are prepared with are the ones they are keyed with.
+    settings: keySettingsOf({ reasoningFormat: options.reasoningFormat, limits: options.candidateLimits }),
+    idem,
+    now,
+    records: createIdempotencyRecords({
+      ...idem,
+      shared: options.sharedRecords,
+      now,
+      onUndecodable: () => metrics.sharedStateErrors.labels('decode').inc(),
+    }),
+    refuse,
+    sharedFlights:
+      options.shared === undefined
+        ? undefined
+        : createSharedFlights({
+            shared: options.shared,
+            admission,
+            now,
+            refuse: (refusal) => refuse(refusal, 1),
+            isCacheable: isSharedCacheable,
+            onLanded: (waited) => (waited ? lookups.sharedCoalesced : lookups.sharedHit).inc(),
+          }),
+  };
+  return {
+    judge: (request) => judge(svc, request),
+    judgeOne: async (item, scope) => {
+      const [judged] = await judge(svc, { ...scope, items: [item] });
+      if (judged === undefined) throw new Error('judge service returned no item');
+      return judged;
+    },
     cache,
     // A RewardError, so the judgments it cuts report RW_SHUTTING_DOWN rather than a caller's abort.
     abortAll: () => cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
