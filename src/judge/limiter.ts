@@ -16,6 +16,7 @@ import { RewardError } from '../errors.js';
 import { createLocalBuckets } from '../state/local.js';
 import type { BucketSpec, BucketStore } from '../state/types.js';
 import { isUrgent } from './calls.js';
+import { createAimdLimit } from './aimd.js';
 import { FairQueue, SHARED_FLOW, type Flow } from './fair-queue.js';
 import type { ChatMessage } from './types.js';
 import type { ControlSample, InflightControl } from './inflight-control.js';
@@ -118,13 +119,6 @@ export function estimateTokens(messages: readonly ChatMessage[], maxTokens: numb
   return Math.ceil(chars / 4) + (maxTokens ?? 0);
 }
 
-const BASELINE_WINDOW = 64;
-/** EWMA weight of a new latency sample. */
-const SMOOTHING = 0.25;
-const WARMUP_SAMPLES = 4;
-
-const clamp = (value: number, min: number, max: number): number => Math.min(max, Math.max(min, value));
-
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -205,28 +199,20 @@ export function createRateBuckets(options: RateBucketOptions): RateBuckets | und
   };
 }
 
+/**
+ * One replica's limiter: the in-flight slots (their limit from `control`, else AIMD (aimd.ts) when
+ * `adaptive`, else `maxInflight`), then the RPM / TPM buckets. Waits throw RW_JUDGE_TIMEOUT past the deadline.
+ */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { maxInflight } = options;
   const now = options.now ?? Date.now;
-  const adaptive =
-    options.adaptive === false || options.adaptive === undefined ? undefined : options.adaptive;
-  const tolerance = adaptive?.tolerance ?? 2;
-  const slackMs = adaptive?.slackMs ?? 50;
-  // Float limit (additive increase adds 1/limit); slots are its floor.
-  let limit = adaptive === undefined ? maxInflight : clamp(adaptive.initial ?? 16, 1, maxInflight);
-  let slowStart = adaptive !== undefined;
-  let lastDecreaseAt = -Infinity;
-  // Latency is smoothed (EWMA) before it is compared, because calls differ by nature (a 400-token analysis
-  // takes longer than a 50-token verdict): one slow call is not queueing, a slow run of calls is. The
-  // baseline is the minimum smoothed latency over the current and the previous window of BASELINE_WINDOW
-  // samples, so it follows a change of prompt mix.
-  let smoothed: number | undefined;
-  let samples = 0;
-  let windowMin = Infinity;
-  let previousMin = Infinity;
-  let windowCount = 0;
+  const aimd =
+    options.adaptive === false || options.adaptive === undefined
+      ? undefined
+      : createAimdLimit(maxInflight, options.adaptive, now);
   const control = options.control;
-  const slots = (): number => (control === undefined ? Math.max(1, Math.floor(limit)) : control.limit);
+  const slots = (): number =>
+    control === undefined ? Math.max(1, Math.floor(aimd?.value ?? maxInflight)) : control.limit;
   const buckets = createRateBuckets(options);
   let inflight = 0;
   // Waiters by tenant flow, lane (urgent first), then priority and arrival (fair-queue.ts).
@@ -255,47 +241,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
   };
 
-  const decrease = (factor: number, sentAt: number): void => {
-    // One decrease per round trip: attempts sent before the last decrease saw the old limit.
-    if (sentAt <= lastDecreaseAt) return;
-    limit = Math.max(1, limit * factor);
-    slowStart = false;
-    lastDecreaseAt = now();
-  };
-
   const observe = (sample: AttemptSample): void => {
     if (control !== undefined) {
       control.observe(controlSample(sample));
       return;
     }
-    if (adaptive === undefined) return;
-    if (sample.overloaded) {
-      decrease(0.5, sample.sentAt);
-      return;
-    }
-    const current =
-      smoothed === undefined ? sample.latencyMs : smoothed + SMOOTHING * (sample.latencyMs - smoothed);
-    smoothed = current;
-    samples += 1;
-    // The first samples only seed the average: a lone first value is not yet a mix.
-    if (samples > WARMUP_SAMPLES) {
-      windowMin = Math.min(windowMin, current);
-      windowCount += 1;
-      const baseline = Math.min(windowMin, previousMin);
-      if (windowCount >= BASELINE_WINDOW) {
-        previousMin = windowMin;
-        windowMin = Infinity;
-        windowCount = 0;
-      }
-      if (current > baseline * tolerance + slackMs) {
-        decrease(0.8, sample.sentAt);
-        return;
-      }
-    }
     // Grow only while the limit is what holds calls back (an idle replica proves nothing).
-    if (inflight + waiters.size + 1 < slots()) return;
-    limit = Math.min(maxInflight, limit + (slowStart ? 1 : 1 / limit));
-    admitWaiters();
+    if (aimd?.observe(sample, () => inflight + waiters.size + 1 >= slots()) === true) admitWaiters();
   };
 
   control?.attach(() => ({ inflight, waiting: waiters.size }), admitWaiters);
