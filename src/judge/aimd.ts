@@ -5,7 +5,34 @@
  * inflates past `tolerance` × baseline + `slackMs` (×0.8) or an attempt is overloaded (×0.5), at most once
  * per round trip.
  */
-import type { AdaptiveOptions, AttemptSample } from './limiter.js';
+
+export interface AdaptiveOptions {
+  /** Starting limit (clipped to [1, maxInflight]). Default 16. */
+  initial?: number | undefined;
+  /**
+   * Smoothed latency above `tolerance` × baseline counts as queueing. Default 2: a call queued behind a
+   * full slot waits about one service time, while a batching server (vLLM) slows down less than that
+   * between moderate and high concurrency, and throttling it there would cost throughput.
+   */
+  tolerance?: number | undefined;
+  /** Absolute slack added to the threshold, ms, so jitter on fast calls is not queueing. Default 50. */
+  slackMs?: number | undefined;
+}
+
+/** One finished HTTP attempt, as the adaptive limit sees it. */
+export interface AttemptSample {
+  /** When the attempt was sent (epoch ms, the limiter's clock). */
+  sentAt: number;
+  latencyMs: number;
+  /** A timeout, 429 or 503: the replica is past its capacity whatever the latency says. */
+  overloaded: boolean;
+  /** When the response headers arrived (epoch ms); undefined when none did. For `control`. */
+  headersAt?: number | undefined;
+  /** How it ended, for `control` (default: `other` when overloaded, else `ok`). */
+  result?: 'ok' | 'timeout' | 'other' | undefined;
+  /** Kind of call (its role), for `control`. */
+  kind?: string | undefined;
+}
 
 const BASELINE_WINDOW = 64;
 /** EWMA weight of a new latency sample. */

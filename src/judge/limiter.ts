@@ -16,11 +16,13 @@ import { RewardError } from '../errors.js';
 import { createLocalBuckets } from '../state/local.js';
 import type { BucketSpec, BucketStore } from '../state/types.js';
 import { isUrgent } from './calls.js';
-import { createAimdLimit } from './aimd.js';
+import { createAimdLimit, type AdaptiveOptions, type AttemptSample } from './aimd.js';
 import { FairQueue, SHARED_FLOW, type Flow } from './fair-queue.js';
 import type { ChatMessage } from './types.js';
 import type { ControlSample, InflightControl } from './inflight-control.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
+
+export type { AdaptiveOptions, AttemptSample };
 
 export interface LimiterOptions extends RateBucketOptions {
   /** The in-flight ceiling (JUDGE_MAX_INFLIGHT / `max_inflight`). */
@@ -50,34 +52,6 @@ export interface RateBucketOptions {
   buckets?: BucketStore | undefined;
   /** Names this backend's buckets in the store (e.g. backend name + base URL). Default `backend`. */
   bucketName?: string | undefined;
-}
-
-export interface AdaptiveOptions {
-  /** Starting limit (clipped to [1, maxInflight]). Default 16. */
-  initial?: number | undefined;
-  /**
-   * Smoothed latency above `tolerance` × baseline counts as queueing. Default 2: a call queued behind a
-   * full slot waits about one service time, while a batching server (vLLM) slows down less than that
-   * between moderate and high concurrency, and throttling it there would cost throughput.
-   */
-  tolerance?: number | undefined;
-  /** Absolute slack added to the threshold, ms, so jitter on fast calls is not queueing. Default 50. */
-  slackMs?: number | undefined;
-}
-
-/** One finished HTTP attempt, as the adaptive limit sees it. */
-export interface AttemptSample {
-  /** When the attempt was sent (epoch ms, the limiter's clock). */
-  sentAt: number;
-  latencyMs: number;
-  /** A timeout, 429 or 503: the replica is past its capacity whatever the latency says. */
-  overloaded: boolean;
-  /** When the response headers arrived (epoch ms); undefined when none did. For `control`. */
-  headersAt?: number | undefined;
-  /** How it ended, for `control` (default: `other` when overloaded, else `ok`). */
-  result?: 'ok' | 'timeout' | 'other' | undefined;
-  /** Kind of call (its role), for `control`. */
-  kind?: string | undefined;
 }
 
 /** Options of one acquire; an object so callers can add fields (e.g. a priority) without breaking others. */
