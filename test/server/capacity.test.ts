@@ -99,6 +99,66 @@ describe('CapacityEstimator', () => {
     expect(e.replicas[0]?.measured).toBeCloseTo(40, 0);
   });
 
+  it('waits for the calls in flight when saturation began to come back: a pipeline slower than the last latency is not a slow rate', () => {
+    // The 6 144-rollout burst (test/slow/burst.test.ts): a replica without engine metrics saturates at its
+    // 256 slots while the server parses the storm; its recent latency (1 s, from the warm-up) is stale —
+    // the first calls take 4 s — and then it completes 200 calls/s. The 4 s of the pipeline filling are
+    // not part of the rate (counting them measured ~100 calls/s and refused half of what fitted).
+    const clock = { t: 1_000_000 };
+    const r = replica('a:1', undefined, { limit: 256, inflight: 256, waiting: 500 });
+    r.snapshot.control = {
+      law: 'gradient',
+      metrics: false,
+      engine: undefined,
+      capacity: { calls: 256, known: true },
+      proven: 256,
+      saturated: true,
+      recentLatencyMs: 1000,
+    };
+    const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => clock.t });
+    for (let ms = 0; ms < 4_000; ms += 50) {
+      clock.t += 50;
+      est.observe();
+    }
+    for (let ms = 0; ms < 4_000; ms += 50) {
+      clock.t += 50;
+      r.complete(10);
+      est.observe();
+    }
+    const e = est.estimate(1000, 256);
+    expect(e.source).toBe('measured');
+    expect(e.low).toBeGreaterThan(190);
+    expect(e.low).toBeLessThan(210);
+  });
+
+  it('measures whole waves: calls sent together come back together, one latency apart', () => {
+    // After the storm's pipeline filled, its 256 slots complete in waves: 256 calls within 200 ms, every
+    // 1 s (the call latency). A window shorter than a few waves measured the trough: 27 calls/s against
+    // the 230 the backend then did, and 148 rollouts of the burst refused.
+    const clock = { t: 1_000_000 };
+    const r = replica('a:1', undefined, { limit: 256, inflight: 256, waiting: 500 });
+    r.snapshot.control = {
+      law: 'gradient',
+      metrics: false,
+      engine: undefined,
+      capacity: { calls: 256, known: true },
+      proven: 256,
+      saturated: true,
+      recentLatencyMs: 1000,
+    };
+    const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => clock.t });
+    const seen: number[] = [];
+    for (let ms = 0; ms < 8_000; ms += 50) {
+      clock.t += 50;
+      if (ms % 1000 < 200) r.complete(64);
+      const e = est.estimate(1000, 256);
+      if (e.source === 'measured') seen.push(e.low);
+    }
+    expect(seen.length).toBeGreaterThan(0);
+    expect(Math.min(...seen)).toBeGreaterThan(0.65 * 256);
+    expect(Math.max(...seen)).toBeLessThan(1.35 * 256);
+  });
+
   it('does not count time in which this process’s event loop lagged', () => {
     const clock = { t: 1_000_000 };
     const r = replica('a:1', { capacity: { calls: 8, known: true }, proven: 8, saturated: true });

@@ -4,10 +4,14 @@
  *
  * **Measured.** Per replica, calls completed per second while the replica was at its capacity (the engine
  * queued, or — without engine metrics — calls waited for its slots): sampled at most every SAMPLE_MS,
- * counted in SLOT_MS slots over WINDOW_MS, leaving out the first `settle` after saturation began (the
- * pipeline still filling: max(SETTLE_MIN_MS, the replica's recent call latency)) and every interval in
+ * counted in SLOT_MS slots over WINDOW_MS, leaving out the pipeline filling after saturation began — at
+ * least max(SETTLE_MIN_MS, the replica's recent call latency), and until as many calls completed as it had
+ * in flight then (at most its limit now): that latency may be stale, as in a storm of requests whose first
+ * calls take several unloaded latencies, and its seconds without completions are no rate — and every interval in
  * which this process's event loop lagged more than LAG_LIMIT_MS (our own stall is not the engine's
- * rate). Valid with ≥ MIN_VALID_MS of such time and ≥ MIN_COMPLETIONS calls; kept MEASURED_TTL_MS after
+ * rate). Valid with ≥ max(MIN_VALID_MS, 2 × the recent call latency) of such time — calls sent together
+ * (a storm's first 256) come back together, in waves one latency apart, and a shorter window measures a
+ * wave or the trough between two — and ≥ MIN_COMPLETIONS calls; kept MEASURED_TTL_MS after
  * it was last valid. A measurement is the rate — it lowers the estimate as well as it raises it.
  *
  * **Before a measurement**, per replica, from its in-flight control (src/judge/inflight-control.ts):
@@ -76,6 +80,8 @@ interface Track {
   completions: number;
   saturated: boolean;
   saturatedSince: number | undefined;
+  /** Completions, and calls in flight, when saturation began: the pipeline has filled once they are back. */
+  saturatedFrom: { completions: number; inflight: number } | undefined;
   slotIndex: Float64Array;
   slotCalls: Float64Array;
   slotMs: Float64Array;
@@ -175,6 +181,7 @@ export class CapacityEstimator {
         completions,
         saturated,
         saturatedSince: saturated ? now : undefined,
+        saturatedFrom: saturated ? { completions, inflight: r.inflight } : undefined,
         slotIndex: new Float64Array(SLOTS).fill(-1),
         slotCalls: new Float64Array(SLOTS),
         slotMs: new Float64Array(SLOTS),
@@ -185,11 +192,17 @@ export class CapacityEstimator {
     }
     const settleMs = Math.max(SETTLE_MIN_MS, r.control?.recentLatencyMs ?? 0);
     const since = track.saturatedSince;
+    const from = track.saturatedFrom;
+    // The calls in flight when saturation began have come back (FIFO enough): those that complete now
+    // were sent at capacity. (At most the limit now: one the gradient cut is refilled sooner.)
+    const turned =
+      from !== undefined && track.completions - from.completions >= Math.min(from.inflight, r.limit);
     const counts =
       track.saturated &&
       saturated &&
       since !== undefined &&
       track.at >= since + settleMs &&
+      turned &&
       this.#lagMs(track.at, now) <= LAG_LIMIT_MS;
     if (counts) {
       const slot = Math.floor(now / SLOT_MS);
@@ -202,11 +215,13 @@ export class CapacityEstimator {
       track.slotCalls[i] = (track.slotCalls[i] ?? 0) + Math.max(0, completions - track.completions);
       track.slotMs[i] = (track.slotMs[i] ?? 0) + (now - track.at);
       const window = this.#window(track, slot);
-      if (window.ms >= MIN_VALID_MS && window.calls >= MIN_COMPLETIONS) {
+      const validMs = Math.max(MIN_VALID_MS, 2 * (r.control?.recentLatencyMs ?? 0));
+      if (window.ms >= validMs && window.calls >= MIN_COMPLETIONS) {
         track.measured = { rate: (window.calls * 1000) / window.ms, at: now };
       }
     }
     track.saturatedSince = saturated ? (since ?? now) : undefined;
+    track.saturatedFrom = saturated ? (from ?? { completions, inflight: r.inflight }) : undefined;
     track.saturated = saturated;
     track.completions = completions;
     track.at = now;

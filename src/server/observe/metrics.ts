@@ -420,8 +420,45 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   collectDefaultMetrics({ register: registry });
   for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(name);
   const registers = [registry];
-  const windowSize = options.recentWindow ?? 512;
+  const labels: CallLabels = {
+    model: boundedLabel(MAX_LABEL_VALUES),
+    role: boundedLabel(MAX_LABEL_VALUES),
+    backend: boundedLabel(MAX_LABEL_VALUES),
+  };
+  return {
+    registry,
+    ...requestMetrics(registers),
+    ...judgmentMetrics(registers, options.recentWindow ?? 512),
+    ...callMetrics(registers, labels),
+    ...admissionMetrics(registers),
+    ...backendMetrics(registers),
+    ...comparisonMetrics(registers),
+    ...stateMetrics(registers),
+    integrity: createIntegrityMetrics(registers),
+    tenants: createTenantMetrics(registers),
+  };
+}
 
+/** Label values capped per label (models, roles and backends come from config and inline graphs). */
+interface CallLabels {
+  model: (value: string) => string;
+  role: (value: string) => string;
+  backend: (value: string) => string;
+}
+
+/** HTTP requests and what they answer besides judgments: errors, replays, rejections, cancels, transcripts. */
+function requestMetrics(
+  registers: Registry[],
+): Pick<
+  Metrics,
+  | 'requests'
+  | 'requestErrors'
+  | 'requestDuration'
+  | 'idempotencyLookups'
+  | 'transcriptErrors'
+  | 'rejectedInputs'
+  | 'cancelledJudgments'
+> {
   const requests = new Counter({
     name: 'reward_requests_total',
     help: 'HTTP requests answered, by route pattern and status code.',
@@ -441,6 +478,49 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: LATENCY_BUCKETS,
     registers,
   });
+  const idempotencyLookups = new Counter({
+    name: 'reward_idempotency_lookups_total',
+    help: 'Requests carrying an idempotency id: hit (same id and items answered within the window, by this process or, with REDIS_URL, another) or miss.',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const transcriptErrors = new Counter({
+    name: 'reward_transcript_write_errors_total',
+    help: 'Transcript lines that could not be written.',
+    registers,
+  });
+  const rejectedInputs = new Counter({
+    name: 'reward_rejected_inputs_total',
+    help: 'Candidates answered rejected_input (a real 0 without an LLM call) per request item or ranked candidate, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  for (const reason of REJECTION_REASONS) rejectedInputs.labels(reason).inc(0);
+  const cancelledJudgments = new Counter({
+    name: 'reward_cancelled_judgments_total',
+    help: 'Judgments (and comparisons) aborted by POST /v1/cancel because only cancelled requests waited for them, by route of the cancelled request.',
+    labelNames: ['route'] as const,
+    registers,
+  });
+  return {
+    requests,
+    requestErrors,
+    requestDuration,
+    idempotencyLookups,
+    transcriptErrors,
+    rejectedInputs,
+    cancelledJudgments,
+  };
+}
+
+/** Computed judgments by graph, the judgment cache and the recent mean reward. */
+function judgmentMetrics(
+  registers: Registry[],
+  windowSize: number,
+): Pick<
+  Metrics,
+  'judgments' | 'judgmentDuration' | 'cacheLookups' | 'recentMean' | 'incoherentJudgments' | 'observeJudgment'
+> {
   const judgments = new Counter({
     name: 'reward_judgments_total',
     help: 'Judgments computed (cache hits excluded), by graph, status and verdict (`none` on failure).',
@@ -454,6 +534,56 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: LATENCY_BUCKETS,
     registers,
   });
+  const cacheLookups = new Counter({
+    name: 'reward_cache_lookups_total',
+    help: 'Judgment lookups: hit (completed judgment cached), coalesced (joined one in flight), miss (computed).',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const recentMean = new Gauge({
+    name: 'reward_recent_mean',
+    // WORKERS>1: the mean over workers' windows (each sees a round-robin share of the traffic).
+    aggregator: 'average',
+    help: 'Mean reward of the last RECENT_WINDOW judgments that carry a reward (ok, rejected_input), by graph.',
+    labelNames: ['graph'] as const,
+    registers,
+  });
+  const incoherentJudgments = new Counter({
+    name: 'reward_incoherent_judgments_total',
+    help: 'Computed judgments in which a deciding reply gave its own stance a confidence below 0.5 (no_match with P(match) 0.9), by graph.',
+    labelNames: ['graph'] as const,
+    registers,
+  });
+  const recent = recentMeans(windowSize);
+  return {
+    judgments,
+    judgmentDuration,
+    cacheLookups,
+    recentMean,
+    incoherentJudgments,
+    observeJudgment(graph, judgment) {
+      judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
+      judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);
+      if (judgment.incoherent) incoherentJudgments.labels(graph).inc();
+      if (judgment.reward !== null) recentMean.labels(graph).set(recent(graph, judgment.reward));
+    },
+  };
+}
+
+/** The LLM calls of judgments: counts, durations, tokens (prefix-cached too) and retries. */
+function callMetrics(
+  registers: Registry[],
+  labels: CallLabels,
+): Pick<
+  Metrics,
+  | 'llmCalls'
+  | 'llmCallDuration'
+  | 'llmTokens'
+  | 'cachedPromptTokens'
+  | 'backendRetries'
+  | 'observeCall'
+  | 'observeRetry'
+> {
   const llmCalls = new Counter({
     name: 'reward_llm_calls_total',
     help: 'LLM calls made by judge nodes (re-asks included), by role, model and outcome (ok or an RW_* code).',
@@ -481,12 +611,51 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['backend', 'role'] as const,
     registers,
   });
-  const cacheLookups = new Counter({
-    name: 'reward_cache_lookups_total',
-    help: 'Judgment lookups: hit (completed judgment cached), coalesced (joined one in flight), miss (computed).',
-    labelNames: ['result'] as const,
+  const backendRetries = new Counter({
+    name: 'reward_backend_retries_total',
+    help: 'Retries of judge backend calls, by backend and result: allowed or denied by the retry budget.',
+    labelNames: ['backend', 'result'] as const,
     registers,
   });
+  return {
+    llmCalls,
+    llmCallDuration,
+    llmTokens,
+    cachedPromptTokens,
+    backendRetries,
+    observeRetry(event) {
+      backendRetries.labels(labels.backend(event.backend), event.allowed ? 'allowed' : 'denied').inc();
+    },
+    observeCall(event) {
+      const role = labels.role(event.role);
+      const model = labels.model(event.model);
+      llmCalls.labels(role, model, event.outcome).inc();
+      llmCallDuration.labels(role, model).observe(event.latencyMs / 1000);
+      if (event.promptTokens > 0) llmTokens.labels(role, model, 'prompt').inc(event.promptTokens);
+      if (event.completionTokens > 0) llmTokens.labels(role, model, 'completion').inc(event.completionTokens);
+      // A reported 0 creates the series (the backend reports the field); unreported leaves it absent.
+      if (event.cachedPromptTokens !== null) {
+        cachedPromptTokens.labels(labels.backend(event.backend), role).inc(event.cachedPromptTokens);
+      }
+    },
+  };
+}
+
+/** Admission: the backlog, its predicted wait against the deadline, holds, refusals and the token budget. */
+function admissionMetrics(
+  registers: Registry[],
+): Pick<
+  Metrics,
+  | 'inflightJudgments'
+  | 'queueDepth'
+  | 'predictedWait'
+  | 'heldRequests'
+  | 'requestDeadline'
+  | 'drainRate'
+  | 'admissionRefusals'
+  | 'budgetRemainingTokens'
+  | 'budgetLimitTokens'
+> {
   const inflightJudgments = new Gauge({
     name: 'reward_inflight_judgments',
     help: 'Judgments running now (holding a run slot).',
@@ -523,33 +692,44 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     labelNames: ['reason'] as const,
     registers,
   });
-  const idempotencyLookups = new Counter({
-    name: 'reward_idempotency_lookups_total',
-    help: 'Requests carrying an idempotency id: hit (same id and items answered within the window, by this process or, with REDIS_URL, another) or miss.',
-    labelNames: ['result'] as const,
+  const budgetRemainingTokens = new Gauge({
+    name: 'reward_budget_remaining_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens left in the current window, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1: the worker with the least left (without REDIS_URL each worker has its share).
+    aggregator: 'min',
     registers,
   });
-  const recentMean = new Gauge({
-    name: 'reward_recent_mean',
-    // WORKERS>1: the mean over workers' windows (each sees a round-robin share of the traffic).
-    aggregator: 'average',
-    help: 'Mean reward of the last RECENT_WINDOW judgments that carry a reward (ok, rejected_input), by graph.',
-    labelNames: ['graph'] as const,
+  const budgetLimitTokens = new Gauge({
+    name: 'reward_budget_limit_tokens',
+    help: 'JUDGE_TOKEN_BUDGET: judge tokens a window allows, labelled by the window length (no series without a budget).',
+    labelNames: ['window_s'] as const,
+    // WORKERS>1 without REDIS_URL: a worker's share, the budget reward_budget_remaining_tokens is left of.
+    aggregator: 'min',
     registers,
   });
-  const transcriptErrors = new Counter({
-    name: 'reward_transcript_write_errors_total',
-    help: 'Transcript lines that could not be written.',
-    registers,
-  });
+  return {
+    inflightJudgments,
+    queueDepth,
+    predictedWait,
+    heldRequests,
+    requestDeadline,
+    drainRate,
+    admissionRefusals,
+    budgetRemainingTokens,
+    budgetLimitTokens,
+  };
+}
 
-  // Replica metrics are read from the backends at scrape time: the engine keeps the counts, so the
-  // transport needs no metrics dependency. Labels: backend names and replica hosts, both from config.
+/**
+ * Backend and replica metrics, read from the backends at scrape time: the engine keeps the counts, so the
+ * transport needs no metrics dependency. Labels: backend names and replica hosts, both from config.
+ */
+function backendMetrics(registers: Registry[]): Pick<Metrics, 'watchBackends' | 'watchCapacity'> {
   let backendSource: () => readonly Backend[] = () => [];
   let capacitySource: () => readonly MeasuredReplica[] = () => [];
   const snapshots = (): ReplicaSnapshot[] => backendSource().flatMap((b) => b.replicas?.() ?? []);
   registerReplicaGauges(registers, snapshots, () => capacitySource());
-  const integrity = createIntegrityMetrics(registers);
   new Counter({
     name: 'reward_backend_replica_circuit_opens_total',
     help: 'Times the replica’s circuit breaker opened.',
@@ -585,49 +765,28 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       }
     },
   });
-  const incoherentJudgments = new Counter({
-    name: 'reward_incoherent_judgments_total',
-    help: 'Computed judgments in which a deciding reply gave its own stance a confidence below 0.5 (no_match with P(match) 0.9), by graph.',
-    labelNames: ['graph'] as const,
-    registers,
-  });
-  const backendRetries = new Counter({
-    name: 'reward_backend_retries_total',
-    help: 'Retries of judge backend calls, by backend and result: allowed or denied by the retry budget.',
-    labelNames: ['backend', 'result'] as const,
-    registers,
-  });
-  const sharedStateDegraded = new Gauge({
-    name: 'reward_shared_state_degraded',
-    help: 'REDIS_URL is set but Redis is unreachable: 1 while judging runs on local state (cache, leases, buckets).',
-    // WORKERS>1: 1 when any worker is degraded.
-    aggregator: 'max',
-    registers,
-  });
-  const sharedStateErrors = new Counter({
-    name: 'reward_shared_state_errors_total',
-    help: 'Shared-state operations that failed and were answered from local state, by store (judgments, leases, buckets, idempotency, flush, decode).',
-    labelNames: ['op'] as const,
-    registers,
-  });
+  return {
+    watchBackends(source) {
+      backendSource = source;
+    },
+    watchCapacity(source) {
+      capacitySource = source;
+    },
+  };
+}
 
-  const budgetRemainingTokens = new Gauge({
-    name: 'reward_budget_remaining_tokens',
-    help: 'JUDGE_TOKEN_BUDGET: judge tokens left in the current window, labelled by the window length (no series without a budget).',
-    labelNames: ['window_s'] as const,
-    // WORKERS>1: the worker with the least left (without REDIS_URL each worker has its share).
-    aggregator: 'min',
-    registers,
-  });
-  const budgetLimitTokens = new Gauge({
-    name: 'reward_budget_limit_tokens',
-    help: 'JUDGE_TOKEN_BUDGET: judge tokens a window allows, labelled by the window length (no series without a budget).',
-    labelNames: ['window_s'] as const,
-    // WORKERS>1 without REDIS_URL: a worker's share, the budget reward_budget_remaining_tokens is left of.
-    aggregator: 'min',
-    registers,
-  });
-
+/** Pairwise comparisons (ranking, best-of-n): counts, durations, position bias and their cache. */
+function comparisonMetrics(
+  registers: Registry[],
+): Pick<
+  Metrics,
+  | 'comparisons'
+  | 'positionBiasEvents'
+  | 'comparisonDuration'
+  | 'comparisonCacheLookups'
+  | 'rankPositionBiasRate'
+  | 'observeComparison'
+> {
   const comparisons = new Counter({
     name: 'reward_comparisons_total',
     help: 'Pairwise comparisons computed (both orders; cache hits excluded), by criterion and status.',
@@ -660,53 +819,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: [0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1],
     registers,
   });
-
-  const rejectedInputs = new Counter({
-    name: 'reward_rejected_inputs_total',
-    help: 'Candidates answered rejected_input (a real 0 without an LLM call) per request item or ranked candidate, by reason.',
-    labelNames: ['reason'] as const,
-    registers,
-  });
-  for (const reason of REJECTION_REASONS) rejectedInputs.labels(reason).inc(0);
-  const cancelledJudgments = new Counter({
-    name: 'reward_cancelled_judgments_total',
-    help: 'Judgments (and comparisons) aborted by POST /v1/cancel because only cancelled requests waited for them, by route of the cancelled request.',
-    labelNames: ['route'] as const,
-    registers,
-  });
-
-  const modelLabel = boundedLabel(MAX_LABEL_VALUES);
-  const roleLabel = boundedLabel(MAX_LABEL_VALUES);
-  const backendLabel = boundedLabel(MAX_LABEL_VALUES);
-  const recent = recentMeans(windowSize);
-
   return {
-    registry,
-    cancelledJudgments,
-    requests,
-    requestErrors,
-    requestDuration,
-    judgments,
-    judgmentDuration,
-    llmCalls,
-    llmCallDuration,
-    llmTokens,
-    cachedPromptTokens,
-    cacheLookups,
-    inflightJudgments,
-    queueDepth,
-    predictedWait,
-    requestDeadline,
-    drainRate,
-    admissionRefusals,
-    idempotencyLookups,
-    recentMean,
-    transcriptErrors,
-    incoherentJudgments,
-    backendRetries,
-    observeRetry(event) {
-      backendRetries.labels(backendLabel(event.backend), event.allowed ? 'allowed' : 'denied').inc();
-    },
     comparisons,
     positionBiasEvents,
     comparisonDuration,
@@ -717,42 +830,33 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       comparisonDuration.labels(criterion).observe(judgment.latencyMs / 1000);
       if (judgment.positionBias) positionBiasEvents.labels(criterion).inc();
     },
+  };
+}
+
+/** Shared state (Redis): degraded or not, failed operations. */
+function stateMetrics(
+  registers: Registry[],
+): Pick<Metrics, 'sharedStateDegraded' | 'sharedStateErrors' | 'stateObserver'> {
+  const sharedStateDegraded = new Gauge({
+    name: 'reward_shared_state_degraded',
+    help: 'REDIS_URL is set but Redis is unreachable: 1 while judging runs on local state (cache, leases, buckets).',
+    // WORKERS>1: 1 when any worker is degraded.
+    aggregator: 'max',
+    registers,
+  });
+  const sharedStateErrors = new Counter({
+    name: 'reward_shared_state_errors_total',
+    help: 'Shared-state operations that failed and were answered from local state, by store (judgments, leases, buckets, idempotency, flush, decode).',
+    labelNames: ['op'] as const,
+    registers,
+  });
+  return {
     sharedStateDegraded,
     sharedStateErrors,
-    budgetRemainingTokens,
-    budgetLimitTokens,
     stateObserver: {
       onDegraded: (degraded) => sharedStateDegraded.set(degraded ? 1 : 0),
       onError: (op) => sharedStateErrors.labels(op).inc(),
     },
-    observeCall(event) {
-      const role = roleLabel(event.role);
-      const model = modelLabel(event.model);
-      llmCalls.labels(role, model, event.outcome).inc();
-      llmCallDuration.labels(role, model).observe(event.latencyMs / 1000);
-      if (event.promptTokens > 0) llmTokens.labels(role, model, 'prompt').inc(event.promptTokens);
-      if (event.completionTokens > 0) llmTokens.labels(role, model, 'completion').inc(event.completionTokens);
-      // A reported 0 creates the series (the backend reports the field); unreported leaves it absent.
-      if (event.cachedPromptTokens !== null) {
-        cachedPromptTokens.labels(backendLabel(event.backend), role).inc(event.cachedPromptTokens);
-      }
-    },
-    watchBackends(source) {
-      backendSource = source;
-    },
-    watchCapacity(source) {
-      capacitySource = source;
-    },
-    heldRequests,
-    rejectedInputs,
-    integrity,
-    observeJudgment(graph, judgment) {
-      judgments.labels(graph, judgment.status, judgment.verdict ?? 'none').inc();
-      judgmentDuration.labels(graph).observe(judgment.latencyMs / 1000);
-      if (judgment.incoherent) incoherentJudgments.labels(graph).inc();
-      if (judgment.reward !== null) recentMean.labels(graph).set(recent(graph, judgment.reward));
-    },
-    tenants: createTenantMetrics(registers),
   };
 }
 
