@@ -31,7 +31,6 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map([
   ['src/server/admission/admission.ts › Admission', 305],
   ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 263],
-  ['src/judge/limiter.ts › createLimiter', 175],
 ]);
 
 interface Measured {

@@ -16,10 +16,13 @@ import { RewardError } from '../errors.js';
 import { createLocalBuckets } from '../state/local.js';
 import type { BucketSpec, BucketStore } from '../state/types.js';
 import { isUrgent } from './calls.js';
+import { createAimdLimit, type AdaptiveOptions, type AttemptSample } from './aimd.js';
 import { FairQueue, SHARED_FLOW, type Flow } from './fair-queue.js';
 import type { ChatMessage } from './types.js';
 import type { ControlSample, InflightControl } from './inflight-control.js';
 import { abortError, abortableSleep, type Sleep } from './retry.js';
+
+export type { AdaptiveOptions, AttemptSample };
 
 export interface LimiterOptions extends RateBucketOptions {
   /** The in-flight ceiling (JUDGE_MAX_INFLIGHT / `max_inflight`). */
@@ -49,34 +52,6 @@ export interface RateBucketOptions {
   buckets?: BucketStore | undefined;
   /** Names this backend's buckets in the store (e.g. backend name + base URL). Default `backend`. */
   bucketName?: string | undefined;
-}
-
-export interface AdaptiveOptions {
-  /** Starting limit (clipped to [1, maxInflight]). Default 16. */
-  initial?: number | undefined;
-  /**
-   * Smoothed latency above `tolerance` × baseline counts as queueing. Default 2: a call queued behind a
-   * full slot waits about one service time, while a batching server (vLLM) slows down less than that
-   * between moderate and high concurrency, and throttling it there would cost throughput.
-   */
-  tolerance?: number | undefined;
-  /** Absolute slack added to the threshold, ms, so jitter on fast calls is not queueing. Default 50. */
-  slackMs?: number | undefined;
-}
-
-/** One finished HTTP attempt, as the adaptive limit sees it. */
-export interface AttemptSample {
-  /** When the attempt was sent (epoch ms, the limiter's clock). */
-  sentAt: number;
-  latencyMs: number;
-  /** A timeout, 429 or 503: the replica is past its capacity whatever the latency says. */
-  overloaded: boolean;
-  /** When the response headers arrived (epoch ms); undefined when none did. For `control`. */
-  headersAt?: number | undefined;
-  /** How it ended, for `control` (default: `other` when overloaded, else `ok`). */
-  result?: 'ok' | 'timeout' | 'other' | undefined;
-  /** Kind of call (its role), for `control`. */
-  kind?: string | undefined;
 }
 
 /** Options of one acquire; an object so callers can add fields (e.g. a priority) without breaking others. */
@@ -117,13 +92,6 @@ export function estimateTokens(messages: readonly ChatMessage[], maxTokens: numb
   for (const m of messages) chars += m.content.length;
   return Math.ceil(chars / 4) + (maxTokens ?? 0);
 }
-
-const BASELINE_WINDOW = 64;
-/** EWMA weight of a new latency sample. */
-const SMOOTHING = 0.25;
-const WARMUP_SAMPLES = 4;
-
-const clamp = (value: number, min: number, max: number): number => Math.min(max, Math.max(min, value));
 
 interface Waiter {
   resolve: () => void;
@@ -205,28 +173,20 @@ export function createRateBuckets(options: RateBucketOptions): RateBuckets | und
   };
 }
 
+/**
+ * One replica's limiter: the in-flight slots (their limit from `control`, else AIMD (aimd.ts) when
+ * `adaptive`, else `maxInflight`), then the RPM / TPM buckets. Waits throw RW_JUDGE_TIMEOUT past the deadline.
+ */
 export function createLimiter(options: LimiterOptions): Limiter {
   const { maxInflight } = options;
   const now = options.now ?? Date.now;
-  const adaptive =
-    options.adaptive === false || options.adaptive === undefined ? undefined : options.adaptive;
-  const tolerance = adaptive?.tolerance ?? 2;
-  const slackMs = adaptive?.slackMs ?? 50;
-  // Float limit (additive increase adds 1/limit); slots are its floor.
-  let limit = adaptive === undefined ? maxInflight : clamp(adaptive.initial ?? 16, 1, maxInflight);
-  let slowStart = adaptive !== undefined;
-  let lastDecreaseAt = -Infinity;
-  // Latency is smoothed (EWMA) before it is compared, because calls differ by nature (a 400-token analysis
-  // takes longer than a 50-token verdict): one slow call is not queueing, a slow run of calls is. The
-  // baseline is the minimum smoothed latency over the current and the previous window of BASELINE_WINDOW
-  // samples, so it follows a change of prompt mix.
-  let smoothed: number | undefined;
-  let samples = 0;
-  let windowMin = Infinity;
-  let previousMin = Infinity;
-  let windowCount = 0;
+  const aimd =
+    options.adaptive === false || options.adaptive === undefined
+      ? undefined
+      : createAimdLimit(maxInflight, options.adaptive, now);
   const control = options.control;
-  const slots = (): number => (control === undefined ? Math.max(1, Math.floor(limit)) : control.limit);
+  const slots = (): number =>
+    control === undefined ? Math.max(1, Math.floor(aimd?.value ?? maxInflight)) : control.limit;
   const buckets = createRateBuckets(options);
   let inflight = 0;
   // Waiters by tenant flow, lane (urgent first), then priority and arrival (fair-queue.ts).
@@ -255,47 +215,13 @@ export function createLimiter(options: LimiterOptions): Limiter {
     }
   };
 
-  const decrease = (factor: number, sentAt: number): void => {
-    // One decrease per round trip: attempts sent before the last decrease saw the old limit.
-    if (sentAt <= lastDecreaseAt) return;
-    limit = Math.max(1, limit * factor);
-    slowStart = false;
-    lastDecreaseAt = now();
-  };
-
   const observe = (sample: AttemptSample): void => {
     if (control !== undefined) {
       control.observe(controlSample(sample));
       return;
     }
-    if (adaptive === undefined) return;
-    if (sample.overloaded) {
-      decrease(0.5, sample.sentAt);
-      return;
-    }
-    const current =
-      smoothed === undefined ? sample.latencyMs : smoothed + SMOOTHING * (sample.latencyMs - smoothed);
-    smoothed = current;
-    samples += 1;
-    // The first samples only seed the average: a lone first value is not yet a mix.
-    if (samples > WARMUP_SAMPLES) {
-      windowMin = Math.min(windowMin, current);
-      windowCount += 1;
-      const baseline = Math.min(windowMin, previousMin);
-      if (windowCount >= BASELINE_WINDOW) {
-        previousMin = windowMin;
-        windowMin = Infinity;
-        windowCount = 0;
-      }
-      if (current > baseline * tolerance + slackMs) {
-        decrease(0.8, sample.sentAt);
-        return;
-      }
-    }
     // Grow only while the limit is what holds calls back (an idle replica proves nothing).
-    if (inflight + waiters.size + 1 < slots()) return;
-    limit = Math.min(maxInflight, limit + (slowStart ? 1 : 1 / limit));
-    admitWaiters();
+    if (aimd?.observe(sample, () => inflight + waiters.size + 1 >= slots()) === true) admitWaiters();
   };
 
   control?.attach(() => ({ inflight, waiting: waiters.size }), admitWaiters);
