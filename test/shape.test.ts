@@ -33,7 +33,6 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map([
   ['src/server/serving/judge-service.ts › createJudgeService', 336],
   ['src/server/serving/judge-service.ts › judgeOnce', 154],
   ['src/server/admission/admission.ts › Admission', 305],
-  ['src/server/serving/comparing.ts › createComparisonService', 267],
   ['src/server/http/app.ts › buildApp', 263],
   ['src/judge/limiter.ts › createLimiter', 175],
 ]);
