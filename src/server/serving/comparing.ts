@@ -12,18 +12,12 @@
  * schedule compares the real ideas with each other rather than with fillers. A flight runs under the latest
  * deadline of the requests waiting for it (`flight-deadlines.ts`).
  */
-import { randomUUID } from 'node:crypto';
-
 import { RewardError } from '../../errors.js';
-import { JudgmentCache } from '../../judge/cache.js';
-import { prepareCandidate, type PreparedCandidate, type ReasoningFormat } from '../../judge/candidate.js';
+import { prepareCandidate, type PreparedCandidate } from '../../judge/candidate.js';
 import {
   canonicalPair,
-  comparePair,
   mirrorPair,
-  type ComparativeOptions,
   normalizeShared,
-  pickBest,
   type PairInput,
   type PairJudgment,
   type PickInput,
@@ -40,28 +34,22 @@ import {
   type Schedule,
 } from '../../judge/tournament.js';
 import type { RejectionReason } from '../../judge/degenerate.js';
-import { comparativeKey, keySettingsOf, type KeySettings } from '../../judge/key.js';
+import { comparativeKey, type KeySettings } from '../../judge/key.js';
 import type { Router } from '../../judge/types.js';
-import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
-import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
+import type { WorkShape } from '../admission/admission.js';
+import { scopedKey } from './tenant-work.js';
+import { createRequestScope } from './request-scope.js';
 import {
-  admitWhole,
-  callObserver,
-  type Admission,
-  type Refusal,
-  type Ticket,
-  type WorkShape,
-} from '../admission/admission.js';
-import type { Metrics } from '../observe/metrics.js';
-import type { Lane } from '../admission/priority.js';
-import { cappedLane, type TenantWork } from '../admission/fair-shares.js';
-import { scopedKey, withSpend } from './tenant-work.js';
-import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
-import { createRequestScope, DeadlineReached } from './request-scope.js';
-import { toComparisonTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
+  createComparisonUnits,
+  missingPair,
+  pairShape,
+  PICK_SHAPE,
+  type ComparisonServiceOptions,
+  type ComparisonUnits,
+  type RequestScope,
+} from './comparison-units.js';
 
-type Stored =
-  { id: string; kind: 'pair'; judgment: PairJudgment } | { id: string; kind: 'pick'; judgment: PickJudgment };
+export type { ComparisonServiceOptions, RequestScope } from './comparison-units.js';
 
 /** One played comparison as a route sees it (in the request's own candidate order). */
 export interface ComparedPair extends PairResult {
@@ -86,23 +74,6 @@ export interface TournamentGroup {
   schedule: Schedule;
   judges: number;
 }
-
-export interface RequestScope {
-  /** Absolute deadline, epoch ms; unfinished comparisons come back `timeout`. */
-  deadline: number;
-  /** Aborts when the client goes away: the request lets go of its flights. */
-  signal?: AbortSignal | undefined;
-  requestId?: string | undefined;
-  /** Aborts when POST /v1/cancel selects the request (`cancel.ts`): its flights are let go at once. */
-  cancel?: AbortSignal | undefined;
-  /** The priority lane of its new comparisons (priority.ts); default normal. */
-  priority?: Lane | undefined;
-  /** Its tenant (REWARD_KEYS): fair-queue flow, lane cap, budget and spend, cache scope. */
-  tenant?: TenantWork | undefined;
-}
-
-/** Where a unit's calls run: its lane, its tenant's flow, and the tenant (spend); a ticket is one. */
-type Seat = Pick<Ticket, 'lane' | 'flow' | 'work'>;
 
 /** Candidates as their one preparation left them (src/judge/candidate.ts). */
 export interface PreparedGroup<T extends { question: string; groundTruth: string | null }> {
@@ -139,91 +110,6 @@ export interface ComparisonService {
     candidates: readonly string[],
   ): PreparedGroup<T>;
   abortAll(): void;
-}
-
-export interface ComparisonServiceOptions {
-  router: Router;
-  metrics: Metrics;
-  admission: Admission;
-  cacheSize: number;
-  candidateLimits: { minChars: number; maxChars: number };
-  /** REASONING_FORMAT: where a candidate's reasoning trace ends (default `auto`). */
-  reasoningFormat?: ReasoningFormat | undefined;
-  transcripts?: TranscriptSink | undefined;
-  onInternalError?: ((err: unknown) => void) | undefined;
-  /** Called on every refusal (the app rate-limits the log line, shared with judgments). */
-  onRefusal?: ((refusal: Refusal) => void) | undefined;
-  /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
-  onAbandoned?: (() => void) | undefined;
-}
-
-/**
- * A comparison as admission sees it: both orders of every judge run concurrently (2 × judges calls, one on
- * the critical path); its measured cost is tracked per number of judges.
- */
-const pairShape = (judges: number): WorkShape => ({
-  hash: `comparison/${judges}`,
-  llmCallsPerJudgment: 2 * judges,
-  criticalPathCalls: 1,
-});
-const PICK_SHAPE: WorkShape = { hash: 'pick', llmCallsPerJudgment: 1, criticalPathCalls: 1 };
-
-const isCacheable = (s: Stored): boolean =>
-  s.judgment.status === 'ok' || s.judgment.status === 'rejected_input';
-
-/** A comparison that never ran for this request: the deadline came first, the client left, shutdown, or a bug. */
-function missingPair(signal: AbortSignal, err: unknown): { judgment: PairJudgment; internal: boolean } {
-  if (isCancelled(signal)) {
-    const cancelled = cancelledJudgment({ name: 'comparison', hash: '' }, 0);
-    return {
-      internal: false,
-      judgment: {
-        status: 'judge_error',
-        preference: null,
-        orders: { ab: null, ba: null },
-        positionBias: false,
-        votes: [],
-        reason: cancelled.reason,
-        error: cancelled.error,
-        usage: cancelled.usage,
-        latencyMs: 0,
-        promptVersion: COMPARATIVE_PROMPT_VERSION,
-      },
-    };
-  }
-  const deadline = signal.reason instanceof DeadlineReached;
-  const aborted = !deadline && signal.aborted;
-  // The flight itself was aborted while waiting for a slot: shutdown past its grace period.
-  const shutdown = !deadline && !aborted && err instanceof RewardError && err.code === 'RW_SHUTTING_DOWN';
-  const code = deadline
-    ? 'RW_JUDGE_TIMEOUT'
-    : aborted
-      ? 'RW_CLIENT_ABORTED'
-      : shutdown
-        ? 'RW_SHUTTING_DOWN'
-        : 'RW_INTERNAL';
-  const message = deadline
-    ? 'request deadline reached before the comparison finished'
-    : aborted
-      ? 'aborted by the caller'
-      : shutdown
-        ? 'server shutting down'
-        : 'internal error';
-  return {
-    internal: !deadline && !aborted && !shutdown,
-    judgment: {
-      status: deadline ? 'timeout' : 'judge_error',
-      preference: null,
-      orders: { ab: null, ba: null },
-      positionBias: false,
-      votes: [],
-      reason: deadline ? 'deadline' : aborted ? 'aborted' : shutdown ? 'shutting down' : 'internal error',
-      error: { code, message },
-      usage: { calls: 0, promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 },
-      latencyMs: 0,
-      promptVersion: COMPARATIVE_PROMPT_VERSION,
-    },
-  };
 }
 
 /** Per candidate, the outcome of its one preparation (pure: counting is the service's). */
@@ -338,110 +224,154 @@ function viewOf(stored: { id: string | null; judgment: PairJudgment }, swapped: 
   };
 }
 
+/** One pair of a group for a request: from the LRU, a flight joined or started, or missing (`missingPair`). */
+async function playPair(
+  units: ComparisonUnits,
+  group: PlayGroup,
+  pair: KeyedPair,
+  request: RequestScope,
+  signal: AbortSignal,
+  startedAt: number,
+): Promise<ComparedPair> {
+  const { cache, lookups } = units;
+  const { input, swapped, key } = pair;
+  const hit = cache.get(key);
+  if (hit !== undefined && hit.kind === 'pair') {
+    lookups.hit.inc();
+    return viewOf(hit, swapped, true);
+  }
+  const own = !cache.has(key);
+  const flight = units.fly(key, own, request.deadline, signal, (flightSignal, deadline) =>
+    units.computePair(input, group.judges, flightSignal, deadline, request, group.known),
+  );
+  try {
+    if (flight === undefined) throw new Error('no comparison flight to join');
+    const stored = await flight;
+    if (stored.kind !== 'pair') throw new Error('comparison key resolved to another kind of unit');
+    return viewOf(stored, swapped, !own);
+  } catch (err) {
+    const missing = missingPair(signal, err);
+    if (missing.internal) units.onInternalError?.(err);
+    return viewOf(
+      { id: null, judgment: { ...missing.judgment, latencyMs: Date.now() - startedAt } },
+      swapped,
+      false,
+    );
+  }
+}
+
+/** Admits a request's groups whole, then plays each group's schedule among its real candidates. */
+async function playTournaments(
+  units: ComparisonUnits,
+  groups: readonly PlayGroup[],
+  request: RequestScope,
+): Promise<Array<Array<PlayedPair<ComparedPair>>>> {
+  const { cache } = units;
+  const keyed = groups.map((group) =>
+    pairKeys(group, units.router, units.settings, request.tenant?.cacheScope),
+  );
+  const work = newComparisons(groups, keyed, (key) => cache.get(key) !== undefined || cache.has(key));
+  units.admit(work.shapes, request);
+  const scope = createRequestScope({
+    deadline: request.deadline,
+    signal: request.signal,
+    fanOut: work.fanOut,
+    cancel: request.cancel,
+  });
+  const startedAt = Date.now();
+  try {
+    return await Promise.all(
+      groups.map((group, k) => {
+        const pairInput = keyed[k];
+        if (pairInput === undefined) throw new Error('group without keys');
+        return runTournament<ComparedPair>(group.real.length, group.schedule, (p) =>
+          playPair(units, group, pairInput(inGroup(group, p)), request, scope.signal, startedAt),
+        ).then((played) => played.map((p) => ({ ...p, ...inGroup(group, p) })));
+      }),
+    );
+  } finally {
+    scope.end();
+  }
+}
+
+/** A pick that never ran for this request, as `missingPair` decides it. */
+function missingPick(missing: PairJudgment, latencyMs: number): PickJudgment {
+  return {
+    status: missing.status,
+    best: null,
+    confidence: null,
+    reasoning: null,
+    reason: missing.reason,
+    error: missing.error,
+    usage: missing.usage,
+    latencyMs,
+    promptVersion: missing.promptVersion,
+  };
+}
+
+/** One pick over a request's candidates, prepared once: from the LRU, a flight joined, or one admitted and started. */
+async function pickOne(
+  units: ComparisonUnits,
+  prepare: ComparisonService['prepare'],
+  rawInput: PickInput,
+  scopeIn: RequestScope,
+): Promise<PickedBest> {
+  const { cache, lookups } = units;
+  const texts = prepare(rawInput, rawInput.candidates);
+  const { rejections } = texts;
+  const input: PickInput = { ...texts.shared, candidates: texts.candidates };
+  const key = scopedKey(
+    comparativeKey(units.router, { kind: 'pick', input }, units.settings),
+    scopeIn.tenant?.cacheScope,
+  );
+  const hit = cache.get(key);
+  if (hit !== undefined && hit.kind === 'pick') {
+    lookups.hit.inc();
+    return { pickId: hit.id, judgment: hit.judgment, cached: true, rejections };
+  }
+  const own = !cache.has(key);
+  const decided = rejections.filter((r) => r === undefined).length < 2;
+  if (own && !decided) units.admit([PICK_SHAPE], scopeIn);
+  const scope = createRequestScope({
+    deadline: scopeIn.deadline,
+    signal: scopeIn.signal,
+    fanOut: 1,
+    cancel: scopeIn.cancel,
+  });
+  const started = Date.now();
+  try {
+    const flight = units.fly(key, own, scopeIn.deadline, scope.signal, (signal, deadline) =>
+      units.computePick(input, decided, signal, deadline, scopeIn, texts.known),
+    );
+    if (flight === undefined) throw new Error('no pick flight to join');
+    const stored = await flight;
+    if (stored.kind !== 'pick') throw new Error('pick key resolved to another kind of unit');
+    return { pickId: stored.id, judgment: stored.judgment, cached: !own, rejections };
+  } catch (err) {
+    const missing = missingPair(scope.signal, err);
+    if (missing.internal) units.onInternalError?.(err);
+    return {
+      pickId: null,
+      cached: false,
+      rejections,
+      judgment: missingPick(missing.judgment, Date.now() - started),
+    };
+  } finally {
+    scope.end();
+  }
+}
+
+/**
+ * The comparison service: its own LRU + single-flight (CACHE_SIZE entries), admission shared with
+ * judgments (`options.admission`), metrics and transcripts; `abortAll` answers every flight
+ * RW_SHUTTING_DOWN.
+ */
 export function createComparisonService(options: ComparisonServiceOptions): ComparisonService {
-  const { router, metrics, admission, transcripts } = options;
-  const cache = new JudgmentCache<Stored>({
-    maxEntries: options.cacheSize,
-    isCacheable,
-    onAbandon: options.onAbandoned,
-  });
-  const observer = callObserver(metrics, admission);
-  const lookups = {
-    hit: metrics.comparisonCacheLookups.labels('hit'),
-    coalesced: metrics.comparisonCacheLookups.labels('coalesced'),
-    miss: metrics.comparisonCacheLookups.labels('miss'),
-  };
-  const deadlines = createFlightDeadlines();
-  // The settings candidates are prepared with are the ones they are keyed with.
-  const settings = keySettingsOf({
-    reasoningFormat: options.reasoningFormat,
-    limits: options.candidateLimits,
-  });
-
-  /** Whole request or nothing, decided before any comparison starts (nothing awaits in between). */
-  const admit = (shapes: readonly WorkShape[], request: RequestScope): void => {
-    admitWhole(
-      admission,
-      shapes,
-      request.deadline - Date.now(),
-      'comparisons',
-      'use a cheaper schedule or fewer candidates',
-      { metrics, onRefusal: options.onRefusal },
-      request.priority,
-      { work: request.tenant },
-    );
-  };
-
-  /**
-   * The flight of `key` for a request with deadline `at`: started here (`own`) under `at`, or joined, which
-   * moves its deadline to `at` when that is later.
-   */
-  const fly = (
-    key: string,
-    own: boolean,
-    at: number,
-    signal: AbortSignal,
-    compute: (flightSignal: AbortSignal, deadline: FlightDeadline) => Promise<Stored>,
-  ): Promise<Stored> | undefined => {
-    (own ? lookups.miss : lookups.coalesced).inc();
-    if (own) return cache.run(key, (s) => deadlines.run(key, at, (d) => compute(s, d)), signal);
-    deadlines.extend(key, at);
-    return cache.join(key, signal);
-  };
-
-  /**
-   * A unit's options: its flight's signal and deadline (read through the flight as joiners move it: never
-   * spread these options), the seat (lane, tenant flow and spend), the candidates' known preparations.
-   */
-  const unitOptions = (
-    signal: AbortSignal,
-    deadline: FlightDeadline,
-    seat: Seat,
-    known: ReadonlyMap<string, PreparedCandidate>,
-    judges?: number,
-  ): ComparativeOptions & { judges?: number | undefined } => ({
-    router,
-    get deadline() {
-      return deadline.at;
-    },
-    signal,
-    observer: withSpend(observer, seat.work),
-    flow: seat.flow,
-    judges,
-    limits: options.candidateLimits,
-    reasoningFormat: options.reasoningFormat,
-    urgent: seat.lane === 'high',
-    preparedText: (text) => known.get(text),
-  });
-
-  const computePair = (
-    input: PairInput,
-    judges: number,
-    signal: AbortSignal,
-    deadline: FlightDeadline,
-    request: RequestScope,
-    known: ReadonlyMap<string, PreparedCandidate>,
-  ): Promise<Stored> => {
-    const ticket = admission.admit(pairShape(judges), request.priority, request.tenant);
-    const { requestId } = request;
-    return admission.run(
-      ticket,
-      signal,
-      () => comparePair(input, unitOptions(signal, deadline, ticket, known, judges)),
-      async (judgment) => {
-        metrics.observeComparison(input.criterion, judgment);
-        const stored = { id: randomUUID(), kind: 'pair' as const, judgment };
-        if (transcripts !== undefined)
-          await transcripts.write(
-            toComparisonTranscriptRecord(stored.id, judgment, input, judges, router.name, requestId),
-          );
-        return stored;
-      },
-    );
-  };
+  const { metrics } = options;
+  const units = createComparisonUnits(options);
 
   const prepare: ComparisonService['prepare'] = (shared, candidates) => {
-    const prepared = prepareGroup(shared, candidates, settings);
+    const prepared = prepareGroup(shared, candidates, units.settings);
     for (const r of prepared.rejections) if (r !== undefined) metrics.rejectedInputs.labels(r).inc();
     return prepared;
   };
@@ -452,145 +382,14 @@ export function createComparisonService(options: ComparisonServiceOptions): Comp
       const real = prepared.rejections.flatMap((r, k) => (r === undefined ? [k] : []));
       return { ...g, ...prepared, real };
     });
-    const played = await playTournaments(groups, request);
+    const played = await playTournaments(units, groups, request);
     return groups.map((g, k) => ({ played: played[k] ?? [], rejections: g.rejections }));
-  };
-
-  const playTournaments = async (
-    groups: readonly PlayGroup[],
-    request: RequestScope,
-  ): Promise<Array<Array<PlayedPair<ComparedPair>>>> => {
-    const keyed = groups.map((group) => pairKeys(group, router, settings, request.tenant?.cacheScope));
-    const work = newComparisons(groups, keyed, (key) => cache.get(key) !== undefined || cache.has(key));
-    admit(work.shapes, request);
-    const scope = createRequestScope({
-      deadline: request.deadline,
-      signal: request.signal,
-      fanOut: work.fanOut,
-      cancel: request.cancel,
-    });
-    const startedAt = Date.now();
-    const play = async (group: PlayGroup, pair: KeyedPair): Promise<ComparedPair> => {
-      const { input, swapped, key } = pair;
-      const hit = cache.get(key);
-      if (hit !== undefined && hit.kind === 'pair') {
-        lookups.hit.inc();
-        return viewOf(hit, swapped, true);
-      }
-      const own = !cache.has(key);
-      const flight = fly(key, own, request.deadline, scope.signal, (signal, deadline) =>
-        computePair(input, group.judges, signal, deadline, request, group.known),
-      );
-      try {
-        if (flight === undefined) throw new Error('no comparison flight to join');
-        const stored = await flight;
-        if (stored.kind !== 'pair') throw new Error('comparison key resolved to another kind of unit');
-        return viewOf(stored, swapped, !own);
-      } catch (err) {
-        const missing = missingPair(scope.signal, err);
-        if (missing.internal) options.onInternalError?.(err);
-        return viewOf(
-          { id: null, judgment: { ...missing.judgment, latencyMs: Date.now() - startedAt } },
-          swapped,
-          false,
-        );
-      }
-    };
-    try {
-      return await Promise.all(
-        groups.map((group, k) => {
-          const pairInput = keyed[k];
-          if (pairInput === undefined) throw new Error('group without keys');
-          return runTournament<ComparedPair>(group.real.length, group.schedule, (p) =>
-            play(group, pairInput(inGroup(group, p))),
-          ).then((played) => played.map((p) => ({ ...p, ...inGroup(group, p) })));
-        }),
-      );
-    } finally {
-      scope.end();
-    }
-  };
-
-  // Fewer than two real candidates: decided without a call (src/judge/compare.ts), no run slot.
-  const computePick = (
-    input: PickInput,
-    decided: boolean,
-    signal: AbortSignal,
-    deadline: FlightDeadline,
-    request: RequestScope,
-    known: ReadonlyMap<string, PreparedCandidate>,
-  ): Promise<Stored> => {
-    const run = (seat: Seat) => (): Promise<PickJudgment> =>
-      pickBest(input, unitOptions(signal, deadline, seat, known));
-    const store = (judgment: PickJudgment): Stored => ({ id: randomUUID(), kind: 'pick', judgment });
-    const { tenant } = request;
-    const lane = request.priority ?? 'normal';
-    if (decided)
-      return run({ lane: cappedLane(lane, tenant), flow: tenant?.flow, work: tenant })().then(store);
-    const ticket = admission.admit(PICK_SHAPE, lane, tenant);
-    return admission.run(ticket, signal, run(ticket), store);
-  };
-
-  const pick: ComparisonService['pick'] = async (rawInput, scopeIn) => {
-    const texts = prepare(rawInput, rawInput.candidates);
-    const { rejections } = texts;
-    const input: PickInput = { ...texts.shared, candidates: texts.candidates };
-    const key = scopedKey(
-      comparativeKey(router, { kind: 'pick', input }, settings),
-      scopeIn.tenant?.cacheScope,
-    );
-    const hit = cache.get(key);
-    if (hit !== undefined && hit.kind === 'pick') {
-      lookups.hit.inc();
-      return { pickId: hit.id, judgment: hit.judgment, cached: true, rejections };
-    }
-    const own = !cache.has(key);
-    const decided = rejections.filter((r) => r === undefined).length < 2;
-    if (own && !decided) admit([PICK_SHAPE], scopeIn);
-    const scope = createRequestScope({
-      deadline: scopeIn.deadline,
-      signal: scopeIn.signal,
-      fanOut: 1,
-      cancel: scopeIn.cancel,
-    });
-    const started = Date.now();
-    try {
-      const flight = fly(key, own, scopeIn.deadline, scope.signal, (signal, deadline) =>
-        computePick(input, decided, signal, deadline, scopeIn, texts.known),
-      );
-      if (flight === undefined) throw new Error('no pick flight to join');
-      const stored = await flight;
-      if (stored.kind !== 'pick') throw new Error('pick key resolved to another kind of unit');
-      return { pickId: stored.id, judgment: stored.judgment, cached: !own, rejections };
-    } catch (err) {
-      const missing = missingPair(scope.signal, err);
-      if (missing.internal) options.onInternalError?.(err);
-      const j = missing.judgment;
-      return {
-        pickId: null,
-        cached: false,
-        rejections,
-        judgment: {
-          status: j.status,
-          best: null,
-          confidence: null,
-          reasoning: null,
-          reason: j.reason,
-          error: j.error,
-          usage: j.usage,
-          latencyMs: Date.now() - started,
-          promptVersion: j.promptVersion,
-        },
-      };
-    } finally {
-      scope.end();
-    }
   };
 
   return {
     tournaments,
-    pick,
+    pick: (rawInput, scope) => pickOne(units, prepare, rawInput, scope),
     prepare,
-    abortAll: () => cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
+    abortAll: () => units.cache.abortAll(new RewardError('RW_SHUTTING_DOWN', 'server shutting down')),
   };
 }
