@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 
 import { RewardError } from '../../errors.js';
 import { JudgmentCache } from '../../judge/cache.js';
-import type { PreparedCandidate, ReasoningFormat } from '../../judge/candidate.js';
+import type { PreparedCandidate } from '../../judge/candidate.js';
 import {
   comparePair,
   type ComparativeOptions,
@@ -22,21 +22,14 @@ import { keySettingsOf, type KeySettings } from '../../judge/key.js';
 import type { Router } from '../../judge/types.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../roles/index.js';
 import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
-import {
-  admitWhole,
-  callObserver,
-  type Admission,
-  type Refusal,
-  type Ticket,
-  type WorkShape,
-} from '../admission/admission.js';
-import type { Metrics } from '../observe/metrics.js';
+import { admitWhole, callObserver, type Ticket, type WorkShape } from '../admission/admission.js';
 import type { Lane } from '../admission/priority.js';
 import { cappedLane, type TenantWork } from '../admission/fair-shares.js';
+import type { ServingOptions } from './judge-service.js';
 import { withSpend } from './tenant-work.js';
 import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
 import { DeadlineReached } from './request-scope.js';
-import { toComparisonTranscriptRecord, type TranscriptSink } from '../observe/transcripts.js';
+import { toComparisonTranscriptRecord } from '../observe/transcripts.js';
 
 /** A computed unit as the comparison cache holds it. */
 export type Stored =
@@ -56,18 +49,7 @@ export interface RequestScope {
   tenant?: TenantWork | undefined;
 }
 
-export interface ComparisonServiceOptions {
-  router: Router;
-  metrics: Metrics;
-  admission: Admission;
-  cacheSize: number;
-  candidateLimits: { minChars: number; maxChars: number };
-  /** REASONING_FORMAT: where a candidate's reasoning trace ends (default `auto`). */
-  reasoningFormat?: ReasoningFormat | undefined;
-  transcripts?: TranscriptSink | undefined;
-  onInternalError?: ((err: unknown) => void) | undefined;
-  /** Called on every refusal (the app rate-limits the log line, shared with judgments). */
-  onRefusal?: ((refusal: Refusal) => void) | undefined;
+export interface ComparisonServiceOptions extends ServingOptions {
   /** A flight lost its last waiter and was aborted (the cancel registry counts the ones a cancel caused). */
   onAbandoned?: (() => void) | undefined;
 }

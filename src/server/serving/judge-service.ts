@@ -135,7 +135,8 @@ export interface StoredJudgment {
   judgment: Judgment;
 }
 
-export interface JudgeServiceOptions {
+/** What the judgment and the comparison services both take (comparison-units.ts extends it too). */
+export interface ServingOptions {
   router: Router;
   metrics: Metrics;
   admission: Admission;
@@ -145,8 +146,11 @@ export interface JudgeServiceOptions {
   reasoningFormat?: ReasoningFormat | undefined;
   transcripts?: TranscriptSink | undefined;
   onInternalError?: ((err: unknown) => void) | undefined;
-  /** Called on every refusal (the app rate-limits the log line). */
+  /** Called on every refusal (the app rate-limits the log line, one for judgments and comparisons). */
   onRefusal?: ((refusal: Refusal) => void) | undefined;
+}
+
+export interface JudgeServiceOptions extends ServingOptions {
   /** Epoch-ms clock (default Date.now); the same one as the request deadlines. */
   now?: (() => number) | undefined;
   idempotency?: IdempotencyOptions | undefined;
