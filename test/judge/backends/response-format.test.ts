@@ -361,9 +361,21 @@ describe('the retry path in a bad hour', () => {
   it('waits for an open circuit to half-open instead of spending every retry against it', async () => {
     // 6 calls fail together: 5 consecutive failures open the lone replica's circuit (for 300 ms here).
     // Their retries used to meet "every replica has an open circuit" within a millisecond, 4 times.
-    // The first attempts are answered together (after 100 ms), so all 6 failures settle before any retry.
+    // The first attempts are answered together (after 100 ms); on a loaded machine their replies still reach
+    // the client in separate turns, and a retry sent before the 5th failure succeeds and closes the circuit
+    // again. So the retries' backoff ends once the circuit has opened (bounded at 2 s): every retry then
+    // meets the open circuit, as in a burst whose failures all land before any backoff ends.
     const f = await fake({ fallback: firstAttemptFails(undefined, 100) });
-    const { backend: b } = connect([f.baseURL], {}, { breaker: { openMs: 300 } });
+    const ref: { b?: Backend } = {};
+    const untilOpened = async (_ms: number, signal?: AbortSignal): Promise<void> => {
+      const until = performance.now() + 2_000;
+      while ((ref.b?.replicas?.()[0]?.circuitOpens ?? 0) < 1 && performance.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      signal?.throwIfAborted();
+    };
+    const { backend: b } = connect([f.baseURL], {}, { breaker: { openMs: 300 }, sleep: untilOpened });
+    ref.b = b;
     const started = performance.now();
     const replies = await Promise.all(Array.from({ length: 6 }, (_, i) => call(b, `g${i}`)));
     expect(replies.every((r) => r.attempts === 2)).toBe(true);
