@@ -254,3 +254,61 @@ describe('the gradient law', () => {
     expect(ctl.control.snapshot().saturated).toBe(false);
   });
 });
+
+describe('the rate the engine has shown (for the capacity estimate)', () => {
+  it("is Little's law over recent attempts: the engine's load when each was sent over its latency", () => {
+    const { clock, engine, control } = setup();
+    engine.read(8, 8); // load 16 (batch 8 + queue 8)
+    const sample = (sentAt: number, ms: number) =>
+      control.observe({
+        sentAt,
+        headersAt: sentAt + ms,
+        endedAt: sentAt + ms,
+        result: 'ok',
+        kind: 'analyst',
+      });
+    // Sent after that reading and before the next: its load is the lower of the two.
+    const sent = clock.t + 5;
+    engine.read(8, 8);
+    for (let i = 0; i < 3; i++) sample(sent, 400);
+    // Three attempts are no rate yet.
+    expect(control.snapshot().shown?.callsPerS).toBeUndefined();
+    sample(sent, 400);
+    // 16 calls ahead, 0.4 s each: 40 calls/s. The engine queued at two readings (its capacity is 8), but
+    // 4 attempts that ran at it are too few for its rate at capacity; 8 make it.
+    expect(control.snapshot().shown).toMatchObject({ callsPerS: 40, load: 16, fullCallsPerS: undefined });
+    for (let i = 0; i < 4; i++) sample(sent, 400);
+    expect(control.snapshot().capacity).toEqual({ calls: 8, known: true });
+    expect(control.snapshot().shown).toMatchObject({ callsPerS: 40, fullCallsPerS: 40 });
+  });
+
+  it('keeps to attempts under the most load it was given, and leaves out those it cannot place', () => {
+    const { clock, engine, control } = setup();
+    const sample = (sentAt: number, ms: number) =>
+      control.observe({
+        sentAt,
+        headersAt: sentAt + ms,
+        endedAt: sentAt + ms,
+        result: 'ok',
+        kind: 'analyst',
+      });
+    // Sent before any reading: unknown load, not counted.
+    sample(clock.t - 50, 100);
+    // Unloaded probes: a load of 1, 0.1 s each (10 calls/s: the rate of one sequence, not of a batch).
+    for (let i = 0; i < 4; i++) {
+      engine.read(1, 0);
+      const sent = clock.t + 5;
+      engine.read(1, 0);
+      sample(sent, 100);
+    }
+    expect(control.snapshot().shown).toMatchObject({ callsPerS: 10, load: 1 });
+    // Then a burst: a load of 12, 0.3 s each. The probes are below half of it and leave the rate.
+    for (let i = 0; i < 4; i++) {
+      engine.read(8, 4);
+      const sent = clock.t + 5;
+      engine.read(8, 4);
+      sample(sent, 300);
+    }
+    expect(control.snapshot().shown).toMatchObject({ callsPerS: 40, load: 12 });
+  });
+});

@@ -72,11 +72,46 @@ describe('CapacityEstimator', () => {
   it('gives an engine that never queued a range: what it was seen running, up to the ceiling', () => {
     const r = replica('a:1', { proven: 12, recentLatencyMs: 300 });
     const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => 0 });
-    // low: 12 calls / 0.3 s; high: 256 / 0.2 s.
-    expect(est.estimate(200, 256)).toMatchObject({ low: 40, high: 1280, certain: false, source: 'engine' });
+    // low: 12 calls at twice the unloaded latency (0.4 s; the recent 0.3 s may be of calls sent into a
+    // smaller batch); high: 256 / 0.2 s.
+    expect(est.estimate(200, 256)).toMatchObject({ low: 30, high: 1280, certain: false, source: 'engine' });
     // Once the engine queued at 32, that is its capacity: 32 / 0.2 s at most.
     r.snapshot.control = { ...r.snapshot.control!, capacity: { calls: 32, known: true }, proven: 32 };
-    expect(est.estimate(200, 256)).toMatchObject({ low: 32 / 0.3, high: 160, certain: false });
+    expect(est.estimate(200, 256)).toMatchObject({ low: 80, high: 160, certain: false });
+    // A recent latency above twice the unloaded one is the one used.
+    r.snapshot.control = { ...r.snapshot.control, recentLatencyMs: 500 };
+    expect(est.estimate(200, 256)).toMatchObject({ low: 64, high: 160, certain: false });
+  });
+
+  it('takes the rate the engine has shown (Little’s law) as the low end, and its rate at capacity as certain', () => {
+    const r = replica('a:1', { proven: 12, recentLatencyMs: 300 });
+    const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => 0 });
+    // Shown at a load of 12 (its proven batch): 45 calls/s, above the assumed 30.
+    r.snapshot.control = {
+      ...r.snapshot.control!,
+      shown: { callsPerS: 45, load: 12, fullCallsPerS: undefined },
+    };
+    expect(est.estimate(200, 256)).toMatchObject({ low: 45, high: 1280, certain: false });
+    // Shown only at a load below its batch (unloaded probes: 5 calls/s at a load of 1): the assumed rate.
+    r.snapshot.control = {
+      ...r.snapshot.control,
+      shown: { callsPerS: 5, load: 1, fullCallsPerS: undefined },
+    };
+    expect(est.estimate(200, 256)).toMatchObject({ low: 30, certain: false });
+    // Shown at that load, lower than assumed: what it did wins.
+    r.snapshot.control = {
+      ...r.snapshot.control,
+      shown: { callsPerS: 20, load: 12, fullCallsPerS: undefined },
+    };
+    expect(est.estimate(200, 256)).toMatchObject({ low: 20, certain: false });
+    // Its capacity known and its rate while running it: certain, before the completion-rate measurement.
+    r.snapshot.control = {
+      ...r.snapshot.control,
+      capacity: { calls: 32, known: true },
+      proven: 32,
+      shown: { callsPerS: 20, load: 12, fullCallsPerS: 120 },
+    };
+    expect(est.estimate(200, 256)).toMatchObject({ low: 120, high: 120, certain: true });
   });
 
   it('measures the calls completed per second at capacity, after the pipeline filled, and then is certain', () => {
@@ -222,7 +257,8 @@ describe('Admission with an uncertain capacity', () => {
       clock.t += 50;
       admission.recordCall(1000);
     }
-    for (let ms = 0; ms < 1_000; ms += 50) {
+    // (Valid after 2 recent latencies of saturation: 2 s.)
+    for (let ms = 0; ms < 3_000; ms += 50) {
       clock.t += 50;
       (r.snapshot.attempts as Map<ReplicaOutcome, number>).set(
         'ok',

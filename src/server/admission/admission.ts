@@ -359,8 +359,9 @@ export class Admission {
   /**
    * Holds a request that `decide` answered with `hold`: it is decided again, in arrival order, whenever
    * the estimate or the backlog changes (and every HOLD_TICK_MS). `deadline` is its own (absolute);
-   * `options.holdUntil` as for `decide`. After MAX_UNCERTAIN_HOLD_MS (or a tenth of its deadline) it is
-   * decided on the proven rate alone: admitted if it fits there, else refused.
+   * `options.holdUntil` as for `decide`. After MAX_UNCERTAIN_HOLD_MS, or three call latencies within a
+   * quarter of its deadline (at least a tenth of it), it is decided on the proven rate alone: admitted if
+   * it fits there, else refused.
    */
   hold(
     graphs: readonly WorkShape[],
@@ -370,7 +371,15 @@ export class Admission {
     options: DecideOptions = {},
   ): HoldPlace {
     const since = this.#now();
-    const patience = Math.min(MAX_UNCERTAIN_HOLD_MS, (deadline - since) / 10);
+    // Long enough for the calls sent meanwhile to come back and be measured (3 latencies), within a
+    // quarter of its time; at least a tenth of it.
+    const recentMs = this.#drain().estimate.recentLatencyMs ?? 0;
+    const callMs = Math.max(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, recentMs);
+    const remaining = deadline - since;
+    const patience = Math.min(
+      MAX_UNCERTAIN_HOLD_MS,
+      Math.max(remaining / 10, Math.min(remaining / 4, 3 * callMs)),
+    );
     return this.#holds.hold(
       this.#callsOf(graphs),
       () => {

@@ -18,10 +18,15 @@
  * - without engine metrics (`fixed`, `aimd`, the latency gradient): its limit ÷ the unloaded call latency,
  *   taken as certain (the model admission always had; the gradient lowers the limit if latency says so);
  * - with engine metrics: a range. `high` = its capacity (the engine's batch when it queued, else the
- *   ceiling) ÷ the unloaded latency; `low` = the largest batch the engine was seen running ÷ its recent
- *   call latency (twice the unloaded one before any). Uncertain until measured: admission admits what fits at `low`, refuses what does not fit
- *   at `high`, and holds the rest (hold.ts) until the measurement comes (an engine that queues is measured
- *   within a call latency plus MIN_VALID_MS).
+ *   ceiling) ÷ the unloaded latency; `low` = the rate the engine has shown (inflight-control.ts `shown`:
+ *   Little's law over recent attempts, the engine's load when each was sent over its latency, at the most
+ *   load it was given), or — before one at its largest batch — that batch at max(its recent latency, twice
+ *   the unloaded one): a recent latency of calls sent into a smaller batch (unloaded probes, a filling
+ *   pipeline) promised 57 calls/s of an 8-slot engine that did 42, and 7 of 41 admitted judgments timed out.
+ *   Once the engine's capacity is known and its rate over attempts that ran at it throughout (8 of them),
+ *   that rate is certain. Uncertain until then: admission admits what fits at `low`, refuses what does not
+ *   fit at `high`, and holds the rest (hold.ts) until the measurement comes (an engine that queues is
+ *   measured within a call latency plus MIN_VALID_MS).
  * Replicas whose circuit is open, or that are quarantined, count for nothing while others serve.
  * `observe` must be called on the events that move the replicas (calls ending, admission changes).
  */
@@ -152,12 +157,13 @@ export class CapacityEstimator {
         track?.measured !== undefined && now - track.measured.at <= MEASURED_TTL_MS
           ? track.measured.rate
           : undefined;
-      const range = measured === undefined ? modelled(r, unloadedMs) : { low: measured, high: measured };
+      const range =
+        measured === undefined ? modelled(r, unloadedMs) : { low: measured, high: measured, certain: true };
       if (measured === undefined) measuredAll = false;
-      if (range.low < range.high) anyRange = true;
+      if (!range.certain) anyRange = true;
       low += range.low;
       high += range.high;
-      replicas.push({ backend: r.backend, replica: r.replica, ...range, measured });
+      replicas.push({ backend: r.backend, replica: r.replica, low: range.low, high: range.high, measured });
     }
     return {
       low,
@@ -242,22 +248,31 @@ export class CapacityEstimator {
 }
 
 /** A replica's rate before it was measured (see the module comment). */
-function modelled(r: ReplicaSnapshot, unloadedMs: number): { low: number; high: number } {
+function modelled(r: ReplicaSnapshot, unloadedMs: number): { low: number; high: number; certain: boolean } {
   const control = r.control;
   if (control === undefined || !control.metrics) {
     // A replica whose metrics are still being probed (milliseconds after start-up) counts at its ceiling,
     // as every replica did before the engine law: its starting limit says nothing of the engine.
     const probing = control?.law === 'engine';
     const rate = ((probing ? r.maxInflight : r.limit) * 1000) / unloadedMs;
-    return { low: rate, high: rate };
+    return { low: rate, high: rate, certain: true };
   }
   const capacity = control.capacity.known ? control.capacity.calls : r.maxInflight;
+  const shown = control.shown;
+  // Its capacity known, and its rate while it ran at capacity (Little's law): that is its rate.
+  if (control.capacity.known && shown?.fullCallsPerS !== undefined)
+    return { low: shown.fullCallsPerS, high: shown.fullCallsPerS, certain: true };
   const high = (capacity * 1000) / unloadedMs;
-  // A batch is slower per step than a single sequence: without a recent latency under load, assume twice
-  // the unloaded one.
-  const loadedMs = Math.max(unloadedMs, control.recentLatencyMs ?? 2 * unloadedMs);
-  const low = (control.proven * 1000) / loadedMs;
-  return { low: Math.min(low, high), high };
+  // What it has shown it does; before that, its largest batch at twice the unloaded latency (a batch is
+  // slower per step than one sequence, and the recent latency may be of unloaded calls).
+  const assumed = (control.proven * 1000) / Math.max(control.recentLatencyMs ?? 0, 2 * unloadedMs);
+  const low =
+    shown?.callsPerS === undefined
+      ? assumed
+      : shown.load >= control.proven
+        ? shown.callsPerS
+        : Math.max(shown.callsPerS, assumed);
+  return { low: Math.min(low, high), high, certain: false };
 }
 
 /**
