@@ -23,7 +23,7 @@
  * - Otherwise (0 < W ≤ h, an idle replica, a full KV cache) it holds.
  * The limit starts at INITIAL and never leaves [1, ceiling] (`JUDGE_MAX_INFLIGHT`). The snapshot also gives
  * the rate the engine has shown (`shown`: Little's law over recent attempts and the readings around their
- * sending), which the capacity estimate takes before it has measured completions at capacity.
+ * sending: shown-rate.ts), which the capacity estimate takes before it has measured completions at capacity.
  *
  * **Gradient law** (no engine metrics, or none fresh: an OpenAI-style API, llama.cpp without `--metrics`).
  * The signal is each attempt's time from sending the request to the response headers — not the body, not
@@ -37,6 +37,7 @@
  * smaller than the operator's ceiling until its latency does.
  */
 import type { EngineReading, EngineScraper, ScrapeState } from './engine-metrics.js';
+import { createShownRate, type ShownRate } from './shown-rate.js';
 
 /** Starting limit while engine metrics are expected (probing) or read. */
 export const INITIAL = 16;
@@ -68,23 +69,6 @@ export const BASELINE_PERIOD_MS = 300_000;
 export const PROVEN_TTL_MS = 60_000;
 /** EWMA weight of one attempt's latency in the replica's recent latency. */
 const RTT_ALPHA = 0.2;
-/** Attempts in the shown rate, and the fewest that make one (twice as many for the rate at capacity). */
-export const SHOWN_SAMPLES = 16;
-export const SHOWN_MIN = 4;
-/** Engine readings kept to find the load an attempt saw during its life. */
-const READINGS_KEPT = 256;
-
-/** One successful attempt as the shown rate sees it. */
-interface ShownSample {
-  latencyMs: number;
-  /** The engine's load (batch + queue) when it was sent. */
-  load: number;
-  /** The engine's lowest batch during its life. */
-  running: number;
-  /** When it ended (epoch ms). */
-  at: number;
-}
-
 /** One finished attempt as the control law sees it (epoch ms). */
 export interface ControlSample {
   sentAt: number;
@@ -125,15 +109,8 @@ export interface ControlSnapshot {
   saturated: boolean;
   /** Smoothed latency of its recent successful attempts, ms (sent → reply read); undefined before one. */
   recentLatencyMs: number | undefined;
-  /**
-   * Calls per second the engine has shown it completes (engine law), by Little's law over its last
-   * SHOWN_SAMPLES successful attempts under the most load it was given (`load`; at least half of it): the
-   * engine's load (batch + queue) when each was sent — the lower of the readings on either side of its
-   * sending — over its latency, the means of both; undefined before SHOWN_MIN attempts. `fullCallsPerS`:
-   * the same over attempts during which the engine ran its capacity throughout (at least 2 × SHOWN_MIN):
-   * its rate at capacity.
-   */
-  shown?: { callsPerS: number | undefined; load: number; fullCallsPerS: number | undefined } | undefined;
+  /** The rate the engine has shown it completes calls at (engine law: shown-rate.ts). */
+  shown?: ShownRate | undefined;
 }
 
 export interface InflightControl {
@@ -206,21 +183,6 @@ function unreadSnapshot(
   };
 }
 
-/**
- * Little's law over attempts (λ = L / W, with the means of their loads and latencies: the mean of each
- * attempt's L / W is biased up by the calls that were served at once), calls/s; undefined below `fewest` attempts.
- */
-function littleRate(samples: readonly ShownSample[], fewest: number): number | undefined {
-  if (samples.length < fewest) return undefined;
-  let load = 0;
-  let ms = 0;
-  for (const s of samples) {
-    load += s.load;
-    ms += s.latencyMs;
-  }
-  return ms > 0 ? (load * 1000) / ms : undefined;
-}
-
 /** The lowest latency per kind over the current and the previous BASELINE_PERIOD_MS. */
 function createBaselines(now: () => number) {
   const current = new Map<string, number>();
@@ -263,9 +225,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
   let previous: Pick<EngineReading, 'running' | 'waiting' | 'queueTime'> | undefined;
   let proven = { calls: 0, at: -Infinity };
   let recentLatencyMs: number | undefined;
-  /** Recent readings' time (requested), batch and load (batch + queue), oldest first. */
-  const readings: Array<{ at: number; running: number; load: number }> = [];
-  const shownSamples: ShownSample[] = [];
+  const shown = createShownRate(now);
   const baselines = createBaselines(now);
   let window: number[] = [];
   let windowStart = now();
@@ -291,8 +251,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       return;
     }
     const { running, waiting, kvUsage } = reading;
-    readings.push({ at: reading.requestedAt, running, load: running + waiting });
-    if (readings.length > READINGS_KEPT) readings.shift();
+    shown.reading(reading);
     if (running >= proven.calls || now() - proven.at > PROVEN_TTL_MS) proven = { calls: running, at: now() };
     // Queueing is the evidence of capacity when it is deep and lasts: the engine queued at two readings in
     // a row, did not take the queue into its batch in between, and the requests it let in had waited. A
@@ -334,48 +293,6 @@ export function createInflightControl(options: InflightControlOptions): Inflight
 
   const provenNow = (): number => (now() - proven.at > PROVEN_TTL_MS ? 0 : proven.calls);
 
-  /** One successful attempt for the shown rate: the engine's load when it was sent, its latency. */
-  const learnShown = (sample: ControlSample): void => {
-    const ms = sample.endedAt - sample.sentAt;
-    if (!(ms > 0)) return;
-    // Its load: what it found at the engine when it was sent (a FIFO call waits for that much to drain), the
-    // lower of the readings on either side of its sending; its batch: the lowest during its life.
-    let after: { running: number; load: number } | undefined;
-    let running = Infinity;
-    for (let i = readings.length - 1; i >= 0; i--) {
-      const r = readings[i];
-      if (r === undefined || r.at > sample.endedAt) continue;
-      running = Math.min(running, r.running);
-      if (r.at > sample.sentAt) {
-        after = r;
-        continue;
-      }
-      // Without a reading on either side of its sending, its load is unknown.
-      if (after === undefined) return;
-      const load = Math.min(r.load, after.load);
-      if (load >= 1) shownSamples.push({ latencyMs: ms, load, running, at: sample.endedAt });
-      if (shownSamples.length > 4 * SHOWN_SAMPLES) shownSamples.shift();
-      return;
-    }
-  };
-
-  const shownNow = (): ControlSnapshot['shown'] => {
-    const since = now() - PROVEN_TTL_MS;
-    const recent = shownSamples.filter((s) => s.at >= since);
-    // What it did under the most load it was given: attempts at a load of 1 show the rate of 1.
-    let top = 0;
-    for (const s of recent) top = Math.max(top, s.load);
-    const last = recent.filter((s) => s.load >= top / 2).slice(-SHOWN_SAMPLES);
-    const capacity = engineCapacity;
-    const full =
-      capacity === undefined ? [] : recent.filter((s) => s.running >= capacity).slice(-SHOWN_SAMPLES);
-    return {
-      callsPerS: littleRate(last, SHOWN_MIN),
-      load: top,
-      fullCallsPerS: littleRate(full, 2 * SHOWN_MIN),
-    };
-  };
-
   const engineLaw = (): boolean => scraper?.state !== 'none' && scraper?.fresh() !== undefined;
 
   const gradient = (sample: ControlSample): void => {
@@ -409,7 +326,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
         const ms = sample.endedAt - sample.sentAt;
         recentLatencyMs =
           recentLatencyMs === undefined ? ms : recentLatencyMs + RTT_ALPHA * (ms - recentLatencyMs);
-        learnShown(sample);
+        shown.attempt(sample);
       }
       gradient(sample);
     },
@@ -437,7 +354,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
         proven: Math.max(1, provenNow()),
         saturated: engineCapacity !== undefined && running >= engineCapacity,
         recentLatencyMs,
-        shown: shownNow(),
+        shown: shown.snapshot(engineCapacity),
       };
     },
   };

@@ -167,6 +167,15 @@ function decisionOf(
  */
 const MAX_UNCERTAIN_HOLD_MS = 5_000;
 
+/**
+ * How long a request is held for an uncertain capacity before the lower end decides it, ms: long enough for
+ * the calls sent meanwhile to come back and be measured (3 call latencies), within a quarter of the time it
+ * has (`remainingMs`), at least a tenth of it, at most MAX_UNCERTAIN_HOLD_MS.
+ */
+function uncertainHoldMs(remainingMs: number, callMs: number): number {
+  return Math.min(MAX_UNCERTAIN_HOLD_MS, Math.max(remainingMs / 10, Math.min(remainingMs / 4, 3 * callMs)));
+}
+
 export class Admission {
   readonly maxConcurrent: number;
   readonly maxQueued: number;
@@ -371,15 +380,11 @@ export class Admission {
     options: DecideOptions = {},
   ): HoldPlace {
     const since = this.#now();
-    // Long enough for the calls sent meanwhile to come back and be measured (3 latencies), within a
-    // quarter of its time; at least a tenth of it.
-    const recentMs = this.#drain().estimate.recentLatencyMs ?? 0;
-    const callMs = Math.max(this.#calls.unloadedLatencyMs ?? COLD_CALL_MS, recentMs);
-    const remaining = deadline - since;
-    const patience = Math.min(
-      MAX_UNCERTAIN_HOLD_MS,
-      Math.max(remaining / 10, Math.min(remaining / 4, 3 * callMs)),
+    const callMs = Math.max(
+      this.#calls.unloadedLatencyMs ?? COLD_CALL_MS,
+      this.#drain().estimate.recentLatencyMs ?? 0,
     );
+    const patience = uncertainHoldMs(deadline - since, callMs);
     return this.#holds.hold(
       this.#callsOf(graphs),
       () => {
