@@ -57,6 +57,26 @@ function replica(
   };
 }
 
+/**
+ * A replica without engine metrics saturated at its 256 slots with 500 calls waiting, its recent latency
+ * 1 s (from the warm-up), and an estimator of it on a manual clock.
+ */
+function saturatedWithoutMetrics() {
+  const clock = { t: 1_000_000 };
+  const r = replica('a:1', undefined, { limit: 256, inflight: 256, waiting: 500 });
+  r.snapshot.control = {
+    law: 'gradient',
+    metrics: false,
+    engine: undefined,
+    capacity: { calls: 256, known: true },
+    proven: 256,
+    saturated: true,
+    recentLatencyMs: 1000,
+  };
+  const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => clock.t });
+  return { clock, r, est };
+}
+
 describe('CapacityEstimator', () => {
   it('models a replica without engine metrics as its limit ÷ the unloaded latency, certain', () => {
     const r = replica('a:1', undefined, { limit: 64 });
@@ -139,18 +159,7 @@ describe('CapacityEstimator', () => {
     // 256 slots while the server parses the storm; its recent latency (1 s, from the warm-up) is stale —
     // the first calls take 4 s — and then it completes 200 calls/s. The 4 s of the pipeline filling are
     // not part of the rate (counting them measured ~100 calls/s and refused half of what fitted).
-    const clock = { t: 1_000_000 };
-    const r = replica('a:1', undefined, { limit: 256, inflight: 256, waiting: 500 });
-    r.snapshot.control = {
-      law: 'gradient',
-      metrics: false,
-      engine: undefined,
-      capacity: { calls: 256, known: true },
-      proven: 256,
-      saturated: true,
-      recentLatencyMs: 1000,
-    };
-    const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => clock.t });
+    const { clock, r, est } = saturatedWithoutMetrics();
     for (let ms = 0; ms < 4_000; ms += 50) {
       clock.t += 50;
       est.observe();
@@ -170,18 +179,7 @@ describe('CapacityEstimator', () => {
     // After the storm's pipeline filled, its 256 slots complete in waves: 256 calls within 200 ms, every
     // 1 s (the call latency). A window shorter than a few waves measured the trough: 27 calls/s against
     // the 230 the backend then did, and 148 rollouts of the burst refused.
-    const clock = { t: 1_000_000 };
-    const r = replica('a:1', undefined, { limit: 256, inflight: 256, waiting: 500 });
-    r.snapshot.control = {
-      law: 'gradient',
-      metrics: false,
-      engine: undefined,
-      capacity: { calls: 256, known: true },
-      proven: 256,
-      saturated: true,
-      recentLatencyMs: 1000,
-    };
-    const est = new CapacityEstimator({ replicas: () => [r.snapshot], now: () => clock.t });
+    const { clock, r, est } = saturatedWithoutMetrics();
     const seen: number[] = [];
     for (let ms = 0; ms < 8_000; ms += 50) {
       clock.t += 50;
