@@ -29,7 +29,6 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([]);
  */
 const TEMPORARY: ReadonlyMap<string, number> = new Map([
   ['src/server/admission/admission.ts › Admission', 305],
-  ['src/server/http/app.ts › buildApp', 263],
 ]);
 
 interface Measured {
