@@ -169,10 +169,16 @@ const MAX_UNCERTAIN_HOLD_MS = 5_000;
 
 /**
  * How long a request is held for an uncertain capacity before the lower end decides it, ms: long enough for
- * the calls sent meanwhile to come back and be measured (3 call latencies), within a quarter of the time it
- * has (`remainingMs`), at least a tenth of it, at most MAX_UNCERTAIN_HOLD_MS.
+ * the calls sent meanwhile to come back and be measured (3 call latencies: the unloaded one, or the recent
+ * one when longer), within a quarter of the time it has (`remainingMs`), at least a tenth of it, at most
+ * MAX_UNCERTAIN_HOLD_MS.
  */
-function uncertainHoldMs(remainingMs: number, callMs: number): number {
+function uncertainHoldMs(
+  remainingMs: number,
+  unloadedMs: number | undefined,
+  estimate: Pick<CapacityEstimate, 'recentLatencyMs'>,
+): number {
+  const callMs = Math.max(unloadedMs ?? COLD_CALL_MS, estimate.recentLatencyMs ?? 0);
   return Math.min(MAX_UNCERTAIN_HOLD_MS, Math.max(remainingMs / 10, Math.min(remainingMs / 4, 3 * callMs)));
 }
 
@@ -368,9 +374,8 @@ export class Admission {
   /**
    * Holds a request that `decide` answered with `hold`: it is decided again, in arrival order, whenever
    * the estimate or the backlog changes (and every HOLD_TICK_MS). `deadline` is its own (absolute);
-   * `options.holdUntil` as for `decide`. After MAX_UNCERTAIN_HOLD_MS, or three call latencies within a
-   * quarter of its deadline (at least a tenth of it), it is decided on the proven rate alone: admitted if
-   * it fits there, else refused.
+   * `options.holdUntil` as for `decide`. After `uncertainHoldMs` it is decided on the proven rate alone:
+   * admitted if it fits there, else refused.
    */
   hold(
     graphs: readonly WorkShape[],
@@ -380,11 +385,7 @@ export class Admission {
     options: DecideOptions = {},
   ): HoldPlace {
     const since = this.#now();
-    const callMs = Math.max(
-      this.#calls.unloadedLatencyMs ?? COLD_CALL_MS,
-      this.#drain().estimate.recentLatencyMs ?? 0,
-    );
-    const patience = uncertainHoldMs(deadline - since, callMs);
+    const patience = uncertainHoldMs(deadline - since, this.#calls.unloadedLatencyMs, this.#drain().estimate);
     return this.#holds.hold(
       this.#callsOf(graphs),
       () => {
