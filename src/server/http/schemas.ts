@@ -147,7 +147,14 @@ function judgingSchemas(maxCandidates: number, limits: TextLimits) {
     graph: GraphField.optional(),
     ...REQUEST_FIELDS,
   });
-  return { Group, Batch, Judge };
+
+  /** POST /v1/reward/group-mean: a group as /v1/reward names it (src/server/serving/group-means.ts). */
+  const GroupMeanQuery = z.strictObject({
+    question: Question.default(''),
+    ground_truth: GroundTruth,
+    graph: GraphField.optional(),
+  });
+  return { Group, Batch, Judge, GroupMeanQuery };
 }
 
 /** The trainers' bodies: OpenRLHF, slime (one sample and `--group-rm`), NeMo-Gym's verify. */

@@ -22,6 +22,7 @@ export type RouteScope = Scope | 'any';
 export const ROUTE_SCOPES: ReadonlyMap<string, RouteScope> = new Map<string, RouteScope>([
   ['/v1/reward', 'reward'],
   ['/v1/reward/batch', 'reward'],
+  ['/v1/reward/group-mean', 'reward'],
   ['/v1/judge', 'reward'],
   ['/get_reward', 'reward'],
   ['/slime', 'reward'],

@@ -1,15 +1,37 @@
-/** POST /v1/reward (one group), /v1/reward/batch (many groups, one admission decision), /v1/judge. */
-import type { FastifyInstance } from 'fastify';
+/**
+ * POST /v1/reward (one group), /v1/reward/batch (many groups, one admission decision), /v1/judge, and
+ * /v1/reward/group-mean (a group's judged mean across every request: what a streamed rollout whose judgment
+ * failed scores, src/server/serving/group-means.ts).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 import { idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
 import { requestControls } from '../request-controls.js';
-import type { JudgeItem } from '../../serving/judge-service.js';
 import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
+import { createGroupMeans, type GroupMeans } from '../../serving/group-means.js';
+import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-service.js';
+import { tenantOf } from '../../tenants/auth.js';
+
+/** Every judged reward of `judged` (one group's items) into its group's ledger. */
+function recordGroup(
+  means: GroupMeans,
+  request: FastifyRequest,
+  choice: GraphChoice,
+  input: { question: string; groundTruth: string },
+  judged: readonly JudgedItem[],
+): void {
+  const parts = { tenant: tenantOf(request).name, graphHash: choice.graph.hash, ...input };
+  for (const item of judged) {
+    const reward = item.judgment.reward;
+    if (reward !== null && item.judgmentId !== null) means.record(parts, item.judgmentId, reward);
+  }
+}
 
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, router } = ctx;
+  const groupMeans = createGroupMeans(() => ctx.now());
 
   app.post('/v1/reward', async (request, reply) => {
     const body = parseOr400(schemas.Group, request.body);
@@ -27,6 +49,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       idempotencyKey: idempotencyKey('reward', request, body.request_id),
       priority: body.priority,
     });
+    recordGroup(groupMeans, request, choice, input, judged);
     return {
       ...groupResponse(judged, choice.graph, router.name, body.include_transcripts ?? false, body.request_id),
       ...stampsOf(
@@ -62,6 +85,13 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     const out = groups.map(({ group, choice }) => {
       const slice = judged.slice(offset, offset + group.candidates.length);
       offset += group.candidates.length;
+      recordGroup(
+        groupMeans,
+        request,
+        choice,
+        { question: group.question, groundTruth: group.ground_truth },
+        slice,
+      );
       return {
         ...groupResponse(
           slice,
@@ -88,6 +118,21 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       ...(body.request_id === undefined ? {} : { request_id: body.request_id }),
       // What the trainer adapters answer for a failed judgment, for clients that adapt a batch themselves.
       ...(ctx.config.failureReward === undefined ? {} : { failure_reward: ctx.config.failureReward }),
+    };
+  });
+
+  app.post('/v1/reward/group-mean', (request) => {
+    const body = parseOr400(schemas.GroupMeanQuery, request.body);
+    const choice = resolveGraph(ctx, body.graph);
+    const parts = {
+      tenant: tenantOf(request).name,
+      graphHash: choice.graph.hash,
+      question: body.question,
+      groundTruth: body.ground_truth,
+    };
+    return {
+      ...groupMeans.mean(parts),
+      graph: { name: choice.graph.name, hash: choice.graph.hash },
     };
   });
 
