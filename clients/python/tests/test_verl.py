@@ -1,4 +1,4 @@
-"""The verl compute_score against the real server, called through verl 0.8's own reward loop
+"""The verl compute_score against the real server, called through verl's non-streaming reward loop
 (`tests/trainers.py`: `get_custom_reward_fn`, `RewardLoopManager.compute_rm_score` over `reward.num_workers`
 workers, `NaiveRewardManager.run_single` awaiting a coroutine or running a plain function on a thread)."""
 
@@ -99,15 +99,20 @@ def test_failure_scores_chosen_explicitly(marker_server, tmp_path):
         run_loop(raising, "compute_score", batch, num_workers=1)
 
 
-def test_nothing_to_be_neutral_about_raises_rather_than_inventing_a_number(failing_server):
-    fn = verl_compute_score(RewardClient(failing_server.url, max_retries=0), max_rounds=0)
-    with pytest.raises(JudgeFailedError, match="nothing was judged yet"):
-        asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=GT))
-    # ...but once this worker judged something, a failure scores the recent mean.
-    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=GT))
-    assert out["score"] == 0.0 and out["judge_failed"] is False
+def test_a_failure_never_scores_another_prompts_mean(failing_server):
+    """The judged rollouts of another group (this worker's recent mean) are never a failure's value: with
+    nothing of its own group judged, it waits `group_wait_s`, then scores `unjudged_score`, flagged."""
+    fn = verl_compute_score(RewardClient(failing_server.url, max_retries=0), max_rounds=0, group_wait_s=0.5,
+                            poll_s=0.2, unjudged_score=0.5)
+    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=GT_2))
+    assert out["score"] == 0.0 and out["judge_failed"] is False  # judged without an LLM: a real 0
     out = asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=GT))
-    assert out == {"score": 0.0, "judge_failed": True, "cached": False, "latency_s": out["latency_s"]}
+    assert out == {"score": 0.5, "judge_failed": True, "group_unjudged": True, "cached": False,
+                   "latency_s": out["latency_s"]}
+    # ...and once a rollout of its own group is judged, its failures score that group's mean.
+    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=GT))
+    out = asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=GT))
+    assert (out["score"], out["judge_failed"], out["group_unjudged"]) == (0.0, True, False)
 
 
 def test_a_template_that_opens_the_trace_makes_a_cut_off_response_a_real_zero(offline_server):
@@ -155,7 +160,8 @@ def test_env_configuration_of_the_config_only_entry_point(failing_server, monkey
     monkeypatch.setenv("DEBATE_REWARD_FAILURE_SCORE", "-0.5")
     out = asyncio.run(verl_module.compute_score("ideas", unique(MATCHING), GROUND_TRUTH, {"question": QUESTION},
                                                 max_rounds=0))
-    assert out == {"score": -0.5, "judge_failed": True, "cached": False, "latency_s": out["latency_s"]}
+    assert out == {"score": -0.5, "judge_failed": True, "group_unjudged": False, "cached": False,
+                   "latency_s": out["latency_s"]}
     monkeypatch.setenv("DEBATE_REWARD_FAILURE_SCORE", "none")
     with pytest.raises(JudgeFailedError):
         asyncio.run(verl_module.compute_score("ideas", unique(MATCHING), GROUND_TRUTH, {"question": QUESTION},

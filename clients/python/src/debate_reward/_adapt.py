@@ -13,13 +13,28 @@ from .client import RewardClient
 #: point, nothing): the server's address and its `REWARD_API_KEY`.
 URL_ENV = "DEBATE_REWARD_URL"
 API_KEY_ENV = "DEBATE_REWARD_API_KEY"
+#: A file holding the key (e.g. a mounted secret), read when `DEBATE_REWARD_API_KEY` is not set.
+API_KEY_FILE_ENV = "DEBATE_REWARD_API_KEY_FILE"
+
+
+def key_from_env() -> Optional[str]:
+    """`DEBATE_REWARD_API_KEY`, else the first line of the file `DEBATE_REWARD_API_KEY_FILE` names, else None.
+    Never a trainer's config: verl and OpenRLHF print theirs and send it to wandb."""
+    key = os.environ.get(API_KEY_ENV)
+    if key:
+        return key
+    path = os.environ.get(API_KEY_FILE_ENV)
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.readline().strip() or None
 
 
 def api_key_for(api_key: Optional[str]) -> Optional[str]:
     """The key to send: the one given, else `DEBATE_REWARD_API_KEY` (None when neither is set)."""
     if api_key is not None:
         return api_key
-    return os.environ.get(API_KEY_ENV) or None
+    return key_from_env()
 
 
 def async_client(client: Any, *, api_key: Optional[str] = None) -> AsyncRewardClient:

@@ -163,3 +163,53 @@ def completion_answer(completion: Any) -> str:
             return ""
         return message_text(last)
     raise TypeError(f"unsupported completion type {type(completion).__name__}")
+
+
+# --- the final assistant turn of a multi-turn rollout (issue 39 item 2) ---------------------------------
+# A trainer's multi-turn rollout (verl's ToolAgentLoop) is decoded whole: earlier assistant turns, tool calls
+# and the tool responses the environment appended (a search tool may return the paper's abstract). Only the
+# final assistant text is the answer, as for `/verify` and the TRL adapter.
+
+# A turn that is not the assistant's, with its control tokens (the rollout decoded with special tokens).
+_OTHER_TURN = re.compile(
+    r"<\|im_start\|>(?:user|tool|system|observation|function)\b"
+    r"|<\|start_header_id\|>(?:user|ipython|tool|system)<\|end_header_id\|>"
+    r"|<start_of_turn>(?:user|tool)\b"
+    r"|<\|start\|>(?:user|tool|functions\.[^<]*)"
+    r"|<[|\uFF5C]tool\u2581outputs?\u2581begin[|\uFF5C]>|<[|\uFF5C]User[|\uFF5C]>"
+    r"|\[TOOL_RESULTS\]|<\|observation\|>|<\|user\|>"
+)
+# The header that opens the assistant's next turn.
+_ASSISTANT_TURN = re.compile(
+    r"<\|im_start\|>assistant[ \t]*\n?"
+    r"|<\|start_header_id\|>assistant<\|end_header_id\|>\n*"
+    r"|<start_of_turn>model[ \t]*\n?"
+    r"|<\|start\|>assistant"
+    r"|<[|\uFF5C]Assistant[|\uFF5C]>|<[|\uFF5C]tool\u2581outputs?\u2581end[|\uFF5C]>"
+    r"|\[/TOOL_RESULTS\]|<\|assistant\|>\n?"
+)
+# Decoded without special tokens (verl's reward managers: `skip_special_tokens=True`): the Hermes-style tool
+# response block of Qwen2.5/Qwen3/QwQ/Hermes templates (plain-text tags), then the role word left of the
+# next assistant header.
+_TOOL_RESPONSE_OPEN = re.compile(r"<tool_response>")
+_TOOL_RESPONSE_CLOSE = re.compile(r"</tool_response>")
+_LEADING_ROLE = re.compile(r"\A\s*(?:assistant|model)[ \t]*\n")
+
+
+def final_assistant_text(text: str) -> str:
+    """The final assistant turn of a decoded multi-turn rollout: what follows the last tool / user turn (with
+    its chat tokens) or the last `</tool_response>` (decoded without them); "" when the rollout ends inside
+    such a turn (cut off after a tool call: nothing was answered). A single-turn rollout is returned as is."""
+    last_other = None
+    for m in _OTHER_TURN.finditer(text):
+        last_other = m
+    if last_other is not None:
+        reply = _ASSISTANT_TURN.search(text, last_other.end())
+        return "" if reply is None else text[reply.end():]
+    closes = list(_TOOL_RESPONSE_CLOSE.finditer(text))
+    opens = list(_TOOL_RESPONSE_OPEN.finditer(text))
+    if not opens and not closes:
+        return text
+    if opens and (not closes or opens[-1].start() > closes[-1].start()):
+        return ""  # a tool response that never closed: the rollout was cut off inside it
+    return _LEADING_ROLE.sub("", text[closes[-1].end():], count=1)

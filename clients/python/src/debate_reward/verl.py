@@ -1,26 +1,29 @@
 """verl adapter: `reward.custom_reward_function` for the debate-reward server.
 
-Read against verl 0.8.0 (`verl/experimental/reward_loop/reward_loop.py`,
-`verl/experimental/reward_loop/reward_manager/naive.py`, `verl/trainer/ppo/reward.py`,
-`verl/trainer/config/reward/reward.yaml`):
+Read against verl 0.9.0 (verl-project/verl, tag v0.9.0; the same in 0.8.0):
 
-- `get_custom_reward_fn` loads `reward.custom_reward_function.path` by file path and wraps the function
-  named `reward.custom_reward_function.name` in a `functools.partial` that merges
-  `reward.custom_reward_function.reward_kwargs` into every call (they win over verl's own keywords).
-- `RewardLoopManager.compute_rm_score` splits the batch across `reward.num_workers` Ray actors (8 by
-  default; contiguous chunks, so a GRPO group may straddle two), each of which `asyncio.gather`s one
-  `NaiveRewardManager.run_single` per sample; with the agent loop's streaming reward, each finished rollout
-  goes to a random worker. `run_single` awaits a coroutine `compute_score` on the worker's loop and runs a
-  synchronous one with `loop.run_in_executor(None, ...)`, i.e. on a thread pool, concurrently.
-- It is called as `compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **kw)` with
-  `ground_truth = reward_model["ground_truth"]` and `solution_str` the decoded response (special tokens
-  skipped, the prompt not included). Only `score` is trained on; every other key of a returned dict becomes
-  a `reward_extra_info` column (every sample must return the same keys). An exception ends the step.
+- `get_custom_reward_fn` (`verl/trainer/ppo/reward.py`) loads `reward.custom_reward_function.path` by file
+  path and wraps the function named `reward.custom_reward_function.name` in a `functools.partial` that
+  merges `reward.custom_reward_function.reward_kwargs` into every call (they win over verl's own keywords).
+- The default path STREAMS. With a custom reward function and no reward model, the agent loop scores each
+  finished rollout alone (`AgentLoopWorker._compute_score`, `experimental/agent_loop/agent_loop.py` ~1019:
+  `random.choice(self.reward_loop_worker_handles).compute_score.remote(data)`), in the V1 trainer (the
+  default, `trainer.use_v1: true`: `trainer/ppo/v1/agent_loop_tq.py`) and the legacy one
+  (`trainer/ppo/ray_trainer.py` ~949). No worker sees a whole group; `RewardLoopManager.compute_rm_score`
+  (contiguous chunks over `reward.num_workers`) is the non-streaming path only.
+- `NaiveRewardManager.run_single` decodes the response with `skip_special_tokens=True` (for a multi-turn
+  `ToolAgentLoop` rollout: every turn, tool responses included, `tool_agent_loop.py` ~177), awaits a
+  coroutine `compute_score` on the worker's loop and runs a synchronous one with `run_in_executor`. It is
+  called as `compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **kw)` with
+  `ground_truth = reward_model["ground_truth"]`. Only `score` is trained on; every other key of a returned
+  dict becomes a `reward_extra_info` entry (every sample must return the same keys).
+- An exception: the legacy trainer ends the step; the V1 trainer drops that rollout (the group is trained
+  on the others; a group with none left stops a sync run unless `trainer.v1.sampler.sync_refill_failed_groups`).
 
-So a failed judgment must become a number here: by default the mean reward of its group (the rollouts of
-the same question and ground truth pooled with it, else judged by this worker in the last 10 minutes, else
-everything this worker judged recently), flagged `judge_failed`. This module uses absolute imports only,
-because verl loads the file by path rather than as a package member.
+So a failed judgment becomes a number here, from its own group: the server's mean of the group's judged
+rollouts from every worker (`debate_reward._group`), flagged `judge_failed`; never another prompt's mean,
+never an exception by default. Only the final assistant turn is judged. This module uses absolute imports
+only, because verl loads the file by path rather than as a package member.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ import threading
 import time
 from typing import Any, Awaitable, Callable, Dict, Mapping, Optional, Tuple, Union
 
-from debate_reward._adapt import URL_ENV, api_key_for, async_client
-from debate_reward._chat import strip_chat_tokens, trace_opened_by, with_prompt_trace
-from debate_reward._pool import BlockingPool, Item, Outcome, Pool
+from debate_reward._adapt import URL_ENV, api_key_for, async_client, key_from_env
+from debate_reward._chat import final_assistant_text, strip_chat_tokens, trace_opened_by, with_prompt_trace
+from debate_reward._group import Settled, StreamPolicy, run_on, settle
+from debate_reward._pool import BlockingPool, Item, Pool
 from debate_reward.aio import AsyncRewardClient
 from debate_reward.client import Graph
 from debate_reward.errors import JudgeFailedError, RewardUnavailableError
@@ -41,7 +45,7 @@ from debate_reward.errors import JudgeFailedError, RewardUnavailableError
 log = logging.getLogger("debate_reward.verl")
 
 #: The keys of every dict `compute_score` returns, success or failure.
-SCORE_KEYS = ("score", "judge_failed", "cached", "latency_s")
+SCORE_KEYS = ("score", "judge_failed", "group_unjudged", "cached", "latency_s")
 
 #: `failure_score`'s default: a failed judgment scores its group's mean (see the module docstring).
 GROUP_MEAN = "group_mean"
@@ -86,6 +90,7 @@ class _Scorer:
         trace_opener: Optional[str],
         tokenizer: Any,
         chat_template_kwargs: Optional[Mapping[str, Any]],
+        policy: Optional[StreamPolicy] = None,
     ) -> None:
         _check_failure_score(failure_score)
         if on_unavailable not in ("raise", "fail"):
@@ -97,6 +102,7 @@ class _Scorer:
         self.trace_opener = trace_opener
         self.tokenizer = tokenizer
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.policy = policy or StreamPolicy()
         self._opener: Optional[Tuple[Optional[str]]] = None
 
     def opener(self) -> Optional[str]:
@@ -113,64 +119,53 @@ class _Scorer:
         return self._opener[0]
 
     def item(self, solution_str: Any, ground_truth: Any, extra_info: Any) -> Item:
+        """The sample as the server judges it: the final assistant turn only (a multi-turn rollout is decoded
+        whole, tool responses included), without chat tokens, the prompt's trace opener put back."""
         question, truth = split_ground_truth(ground_truth, extra_info)
         if not isinstance(solution_str, str):
             raise TypeError("solution_str must be a str")
-        return Item(question, truth, with_prompt_trace(strip_chat_tokens(solution_str), self.opener()))
+        answer = strip_chat_tokens(final_assistant_text(solution_str))
+        return Item(question, truth, with_prompt_trace(answer, self.opener()))
 
     async def ascore(self, solution_str: Any, ground_truth: Any, extra_info: Any) -> Dict[str, Any]:
         """One sample on the caller's event loop, pooled with the samples of concurrent calls."""
         item = self.item(solution_str, ground_truth, extra_info)
         started = time.monotonic()
-        try:
-            [outcome] = await self.pool.score([item])
-        except RewardUnavailableError as exc:
-            return self.unavailable(item, exc, time.monotonic() - started)
-        return self.scored(outcome, time.monotonic() - started)
+        settled = await self._settled(item)
+        return self.answer(settled, time.monotonic() - started)
 
     def score(self, solution_str: Any, ground_truth: Any, extra_info: Any) -> Dict[str, Any]:
         """One sample, blocking, pooled with the samples of calls made at the same time on other threads."""
         item = self.item(solution_str, ground_truth, extra_info)
         started = time.monotonic()
+        settled = run_on(self.blocking._running_loop(), self._settled(item))
+        return self.answer(settled, time.monotonic() - started)
+
+    async def _settled(self, item: Item) -> Settled:
         try:
-            [outcome] = self.blocking.score([item])
-        except RewardUnavailableError as exc:
-            return self.unavailable(item, exc, time.monotonic() - started)
-        return self.scored(outcome, time.monotonic() - started)
-
-    def scored(self, outcome: Outcome, latency_s: float) -> Dict[str, Any]:
-        if outcome.reward is not None:
-            return {"score": outcome.reward, "judge_failed": False, "cached": outcome.cached, "latency_s": latency_s}
-        return self.failed(outcome.group_mean, outcome.pool_mean, outcome.failure_reward, outcome.error, latency_s)
-
-    def unavailable(self, item: Item, exc: RewardUnavailableError, latency_s: float) -> Dict[str, Any]:
-        if self.on_unavailable == "raise":
-            raise exc
-        group_mean, pool_mean = self.pool.recent_means(item.key)
-        return self.failed(group_mean, pool_mean, None, f"server unavailable: {exc}", latency_s)
-
-    def failed(
-        self,
-        group_mean: Optional[float],
-        pool_mean: Optional[float],
-        failure_reward: Optional[float],
-        why: Optional[str],
-        latency_s: float,
-    ) -> Dict[str, Any]:
+            [outcome] = await self.pool.score([item])
+        except RewardUnavailableError:
+            if self.on_unavailable == "raise":
+                raise
+            outcome = None
+        if outcome is not None and outcome.reward is not None:
+            return Settled(outcome.reward, False, cached=outcome.cached)
+        why = "server unavailable" if outcome is None else outcome.error
         if self.failure_score is None:
             raise JudgeFailedError(f"judgment failed ({why}) and failure_score is None", code="RW_JUDGE_FAILED")
-        if self.failure_score == GROUP_MEAN:
-            value = next((v for v in (group_mean, pool_mean, failure_reward) if v is not None), None)
-            if value is None:
-                raise JudgeFailedError(
-                    f"judgment failed ({why}) and nothing was judged yet to be neutral about (no group mean, no "
-                    "recent rewards, no FAILURE_REWARD on the server)",
-                    code="RW_JUDGE_FAILED",
-                )
-        else:
-            value = float(self.failure_score)  # type: ignore[arg-type]
-        log.info("judgment failed (%s): score %.3f", why, value)
-        return {"score": float(value), "judge_failed": True, "cached": False, "latency_s": latency_s}
+        if self.failure_score != GROUP_MEAN:
+            return Settled(float(self.failure_score), True, source="failure_score")  # type: ignore[arg-type]
+        return await settle(self.pool, item, outcome, self.policy)
+
+    @staticmethod
+    def answer(settled: Settled, latency_s: float) -> Dict[str, Any]:
+        return {
+            "score": float(settled.score),
+            "judge_failed": settled.judge_failed,
+            "group_unjudged": settled.group_unjudged,
+            "cached": settled.cached,
+            "latency_s": latency_s,
+        }
 
 
 def verl_compute_score(
@@ -178,32 +173,37 @@ def verl_compute_score(
     *,
     failure_score: FailureScore = GROUP_MEAN,
     graph: Optional[Graph] = None,
-    on_unavailable: str = "raise",
+    on_unavailable: str = "fail",
     trace_opener: Optional[str] = None,
     tokenizer: Any = None,
     chat_template_kwargs: Optional[Mapping[str, Any]] = None,
     api_key: Optional[str] = None,
     max_rounds: int = 2,
     linger_s: float = 0.05,
+    group_wait_s: float = 600.0,
+    poll_s: float = 2.0,
+    unjudged_score: float = 0.5,
 ) -> ScoreFunc:
-    """Build an async verl `compute_score`. The samples of calls that arrive within `linger_s` of each other
-    (verl's reward loop gathers a worker's chunk at once) share `/v1/reward/batch` requests, grouped by
-    (question, ground truth); failed judgments are sent again `max_rounds` times. Every call returns
-    `{"score", "judge_failed", "cached", "latency_s"}`.
+    """Build an async verl `compute_score`. verl streams: each finished rollout is scored alone, on a random
+    reward worker; calls that arrive within `linger_s` of each other share `/v1/reward/batch` requests,
+    and failed judgments are sent again `max_rounds` times. Every call returns `SCORE_KEYS`.
 
-    - `client`: an `AsyncRewardClient`, a `RewardClient` or a base URL (then `api_key`, else the env var
-      `DEBATE_REWARD_API_KEY`, is its key).
+    - `client`: an `AsyncRewardClient`, a `RewardClient` or a base URL (then `api_key`, else
+      `DEBATE_REWARD_API_KEY`, else the file `DEBATE_REWARD_API_KEY_FILE` names, is its key).
     - `failure_score`: what a judgment that still failed scores (flagged `judge_failed`): `"group_mean"`
-      (default; the mean reward of its group: zero advantage under GRPO), a number (a fixed score you chose),
-      or None (raise `JudgeFailedError`).
-    - `on_unavailable="fail"` treats a server unreachable until the client's deadline (600 s by default)
-      like a failed judgment; the default re-raises (the step ends).
+      (default: its own group's mean as the server saw it from every worker; see `debate_reward._group`:
+      it waits up to `group_wait_s` for a sibling to be judged, and a group none of whose rollouts could be
+      judged scores `unjudged_score` for all, flagged `group_unjudged`), a number you chose, or None (raise
+      `JudgeFailedError`: verl's V1 trainer then drops the rollout, its legacy trainer ends the step).
+    - `on_unavailable`: `"fail"` (default) settles a server unreachable until the client's deadline (600 s)
+      like a failed judgment; `"raise"` re-raises.
     - `trace_opener` (e.g. `"<think>\\n"`) or `tokenizer` (the policy's, to render its generation prompt):
       when the policy's chat template opens the reasoning trace in the prompt, the opener is put back in
       front of `solution_str` so that a response cut off inside the trace scores 0 (`truncated_reasoning`).
     """
     pool = Pool(async_client(client, api_key=api_key), graph, max_rounds=max_rounds, linger_s=linger_s)
-    scorer = _Scorer(pool, failure_score, on_unavailable, trace_opener, tokenizer, chat_template_kwargs)
+    policy = StreamPolicy(group_wait_s, poll_s, unjudged_score)
+    scorer = _Scorer(pool, failure_score, on_unavailable, trace_opener, tokenizer, chat_template_kwargs, policy)
 
     async def compute_score(
         data_source: Any = None,
@@ -222,19 +222,23 @@ def verl_compute_score_sync(
     *,
     failure_score: FailureScore = GROUP_MEAN,
     graph: Optional[Graph] = None,
-    on_unavailable: str = "raise",
+    on_unavailable: str = "fail",
     trace_opener: Optional[str] = None,
     tokenizer: Any = None,
     chat_template_kwargs: Optional[Mapping[str, Any]] = None,
     api_key: Optional[str] = None,
     max_rounds: int = 2,
     linger_s: float = 0.05,
+    group_wait_s: float = 600.0,
+    poll_s: float = 2.0,
+    unjudged_score: float = 0.5,
 ) -> Callable[..., Dict[str, Any]]:
     """Blocking twin of `verl_compute_score` (same arguments and answers), for a synchronous
     `compute_score`: verl runs it on a thread pool, one sample per call, and the samples of calls made at
     the same time from those threads share requests (one event loop on a daemon thread owns the pool)."""
     pool = Pool(async_client(client, api_key=api_key), graph, max_rounds=max_rounds, linger_s=linger_s)
-    scorer = _Scorer(pool, failure_score, on_unavailable, trace_opener, tokenizer, chat_template_kwargs)
+    policy = StreamPolicy(group_wait_s, poll_s, unjudged_score)
+    scorer = _Scorer(pool, failure_score, on_unavailable, trace_opener, tokenizer, chat_template_kwargs, policy)
 
     def compute_score(
         data_source: Any = None,
@@ -253,7 +257,8 @@ def verl_compute_score_sync(
 # +reward.custom_reward_function.reward_kwargs.base_url=http://HOST:8080
 # +reward.custom_reward_function.reward_kwargs.failure_score=...   (group_mean by default; a number; null raises)
 # +reward.custom_reward_function.reward_kwargs.trace_opener='<think>\n'   (when the template opens the trace)
-# or the env vars DEBATE_REWARD_URL, DEBATE_REWARD_FAILURE_SCORE, DEBATE_REWARD_API_KEY on the workers.
+# The key NEVER goes in reward_kwargs (verl prints its config and sends it to wandb): DEBATE_REWARD_API_KEY
+# or DEBATE_REWARD_API_KEY_FILE on the workers. Env vars: DEBATE_REWARD_URL, DEBATE_REWARD_FAILURE_SCORE.
 
 _shared: Dict[Tuple[Any, ...], _Scorer] = {}
 _shared_lock = threading.Lock()
@@ -272,20 +277,25 @@ def _env_failure_score(failure_score: Any) -> FailureScore:
 
 
 def _scorer_for(
-    base_url: Optional[str], api_key: Optional[str], failure_score: Any, graph: Optional[Graph],
-    trace_opener: Optional[str], max_rounds: int,
+    base_url: Optional[str], failure_score: Any, graph: Optional[Graph], trace_opener: Optional[str],
+    max_rounds: int, on_unavailable: str, kw: Mapping[str, Any],
 ) -> _Scorer:
+    if "api_key" in kw:
+        raise ValueError(
+            "reward_kwargs.api_key is refused: verl prints its config and sends it to wandb. Set "
+            "DEBATE_REWARD_API_KEY (or DEBATE_REWARD_API_KEY_FILE, a file holding the key) on the workers"
+        )
     url = base_url or os.environ.get(URL_ENV)
     if not url:
         raise ValueError(f"set reward.custom_reward_function.reward_kwargs.base_url or {URL_ENV}")
-    key = api_key_for(api_key)
+    key = key_from_env()
     fs = _env_failure_score(failure_score)
     _check_failure_score(fs)
-    cache_key = (url, key, repr(fs), repr(graph), trace_opener, max_rounds)
+    cache_key = (url, key, repr(fs), repr(graph), trace_opener, max_rounds, on_unavailable)
     with _shared_lock:
         if cache_key not in _shared:
             pool = Pool(AsyncRewardClient(url, api_key=key), graph, linger_s=0.05, max_rounds=max_rounds)
-            _shared[cache_key] = _Scorer(pool, fs, "raise", trace_opener, None, None)
+            _shared[cache_key] = _Scorer(pool, fs, on_unavailable, trace_opener, None, None)
         return _shared[cache_key]
 
 
@@ -296,18 +306,19 @@ async def compute_score(
     extra_info: Optional[Mapping[str, Any]] = None,
     *,
     base_url: Optional[str] = None,
-    api_key: Optional[str] = None,
     failure_score: Any = _UNSET,
     graph: Optional[Graph] = None,
     trace_opener: Optional[str] = None,
     max_rounds: int = 2,
+    on_unavailable: str = "fail",
     **kw: Any,
 ) -> Dict[str, Any]:
-    """Ready-made async `compute_score`, configured through verl's `reward_kwargs` (`base_url`, `api_key`,
-    `failure_score`, `graph`, `trace_opener`, `max_rounds`) or the env vars `DEBATE_REWARD_URL`, `DEBATE_REWARD_API_KEY`,
-    `DEBATE_REWARD_FAILURE_SCORE` (`group_mean`, the default; a number; `none` to raise). One pool per
-    worker process and setting, shared by every call."""
-    scorer = _scorer_for(base_url, api_key, failure_score, graph, trace_opener, max_rounds)
+    """Ready-made async `compute_score`, configured through verl's `reward_kwargs` (`base_url`,
+    `failure_score`, `graph`, `trace_opener`, `max_rounds`, `on_unavailable`) or the env vars
+    `DEBATE_REWARD_URL`, `DEBATE_REWARD_FAILURE_SCORE` (`group_mean`, the default; a number; `none` to
+    raise). The key comes from `DEBATE_REWARD_API_KEY` or `DEBATE_REWARD_API_KEY_FILE`, never from
+    `reward_kwargs` (refused). One pool per worker process and setting, shared by every call."""
+    scorer = _scorer_for(base_url, failure_score, graph, trace_opener, max_rounds, on_unavailable, kw)
     return await scorer.ascore(solution_str, ground_truth, extra_info)
 
 
@@ -318,15 +329,15 @@ def compute_score_sync(
     extra_info: Optional[Mapping[str, Any]] = None,
     *,
     base_url: Optional[str] = None,
-    api_key: Optional[str] = None,
     failure_score: Any = _UNSET,
     graph: Optional[Graph] = None,
     trace_opener: Optional[str] = None,
     max_rounds: int = 2,
+    on_unavailable: str = "fail",
     **kw: Any,
 ) -> Dict[str, Any]:
     """Blocking twin of `compute_score` (pooled across the threads verl runs it on)."""
-    scorer = _scorer_for(base_url, api_key, failure_score, graph, trace_opener, max_rounds)
+    scorer = _scorer_for(base_url, failure_score, graph, trace_opener, max_rounds, on_unavailable, kw)
     return scorer.score(solution_str, ground_truth, extra_info)
 
 
