@@ -24,7 +24,7 @@ from conftest import GROUND_TRUTH, MATCHING, QUESTION, REPO, UNRELATED
 from trainers import SlimeSample, TRLGRPOTrainer, VerlRewardLoop, slime_rollout
 
 FACTS = json.loads((Path(__file__).parent / "trainer_facts.json").read_text())
-NAMED = {"trl": "TRL 1.9", "verl": "verl 0.8", "slime": "slime 0.3.1", "openrlhf": "OpenRLHF 0.11"}
+NAMED = {"trl": "TRL 1.9", "verl": "verl 0.9", "slime": "slime 0.3.1", "openrlhf": "OpenRLHF 0.11"}
 SECTIONS = [(REPO / "README.md", "## Trainer integration"), (REPO / "clients/python/README.md", "## Trainers")]
 
 
