@@ -178,3 +178,34 @@ def test_the_key_comes_from_the_environment_or_a_file_never_from_reward_kwargs(a
     monkeypatch.setenv("DEBATE_REWARD_API_KEY_FILE", str(key_file))
     out = asyncio.run(verl_module.compute_score("x", MATCHING, GT, base_url=auth_server.url))
     assert out["score"] == 1.0 and out["judge_failed"] is False
+
+
+ABSTRACT_QUOTE = f"Search result: {GROUND_TRUTH}"
+FAMILIES = {
+    # Decoded with their chat tokens (a custom reward manager, or `skip_special_tokens=False`).
+    "chatml-qwen": (f"Searching.<|im_end|>\n<|im_start|>user\n<tool_response>\n{ABSTRACT_QUOTE}\n</tool_response>"
+                    "<|im_end|>\n<|im_start|>assistant\nFINAL<|im_end|>"),
+    "chatml-tool-role": f"Searching.<|im_end|>\n<|im_start|>tool\n{ABSTRACT_QUOTE}<|im_end|>\n<|im_start|>assistant\nFINAL",
+    "llama-3.1-ipython": (f"<|python_tag|>search(q)<|eom_id|><|start_header_id|>ipython<|end_header_id|>\n\n{ABSTRACT_QUOTE}"
+                          "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nFINAL<|eot_id|>"),
+    "gemma": f"Searching.<end_of_turn>\n<start_of_turn>user\n{ABSTRACT_QUOTE}<end_of_turn>\n<start_of_turn>model\nFINAL",
+    "deepseek-v3": ("<\uff5ctool\u2581calls\u2581begin\uff5c>search<\uff5ctool\u2581calls\u2581end\uff5c>"
+                    f"<\uff5ctool\u2581outputs\u2581begin\uff5c>{ABSTRACT_QUOTE}<\uff5ctool\u2581outputs\u2581end\uff5c>FINAL"),
+    "mistral": f'[TOOL_CALLS][{{"name": "search"}}]</s>[TOOL_RESULTS]{ABSTRACT_QUOTE}[/TOOL_RESULTS]FINAL</s>',
+    "phi-3": f"Searching.<|end|>\n<|user|>\n{ABSTRACT_QUOTE}<|end|>\n<|assistant|>\nFINAL<|end|>",
+    # Decoded without them (verl's default): Hermes-style tool tags survive, the role words too.
+    "qwen-skip-special": f"<tool_call>\n{{}}\n</tool_call>\nuser\n<tool_response>\n{ABSTRACT_QUOTE}\n</tool_response>\nassistant\nFINAL",
+    "qwen-two-tools": ("<tool_call>{}</tool_call>user\n<tool_response>\nA\n</tool_response>\nassistant\n<tool_call>{}</tool_call>"
+                       f"user\n<tool_response>\n{ABSTRACT_QUOTE}\n</tool_response>\nassistant\nFINAL"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_final_assistant_turn_of_each_template_family(family):
+    from debate_reward._chat import final_assistant_text, strip_chat_tokens
+
+    text = FAMILIES[family]
+    assert strip_chat_tokens(final_assistant_text(text)) == "FINAL"
+    # Cut off inside or right after the tool turn: nothing answered.
+    cut = text[: text.rindex(ABSTRACT_QUOTE) + len(ABSTRACT_QUOTE)]
+    assert strip_chat_tokens(final_assistant_text(cut)) == ""
