@@ -15,8 +15,8 @@ export const ROLE_MAX_TOKENS: ReadonlyMap<string, number> = new Map([
   ['analyst', 1024],
   ['critic', 1024],
   ['reviewer', 1024],
-  ['evaluator', 768],
-  ['judge', 768],
+  ['evaluator', 1536], // a reasoning judge's ~800-token trace (medium effort) + its answer (issue 37)
+  ['judge', 1536],
 ]);
 
 /** For a role not in the table. */

@@ -269,7 +269,16 @@ function spent(
   model: string,
 ): Pick<
   Outcome,
-  'model' | 'promptTokens' | 'completionTokens' | 'cachedPromptTokens' | 'latencyMs' | 'attempts' | 'reasks'
+  | 'model'
+  | 'promptTokens'
+  | 'completionTokens'
+  | 'cachedPromptTokens'
+  | 'latencyMs'
+  | 'attempts'
+  | 'reasks'
+  | 'reasoning'
+  | 'reasoningTokens'
+  | 'reasoningTokensEstimated'
 > {
   return {
     model,
@@ -279,6 +288,10 @@ function spent(
     latencyMs: performance.now() - ask.started,
     attempts: ask.attempts,
     reasks: ask.reasks,
+    reasoning: ask.reasoning,
+    // Absent for a judge that does not reason, so its messages stay as they were.
+    reasoningTokens: ask.reasoningTokens > 0 ? ask.reasoningTokens : undefined,
+    reasoningTokensEstimated: ask.reasoningTokensEstimated ? true : undefined,
   };
 }
 

@@ -93,13 +93,14 @@ export function splitReply(content: string, field: string | undefined): SplitRep
 const joined = (a: string, b: string): string => (a === '' ? b : b === '' ? a : `${a}\n${b}`);
 
 /** Characters per token of an English reasoning trace (see estimateReasoningTokens). */
-const TRACE_CHARS_PER_TOKEN = 4;
+const TRACE_CHARS_PER_TOKEN = 4.5;
 
 /**
  * Tokens of a trace the server did not count (no `completion_tokens_details.reasoning_tokens`): its characters
- * ÷ 4, the rate of English text in the BPE vocabularies judges use (o200k, Qwen, Llama 3). Tokenizer-free, so
- * an estimate: marked as such wherever it is reported. Measured within 10 % of the fake judge's count
- * (test/judge/reply-trace.test.ts).
+ * ÷ 4.5. English prose runs at ~4–4.7 characters per token in the BPE vocabularies judges use (cl100k ~4,
+ * o200k / Qwen / Llama 3 higher); the fake judge's sub-word vocabulary (test/fakes/thinking.ts) at 4.55, where
+ * this is within 2 % (chars ÷ 4 was 13 % over). Tokenizer-free, so an estimate: marked as such wherever it is
+ * reported (`reasoning_tokens_estimated`).
  */
 export function estimateReasoningTokens(trace: string): number {
   return trace === '' ? 0 : Math.max(1, Math.round(trace.length / TRACE_CHARS_PER_TOKEN));
