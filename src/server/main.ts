@@ -136,7 +136,6 @@ async function main(): Promise<void> {
               ? 'backend replica refused the json_schema: using json_object (schema in the prompt) until a re-probe'
               : 'backend replica accepts json_schema again: back to json_schema',
           ),
-        // Once per backend: its engine runs without a reasoning parser (docs/backends.md).
         onInlineReasoning: (event) => logSink.warn?.({ ...event }, INLINE_TRACE_ADVICE),
       }),
   });

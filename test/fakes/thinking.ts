@@ -162,16 +162,11 @@ export function inlineContent(shape: TraceShape, trace: string, answer: string |
 }
 
 function messageOf(shape: TraceShape, trace: string, answer: string | undefined): Record<string, unknown> {
-  switch (shape) {
-    case 'reasoning_content':
-    case 'reasoning':
-      // vLLM sends content null while the budget ran out inside the trace.
-      return { content: answer ?? null, [shape]: trace };
-    case 'hidden':
-      return { content: answer ?? null };
-    default:
-      return { content: inlineContent(shape, trace, answer) };
-  }
+  // vLLM sends content null while the budget ran out inside the trace.
+  if (shape === 'reasoning_content' || shape === 'reasoning')
+    return { content: answer ?? null, [shape]: trace };
+  if (shape === 'hidden') return { content: answer ?? null };
+  return { content: inlineContent(shape, trace, answer) };
 }
 
 const budgetOf = (body: FakeChatRequest): number => {
