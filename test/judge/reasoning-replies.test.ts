@@ -7,10 +7,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { createOpenAICompatibleBackend, type InlineReasoning } from '../../src/judge/backends/openai.js';
+import { comparePair } from '../../src/judge/compare.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { runJudgment } from '../../src/judge/run.js';
 import type { CallEvent } from '../../src/judge/types.js';
 import { BackendSettings } from '../../src/settings/routing-file.js';
+import { rankJudge } from '../fakes/comparative.js';
 import { startFakeOpenAI, universalReply, type FakeOpenAI } from '../fakes/openai.js';
 import { createThinkingJudge, TRACE_SHAPES, TRACE_TOKENS, type TraceShape } from '../fakes/thinking.js';
 import { soon, useFakeRouter, VERIFY_INPUT as input } from './helpers.js';
@@ -117,6 +119,43 @@ describe('reasoning tokens', () => {
     const j = await runJudgment(single(), input, { router, deadline: soon() });
     expect(j.transcript[0]?.reasoning).toContain('characters of the trace omitted');
     expect(j.transcript[0]?.reasoning?.length).toBeLessThan(3_100);
+  });
+});
+
+describe('reasoning tokens through cascades and comparisons', () => {
+  it('a cascade that escalates sums both stages', async () => {
+    // single-judge says match (escalates), the default committee decides.
+    const judge = judgeOf('reasoning_content');
+    const { fake, router } = await setup({ fallback: (b) => judge.reply(b) });
+    const j = await runJudgment(getPreset('cascade')!, input, { router, deadline: soon() });
+    expect(j.stopReason).toBe('escalated');
+    expect(j.usage.reasoningTokens).toBe(fake.calls.length * TRACE_TOKENS.medium);
+  });
+
+  it('a pairwise comparison counts the reasoning of both orders, judged on the final message', async () => {
+    const judge = createThinkingJudge({
+      shape: 'inline:harmony',
+      answer: (b) => {
+        const reply = rankJudge(b);
+        return reply.kind === 'json' ? reply.body : {};
+      },
+    });
+    const { router } = await setup({ fallback: (b) => judge.reply(b) });
+    const rank = (n: number) =>
+      `Idea with RANK${n}: train a step-level verifier on labelled traces and rerank.`;
+    const r = await comparePair(
+      {
+        question: input.question,
+        groundTruth: input.groundTruth,
+        criterion: 'match',
+        a: rank(1),
+        b: rank(2),
+      },
+      { router, deadline: soon() },
+    );
+    expect(r.status).toBe('ok');
+    expect(r.usage.reasoningTokens).toBe(judge.generated.reasoningTokens);
+    expect(r.usage.reasoningTokens).toBeGreaterThan(0);
   });
 });
 
