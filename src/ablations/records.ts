@@ -19,6 +19,8 @@ export const RoleUsage = z.object({
   calls: z.number().int().min(0),
   promptTokens: z.number().min(0),
   completionTokens: z.number().min(0),
+  /** Reasoning tokens (part of completionTokens); absent in records written before it existed, or 0. */
+  reasoningTokens: z.number().min(0).optional(),
   latencyMs: z.number().min(0),
 });
 export type RoleUsage = z.infer<typeof RoleUsage>;
@@ -45,6 +47,9 @@ export const ItemRecord = z.object({
     completionTokens: z.number(),
     /** Backend-reported prefix-cache hits; null = not reported; absent in records written before it existed. */
     cachedPromptTokens: z.number().min(0).nullable().optional(),
+    /** Reasoning tokens (part of completionTokens); `reasoningTokensEstimated`: some counted from a trace. */
+    reasoningTokens: z.number().min(0).optional(),
+    reasoningTokensEstimated: z.boolean().optional(),
   }),
   roles: z.record(z.string(), RoleUsage),
   messages: z.array(StanceMessage),
@@ -76,6 +81,8 @@ export function toRecord(judgment: Judgment, key: string, itemId: string): ItemR
     if (getRole(m.role)?.kind !== 'local') usage.calls += 1 + m.reasks;
     usage.promptTokens += m.promptTokens;
     usage.completionTokens += m.completionTokens;
+    if ((m.reasoningTokens ?? 0) > 0)
+      usage.reasoningTokens = (usage.reasoningTokens ?? 0) + (m.reasoningTokens ?? 0);
     usage.latencyMs += m.latencyMs;
   }
   const record: ItemRecord = {

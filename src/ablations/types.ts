@@ -120,9 +120,20 @@ export interface Usage {
    */
   cachedPromptTokensPerJudgment: number | null;
   uncachedPromptTokensPerJudgment: number | null;
+  /**
+   * Reasoning tokens per judgment (part of completion tokens), and whether some were estimated from a trace
+   * (a server that reports none). Absent in results written before it existed.
+   */
+  reasoningTokensPerJudgment?: number | undefined;
+  reasoningTokensEstimated?: boolean | undefined;
   perRole: Record<
     string,
-    { callsPerJudgment: number; promptTokensPerJudgment: number; completionTokensPerJudgment: number }
+    {
+      callsPerJudgment: number;
+      promptTokensPerJudgment: number;
+      completionTokensPerJudgment: number;
+      reasoningTokensPerJudgment?: number | undefined;
+    }
   >;
 }
 

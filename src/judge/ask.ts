@@ -58,6 +58,9 @@ export interface AskCost {
   completionTokens: number;
   /** Backend-reported prefix-cache hits summed over calls; null when a call did not report them. */
   cachedPromptTokens: number | null;
+  /** Reasoning tokens over calls (reported, else estimated from traces: `reasoningTokensEstimated`). */
+  reasoningTokens?: number | undefined;
+  reasoningTokensEstimated?: boolean | undefined;
   latencyMs: number;
 }
 
@@ -128,6 +131,11 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     cost.promptTokens += reply.promptTokens;
     cost.completionTokens += reply.completionTokens;
     cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, reply.cachedPromptTokens ?? null);
+    // Set only for a judge that reasons, so the cost of others stays as it was.
+    if ((reply.reasoningTokens ?? 0) > 0) {
+      cost.reasoningTokens = (cost.reasoningTokens ?? 0) + (reply.reasoningTokens ?? 0);
+      if (reply.reasoningTokensEstimated === true) cost.reasoningTokensEstimated = true;
+    }
     const parsed = parseReply(reply.text, spec.schema);
     const problem = parsed.ok ? (spec.check?.(parsed.value) ?? null) : parsed.error;
     observeReply(options.observer, spec.role, route, problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE', reply);

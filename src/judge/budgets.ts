@@ -11,12 +11,12 @@ import type { ChatMessage } from './types.js';
  * context ends (measured on llama.cpp: 2 000 tokens and 28 s per call).
  */
 export const ROLE_MAX_TOKENS: ReadonlyMap<string, number> = new Map([
-  ['moderator', 512],
+  ['moderator', 1024], // fits a medium-effort trace (~800 tokens) + its short answer (issue 37)
   ['analyst', 1024],
   ['critic', 1024],
   ['reviewer', 1024],
-  ['evaluator', 768],
-  ['judge', 768],
+  ['evaluator', 1536], // a reasoning judge's ~800-token trace (medium effort) + its answer (issue 37)
+  ['judge', 1536],
 ]);
 
 /** For a role not in the table. */

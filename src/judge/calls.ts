@@ -63,6 +63,7 @@ export function observeReply(
     promptTokens: reply.promptTokens,
     completionTokens: reply.completionTokens,
     cachedPromptTokens: reply.cachedPromptTokens ?? null,
+    reasoningTokens: reply.reasoningTokens ?? 0,
   });
 }
 

@@ -201,12 +201,17 @@ function askOptions(signal: AbortSignal, options: ComparativeOptions): AskOption
 /** Adds one ask's (or one vote's) cost to a unit's usage. */
 function addCost(
   usage: Usage,
-  r: Pick<AskCost, 'calls' | 'promptTokens' | 'completionTokens' | 'cachedPromptTokens'>,
+  r: Pick<AskCost, 'calls' | 'promptTokens' | 'completionTokens' | 'cachedPromptTokens'> &
+    Partial<Pick<AskCost, 'reasoningTokens' | 'reasoningTokensEstimated'>>,
 ): void {
   usage.calls += r.calls;
   usage.promptTokens += r.promptTokens;
   usage.completionTokens += r.completionTokens;
   usage.cachedPromptTokens = addKnown(usage.cachedPromptTokens, r.cachedPromptTokens);
+  // Only for a judge that reasons, so the usage of others stays as it was.
+  if ((r.reasoningTokens ?? 0) > 0)
+    usage.reasoningTokens = (usage.reasoningTokens ?? 0) + (r.reasoningTokens ?? 0);
+  if (r.reasoningTokensEstimated === true) usage.reasoningTokensEstimated = true;
 }
 
 /**
@@ -402,6 +407,9 @@ function toVote(
     completionTokens: r.completionTokens,
     cachedPromptTokens: r.cachedPromptTokens,
     latencyMs: r.latencyMs,
+    ...(r.reasoningTokens === undefined
+      ? {}
+      : { reasoningTokens: r.reasoningTokens, reasoningTokensEstimated: r.reasoningTokensEstimated }),
   };
   if (!r.ok) {
     return {

@@ -19,6 +19,7 @@ import {
 } from './calls.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
 import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
+import { boundTrace } from './reply-trace.js';
 import type { RunOptions } from './run-options.js';
 import type {
   ChatMessage,
@@ -137,6 +138,9 @@ function toMessage(r: ResolvedNode, round: number, m: Outcome): TranscriptMessag
     error: m.error,
     servedModel: m.servedModel,
     replica: m.replica,
+    reasoning: m.reasoning,
+    reasoningTokens: m.reasoningTokens,
+    reasoningTokensEstimated: m.reasoningTokensEstimated,
   };
 }
 
@@ -170,6 +174,10 @@ interface Ask {
   promptTokens: number;
   completionTokens: number;
   cachedPromptTokens: number | null;
+  reasoningTokens: number;
+  reasoningTokensEstimated: boolean;
+  /** The last reply's trace, bounded (boundTrace); undefined while none came. */
+  reasoning: string | undefined;
   maxTokens: number;
   reasksLeft: number;
   raisesLeft: number;
@@ -197,6 +205,9 @@ async function askNode(
     promptTokens: 0,
     completionTokens: 0,
     cachedPromptTokens: 0,
+    reasoningTokens: 0,
+    reasoningTokensEstimated: false,
+    reasoning: undefined,
     maxTokens: route.maxTokens ?? node.max_tokens ?? defaultMaxTokens(role.name),
     reasksLeft: MAX_REASKS,
     raisesLeft: 1,
@@ -209,7 +220,8 @@ async function askNode(
     if (reply === undefined) continue;
     account(exec, ask, reply);
     const parsed = parseReply(reply.text, role.output);
-    const truncated = !parsed.ok && reply.finishReason === 'length';
+    // All trace (a trace that never closed, or the budget spent thinking) is a cut reply, not an invalid one.
+    const truncated = !parsed.ok && (reply.finishReason === 'length' || reply.reasoning?.unclosed === true);
     const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
     observeReply(exec.options.observer, role.name, route, outcome, reply);
     if (parsed.ok) {
@@ -257,7 +269,16 @@ function spent(
   model: string,
 ): Pick<
   Outcome,
-  'model' | 'promptTokens' | 'completionTokens' | 'cachedPromptTokens' | 'latencyMs' | 'attempts' | 'reasks'
+  | 'model'
+  | 'promptTokens'
+  | 'completionTokens'
+  | 'cachedPromptTokens'
+  | 'latencyMs'
+  | 'attempts'
+  | 'reasks'
+  | 'reasoning'
+  | 'reasoningTokens'
+  | 'reasoningTokensEstimated'
 > {
   return {
     model,
@@ -267,6 +288,10 @@ function spent(
     latencyMs: performance.now() - ask.started,
     attempts: ask.attempts,
     reasks: ask.reasks,
+    reasoning: ask.reasoning,
+    // Absent for a judge that does not reason, so its messages stay as they were.
+    reasoningTokens: ask.reasoningTokens > 0 ? ask.reasoningTokens : undefined,
+    reasoningTokensEstimated: ask.reasoningTokensEstimated ? true : undefined,
   };
 }
 
@@ -338,4 +363,11 @@ function account(exec: Execution, ask: Ask, reply: LlmReply): void {
   const cached = reply.cachedPromptTokens ?? null;
   ask.cachedPromptTokens = addKnown(ask.cachedPromptTokens, cached);
   exec.usage.cachedPromptTokens = addKnown(exec.usage.cachedPromptTokens, cached);
+  const reasoning = reply.reasoningTokens ?? 0;
+  const estimated = reasoning > 0 && reply.reasoningTokensEstimated === true;
+  ask.reasoningTokens += reasoning;
+  ask.reasoningTokensEstimated ||= estimated;
+  if (reply.reasoning !== undefined) ask.reasoning = boundTrace(reply.reasoning.text);
+  if (reasoning > 0) exec.usage.reasoningTokens = (exec.usage.reasoningTokens ?? 0) + reasoning;
+  if (estimated) exec.usage.reasoningTokensEstimated = true;
 }

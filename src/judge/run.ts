@@ -20,7 +20,7 @@ import { monitorRound } from './monitor.js';
 import { runNode, type Execution } from './node.js';
 import { nextNonce } from './nonce.js';
 import type { RunOptions } from './run-options.js';
-import type { DebateMonitor, Judgment, JudgmentInput, TranscriptMessage } from './types.js';
+import type { DebateMonitor, Judgment, JudgmentInput, TranscriptMessage, Usage } from './types.js';
 
 export type { RunOptions } from './run-options.js';
 
@@ -228,6 +228,7 @@ function relabel(
           promptTokens: first.usage.promptTokens + decided.usage.promptTokens,
           completionTokens: first.usage.completionTokens + decided.usage.completionTokens,
           cachedPromptTokens: addKnown(first.usage.cachedPromptTokens, decided.usage.cachedPromptTokens),
+          ...sumReasoning(first.usage, decided.usage),
         }
       : decided.usage,
     latencyMs: performance.now() - started,
@@ -287,4 +288,12 @@ async function runStage(exec: Execution, nodes: readonly ResolvedNode[], round: 
     pending.set(r.node.id, run);
   }
   await Promise.all(pending.values());
+}
+
+/** The reasoning fields of two usages summed; none when neither stage's judge reasoned. */
+function sumReasoning(a: Usage, b: Usage): Pick<Usage, 'reasoningTokens' | 'reasoningTokensEstimated'> {
+  const tokens = (a.reasoningTokens ?? 0) + (b.reasoningTokens ?? 0);
+  if (tokens === 0) return {};
+  const estimated = a.reasoningTokensEstimated === true || b.reasoningTokensEstimated === true;
+  return { reasoningTokens: tokens, ...(estimated ? { reasoningTokensEstimated: true } : {}) };
 }

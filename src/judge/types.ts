@@ -26,6 +26,13 @@ export interface Usage {
    * summed over calls; null (unknown) when any call's backend did not report it; 0 with no call.
    */
   cachedPromptTokens: number | null;
+  /**
+   * Reasoning tokens over calls (`usage.completion_tokens_details.reasoning_tokens`, part of
+   * completionTokens), or estimated from a trace where a server reported none: then
+   * `reasoningTokensEstimated` is true. Absent: 0, none estimated.
+   */
+  reasoningTokens?: number | undefined;
+  reasoningTokensEstimated?: boolean | undefined;
 }
 
 /** One message of the debate (one node's answer in one round). */
@@ -56,6 +63,14 @@ export interface TranscriptMessage {
   servedModel?: string | undefined;
   /** host[:port] of the replica that answered (replicated OpenAI-compatible backends only). */
   replica?: string | undefined;
+  /**
+   * The node's reasoning trace (its last reply's), bounded (`boundTrace`: head and tail with a marker);
+   * absent when the judge sent none. Where a judge's mistake shows.
+   */
+  reasoning?: string | undefined;
+  /** Reasoning tokens over this node's calls (see Usage.reasoningTokens); absent: 0. */
+  reasoningTokens?: number | undefined;
+  reasoningTokensEstimated?: boolean | undefined;
 }
 
 export interface Judgment {
@@ -107,6 +122,19 @@ export interface LlmRequest {
   context: RoleContext | ComparativeContext;
 }
 
+/** A reasoning judge's trace, set apart from its final message (reply-trace.ts). */
+export interface ReplyReasoning {
+  /** The trace as it came (unbounded; transcripts bound it). */
+  text: string;
+  /**
+   * `field`: a reasoning field (`reasoning_content`, `reasoning`: the engine has a reasoning parser);
+   * `inline`: in the content (no parser: with a grammar from the first token such a model cannot think).
+   */
+  source: 'field' | 'inline';
+  /** An inline trace that never closed: the reply is all trace, cut. */
+  unclosed: boolean;
+}
+
 export interface LlmReply {
   /** Raw completion text; the executor parses and validates it. */
   text: string;
@@ -122,6 +150,11 @@ export interface LlmReply {
   finishReason: string;
   /** The replica that answered (its metrics label), when the backend has replicas. */
   replica?: string | undefined;
+  /** The trace set apart from `text`, when the reply had one. */
+  reasoning?: ReplyReasoning | undefined;
+  /** Reasoning tokens (reported, else estimated from the trace: `reasoningTokensEstimated`); absent: 0. */
+  reasoningTokens?: number | undefined;
+  reasoningTokensEstimated?: boolean | undefined;
 }
 
 export interface CallOptions {
@@ -247,6 +280,8 @@ export interface CallEvent {
   completionTokens: number;
   /** Backend-reported cached prompt tokens; null when not reported (or the call failed). */
   cachedPromptTokens: number | null;
+  /** Reasoning tokens of the reply (part of completionTokens; estimated where not reported); absent: 0. */
+  reasoningTokens?: number | undefined;
 }
 
 /** A retry a backend wanted to make, and whether its retry budget allowed it. */

@@ -9,7 +9,7 @@ import { hostname, availableParallelism } from 'node:os';
 
 import { loadConfig, type Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
-import { createOpenAICompatibleBackend } from '../judge/backends/openai.js';
+import { createOpenAICompatibleBackend, INLINE_TRACE_ADVICE } from '../judge/backends/openai.js';
 import { createRouter } from '../judge/routing.js';
 import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
@@ -136,6 +136,7 @@ async function main(): Promise<void> {
               ? 'backend replica refused the json_schema: using json_object (schema in the prompt) until a re-probe'
               : 'backend replica accepts json_schema again: back to json_schema',
           ),
+        onInlineReasoning: (event) => logSink.warn?.({ ...event }, INLINE_TRACE_ADVICE),
       }),
   });
 

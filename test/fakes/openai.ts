@@ -29,7 +29,12 @@ export type FakeReply =
    * none) it answers `body`; with fewer it answers HTTP 200 with the JSON cut at the fraction
    * max_tokens / needTokens and `finish_reason: "length"` (usage: max_tokens), as llama.cpp and vLLM do.
    */
-  | { kind: 'budget'; body: unknown; needTokens: number };
+  | { kind: 'budget'; body: unknown; needTokens: number }
+  /**
+   * A whole choice as given: `message` (content, `reasoning_content`, …), its finish_reason and usage
+   * (`completion_tokens_details` and all). The reasoning judge (thinking.ts) answers with it.
+   */
+  | { kind: 'completion'; message: Record<string, unknown>; finishReason: string; usage: Record<string, unknown> };
 
 /** llama.cpp's 400 when the prompt does not fit the slot's context (server.cpp, `exceed_context_size_error`). */
 export function llamaContextOverflow(nPromptTokens: number, nCtx: number): FakeReply {
@@ -507,6 +512,26 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           const cut = full.slice(0, Math.floor((full.length * budget) / reply.needTokens));
           play({ kind: 'text', text: cut, finishReason: 'length' }, body, call, req, res);
         }
+        return;
+      }
+      case 'completion': {
+        completionSeq += 1;
+        const payload = JSON.stringify({
+          id: `chatcmpl-fake-${completionSeq}`,
+          object: 'chat.completion',
+          created: Math.floor(Date.now() / 1000),
+          model: options.replyModel ?? (typeof body.model === 'string' ? body.model : 'fake-model'),
+          choices: [
+            {
+              index: 0,
+              message: { role: 'assistant', refusal: null, ...reply.message },
+              logprobs: null,
+              finish_reason: reply.finishReason,
+            },
+          ],
+          usage: { prompt_tokens: estimateTokens(promptChars(body)), ...reply.usage },
+        });
+        sendJson(res, call, 200, payload);
         return;
       }
       case 'json':

@@ -17,11 +17,11 @@ const budgets = (f: FakeOpenAI) => f.calls.map((c) => c.body.max_tokens);
 describe('finish_reason length (a reply cut at max_tokens)', () => {
   it('is re-asked once with a doubled budget, the same prompt, and then decides', async () => {
     const { fake: f, router: r } = await setup({
-      fallback: { kind: 'budget', body: universalReply('match', 0.8), needTokens: 1_200 },
+      fallback: { kind: 'budget', body: universalReply('match', 0.8), needTokens: 2_400 },
     });
     const j = await runJudgment(single(), input, { router: r, deadline: soon() });
     expect(j.status).toBe('ok');
-    expect(budgets(f)).toEqual([768, 1_536]);
+    expect(budgets(f)).toEqual([1_536, 3_072]);
     // Not an echo of the cut JSON: the same two messages again.
     expect(f.calls[1]?.body.messages).toEqual(f.calls[0]?.body.messages);
     expect(j.transcript[0]?.reasks).toBe(1);
@@ -34,11 +34,11 @@ describe('finish_reason length (a reply cut at max_tokens)', () => {
     const j = await runJudgment(single(), input, { router: r, deadline: soon() });
     expect([j.status, j.reward, j.error?.code]).toEqual(['judge_error', null, 'RW_JUDGE_TRUNCATED']);
     expect(j.error?.message).toContain('finish_reason length');
-    expect(budgets(f)).toEqual([768, 1_536]);
+    expect(budgets(f)).toEqual([1_536, 3_072]);
   });
 
   it('is not re-asked when no larger budget fits the context', async () => {
-    // The prompt is ~950 tokens: a 1 200-token context leaves less than 1.25 × 768 for the answer.
+    // The prompt is ~950 tokens: a 1 200-token context leaves less than 1.25 × 1 536 for the answer.
     const { fake: f, router: r } = await setup(
       { fallback: { kind: 'budget', body: universalReply('match'), needTokens: 5_000 } },
       { context_tokens: 1_200 },

@@ -28,7 +28,13 @@ function methodText(results: AblationResults): string {
   );
 }
 
+/** Reasoning tokens per judgment, `~` when some were estimated from a trace (a server that reports none). */
+const reasoningCell = (tokens: number | undefined, estimated: boolean | undefined): string =>
+  `${estimated === true ? '~' : ''}${num(tokens ?? 0, 0)}`;
+
 function summaryTable(results: AblationResults, timing: Timing | undefined): string {
+  // The column appears when some judge reasoned, so reports of other judges stay as they were.
+  const reasoning = results.graphs.some((g) => (g.usage.reasoningTokensPerJudgment ?? 0) > 0);
   return table(
     [
       'graph',
@@ -40,6 +46,7 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
       'calls/judgment',
       'tokens/judgment',
       'prompt tokens cached / uncached',
+      ...(reasoning ? ['reasoning tokens/judgment'] : []),
       ...(timing === undefined ? [] : ['latency p50 ms']),
     ],
     results.graphs.map((g) => {
@@ -56,6 +63,9 @@ function summaryTable(results: AblationResults, timing: Timing | undefined): str
         g.usage.cachedPromptTokensPerJudgment === null
           ? 'unknown'
           : `${num(g.usage.cachedPromptTokensPerJudgment, 0)} / ${num(g.usage.uncachedPromptTokensPerJudgment, 0)}`,
+        ...(reasoning
+          ? [reasoningCell(g.usage.reasoningTokensPerJudgment, g.usage.reasoningTokensEstimated)]
+          : []),
         ...(timing === undefined ? [] : [num(timing.graphs[g.name]?.latencyMs.p50, 0)]),
       ];
     }),
@@ -342,6 +352,7 @@ function roleTable(g: GraphResult, timing: Timing | undefined): string[] {
   const roleTiming = timing?.graphs[g.name]?.perRole ?? {};
   const roles = Object.entries(g.usage.perRole);
   if (roles.length === 0) return [];
+  const reasoning = roles.some(([, u]) => (u.reasoningTokensPerJudgment ?? 0) > 0);
   return [
     table(
       [
@@ -349,6 +360,7 @@ function roleTable(g: GraphResult, timing: Timing | undefined): string[] {
         'calls/judgment',
         'prompt tokens/judgment',
         'completion tokens/judgment',
+        ...(reasoning ? ['reasoning tokens/judgment'] : []),
         ...(timing === undefined ? [] : ['latency p50 ms']),
       ],
       roles.map(([role, u]) => [
@@ -356,6 +368,7 @@ function roleTable(g: GraphResult, timing: Timing | undefined): string[] {
         num(u.callsPerJudgment, 2),
         num(u.promptTokensPerJudgment, 0),
         num(u.completionTokensPerJudgment, 0),
+        ...(reasoning ? [reasoningCell(u.reasoningTokensPerJudgment, g.usage.reasoningTokensEstimated)] : []),
         ...(timing === undefined ? [] : [num(roleTiming[role]?.p50, 0)]),
       ]),
     ),

@@ -52,20 +52,25 @@ export function usage(records: readonly ItemRecord[]): Usage {
   let calls = 0;
   let promptTokens = 0;
   let completionTokens = 0;
-  const roles = new Map<string, { calls: number; prompt: number; completion: number }>();
+  let reasoningTokens = 0;
+  let reasoningEstimated = false;
+  const roles = new Map<string, { calls: number; prompt: number; completion: number; reasoning: number }>();
   for (const r of records) {
     calls += r.usage.calls;
     promptTokens += r.usage.promptTokens;
     completionTokens += r.usage.completionTokens;
+    reasoningTokens += r.usage.reasoningTokens ?? 0;
+    reasoningEstimated ||= r.usage.reasoningTokensEstimated === true;
     const cached = r.usage.cachedPromptTokens ?? null;
     if (r.usage.calls > 0)
       cachedPromptTokens =
         cached === null || cachedPromptTokens === null ? null : cachedPromptTokens + cached;
     for (const [role, u] of Object.entries(r.roles)) {
-      const acc = roles.get(role) ?? { calls: 0, prompt: 0, completion: 0 };
+      const acc = roles.get(role) ?? { calls: 0, prompt: 0, completion: 0, reasoning: 0 };
       acc.calls += u.calls;
       acc.prompt += u.promptTokens;
       acc.completion += u.completionTokens;
+      acc.reasoning += u.reasoningTokens ?? 0;
       roles.set(role, acc);
     }
   }
@@ -75,6 +80,8 @@ export function usage(records: readonly ItemRecord[]): Usage {
       callsPerJudgment: acc.calls / n,
       promptTokensPerJudgment: acc.prompt / n,
       completionTokensPerJudgment: acc.completion / n,
+      // Only for a judge that reasons, so reports of other judges stay as they were.
+      ...(acc.reasoning > 0 ? { reasoningTokensPerJudgment: acc.reasoning / n } : {}),
     };
   }
   return {
@@ -85,6 +92,9 @@ export function usage(records: readonly ItemRecord[]): Usage {
     cachedPromptTokensPerJudgment: cachedPromptTokens === null ? null : cachedPromptTokens / n,
     uncachedPromptTokensPerJudgment:
       cachedPromptTokens === null ? null : (promptTokens - cachedPromptTokens) / n,
+    ...(reasoningTokens > 0
+      ? { reasoningTokensPerJudgment: reasoningTokens / n, reasoningTokensEstimated: reasoningEstimated }
+      : {}),
     perRole,
   };
 }

@@ -130,6 +130,9 @@ export async function completeCall(
       attempts,
       finishReason: value.finishReason,
       replica: b.replicas.length > 1 ? call.servedBy : undefined,
+      reasoning: value.reasoning,
+      reasoningTokens: value.reasoningTokens,
+      reasoningTokensEstimated: value.reasoningTokensEstimated,
     };
     return reply;
   } catch (error) {

@@ -9,7 +9,8 @@ import type {
 } from 'openai/resources/chat/completions';
 
 import type { ResponseFormat } from '../../settings/routing-file.js';
-import type { LlmRequest } from '../types.js';
+import { estimateReasoningTokens, splitReply } from '../reply-trace.js';
+import type { LlmRequest, ReplyReasoning } from '../types.js';
 
 const ERROR_SNIPPET_CHARS = 300;
 
@@ -28,6 +29,14 @@ export interface Completion {
   cachedPromptTokens: number | null;
   /** `choices[0].finish_reason` (`stop`, `length`, …); `unknown` when the server sent none. */
   finishReason: string;
+  /** The reply's reasoning trace (a reasoning field, or inline in the content); undefined without one. */
+  reasoning: ReplyReasoning | undefined;
+  /**
+   * `usage.completion_tokens_details.reasoning_tokens`; where the server reports none (or 0) but a trace
+   * came, estimated from the trace (`reasoningTokensEstimated`); else 0.
+   */
+  reasoningTokens: number;
+  reasoningTokensEstimated: boolean;
 }
 
 /** A 200 body read as a completion, or why it is not one (unparsable: no content, not JSON…). */
@@ -231,7 +240,36 @@ export function toChatParams(
   return params;
 }
 
-/** Narrows a chat.completion body; missing or empty content is unparsable. */
+/** The trace of a reply's message: `reasoning_content` (vLLM, SGLang, DeepSeek) or `reasoning` (newer vLLM, Ollama). */
+function reasoningField(message: unknown): string | undefined {
+  if (!isRecord(message)) return undefined;
+  for (const key of ['reasoning_content', 'reasoning']) {
+    const value = message[key];
+    if (typeof value === 'string' && value !== '') return value;
+  }
+  return undefined;
+}
+
+/**
+ * Reasoning tokens of a reply: the server's `completion_tokens_details.reasoning_tokens` when it reports some,
+ * else an estimate from the trace (marked), else 0.
+ */
+function reasoningTokensOf(
+  usage: Record<string, unknown>,
+  trace: string,
+): { reasoningTokens: number; reasoningTokensEstimated: boolean } {
+  const details = usage['completion_tokens_details'];
+  const reportedTokens = isRecord(details) ? (reported(details['reasoning_tokens']) ?? 0) : 0;
+  if (reportedTokens > 0 || trace === '')
+    return { reasoningTokens: reportedTokens, reasoningTokensEstimated: false };
+  return { reasoningTokens: estimateReasoningTokens(trace), reasoningTokensEstimated: true };
+}
+
+/**
+ * Narrows a chat.completion body; missing or empty content is unparsable, unless a reasoning trace came (the
+ * reply is then all trace: cut, or invalid, as the executor reads it). The text is the final message only
+ * (reply-trace.ts): a trace in a reasoning field or inline in the content is set apart.
+ */
 export function readCompletion(body: string, requestedModel: string): ReadCompletion {
   let json: unknown;
   try {
@@ -250,10 +288,14 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
   const details = usage['prompt_tokens_details'];
   const cachedPromptTokens = isRecord(details) ? reported(details['cached_tokens']) : null;
   const model = typeof json['model'] === 'string' ? json['model'] : requestedModel;
-  const text = typeof content === 'string' && content.trim() !== '' ? content : '';
+  const split = splitReply(
+    typeof content === 'string' && content.trim() !== '' ? content : '',
+    reasoningField(message),
+  );
+  const text = split.answer.trim() === '' ? '' : split.answer;
   // No content is an error, unless the budget ran out before any (e.g. a reasoning model spent it all
-  // thinking): that is a truncated reply with empty text.
-  if (text === '' && finish !== 'length') {
+  // thinking): that is a truncated reply with empty text; or a trace came without an answer after it.
+  if (text === '' && finish !== 'length' && split.source === undefined) {
     const refusal =
       isRecord(message) && typeof message['refusal'] === 'string'
         ? `; refusal: ${errorSnippet(message['refusal'])}`
@@ -269,6 +311,11 @@ export function readCompletion(body: string, requestedModel: string): ReadComple
       completionTokens: count(usage['completion_tokens']),
       cachedPromptTokens,
       finishReason: finish,
+      reasoning:
+        split.source === undefined
+          ? undefined
+          : { text: split.reasoning, source: split.source, unclosed: split.unclosed },
+      ...reasoningTokensOf(usage, split.reasoning),
     },
   };
 }

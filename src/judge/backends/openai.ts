@@ -45,7 +45,26 @@ export interface OpenAICompatibleBackendOptions {
   onResponseFormatSwitch?: ((event: ResponseFormatSwitch) => void) | undefined;
   /** Where RPM/TPM levels live (shared through Redis with REDIS_URL); default in-process. */
   buckets?: BucketStore | undefined;
+  /**
+   * Told once per backend, at the first reply whose reasoning trace came inline in the content: the engine
+   * runs without a reasoning parser (see INLINE_TRACE_ADVICE).
+   */
+  onInlineReasoning?: ((event: InlineReasoning) => void) | undefined;
 }
+
+/** The first reply of a backend with its trace inline in the content. */
+export interface InlineReasoning {
+  backend: string;
+  model: string;
+  replica: string | undefined;
+}
+
+/** What the run-time warning about inline traces says (docs/backends.md, "Reasoning judges"). */
+export const INLINE_TRACE_ADVICE =
+  'judge reasoning traces arrive inline in the content: the engine runs without a reasoning parser. ' +
+  'Start vLLM or SGLang with --reasoning-parser (openai_gptoss | qwen3 | deepseek_r1 | …; SGLang: gpt-oss, ' +
+  'qwen3, deepseek-r1), llama.cpp with --reasoning-format deepseek: without one the JSON-schema grammar ' +
+  'applies from the first token, so such a model cannot think at all';
 
 /** The longest open circuit a call waits for: the breaker's first open period (replicas.ts' default). */
 const MAX_CIRCUIT_WAIT_MS = 5_000;
@@ -137,9 +156,17 @@ export function createOpenAICompatibleBackend(
     },
   };
 
+  let inlineWarned = false;
   return {
     name,
-    complete: (request, callOptions) => completeCall(parts, request, callOptions),
+    async complete(request, callOptions) {
+      const reply = await completeCall(parts, request, callOptions);
+      if (!inlineWarned && reply.reasoning?.source === 'inline') {
+        inlineWarned = true;
+        options.onInlineReasoning?.({ backend: name, model: request.model, replica: reply.replica });
+      }
+      return reply;
+    },
     /** Reachable when any replica answers `GET /models`. */
     async ping(signal) {
       const answers = await Promise.all(

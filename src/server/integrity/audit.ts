@@ -32,6 +32,26 @@ import type { DoubtedReplica } from './canary-schedule.js';
 
 export type AuditOutcome = 'agree' | 'disagree' | 'failed';
 
+/** Disagreeing audits kept with their nodes' traces (the most recent). */
+export const AUDIT_TRACES_KEPT = 10;
+
+/** One node of an audited judgment: its stance and its reasoning trace, bounded (judge/reply-trace.ts). */
+export interface AuditNode {
+  node: string;
+  role: string;
+  stance: Verdict | null;
+  reasoning?: string | undefined;
+}
+
+/** A disagreeing audit as kept: both verdicts and each node's trace, where a judge's mistake shows. */
+export interface AuditDisagreement {
+  first: { verdict: Verdict; nodes: AuditNode[] };
+  second: { verdict: Verdict | null; nodes: AuditNode[] };
+}
+
+const auditNodes = (j: Judgment): AuditNode[] =>
+  j.transcript.map((m) => ({ node: m.nodeId, role: m.role, stance: m.stance, reasoning: m.reasoning }));
+
 export interface AuditEvidenceOptions extends SequentialTestOptions {
   /** Audits per replica behind its peers' disagreement rate. */
   window: number;
@@ -148,6 +168,11 @@ export interface AuditSummary {
   judgments: number;
   /** Share of agreeing audits among those that did not fail; null when none. */
   agreement: number | null;
+  /**
+   * The last AUDIT_TRACES_KEPT disagreements whose judges left reasoning traces, newest last, with each
+   * node's stance and trace; absent while there are none.
+   */
+  disagreements?: AuditDisagreement[] | undefined;
   byFirstVerdict: Record<Verdict, { n: number; agree: number; disagree: number; failed: number }>;
 }
 
@@ -167,6 +192,7 @@ export function createAuditor(options: AuditorOptions): Auditor {
   const controller = new AbortController();
   const running = new Set<Promise<void>>();
   const recent: Array<{ first: Verdict; outcome: AuditOutcome }> = [];
+  const traced: AuditDisagreement[] = [];
   const evidence = createAuditEvidence(
     options.evidence ?? { margin: 0.2, threshold: 10, floor: 0.05, window: 200 },
   );
@@ -212,6 +238,14 @@ export function createAuditor(options: AuditorOptions): Auditor {
           ? 'agree'
           : 'disagree';
     record(firstVerdict, outcome);
+    const withTraces = [first, second].some((j) => j.transcript.some((m) => m.reasoning !== undefined));
+    if (outcome === 'disagree' && withTraces) {
+      traced.push({
+        first: { verdict: firstVerdict, nodes: auditNodes(first) },
+        second: { verdict: second.verdict, nodes: auditNodes(second) },
+      });
+      if (traced.length > AUDIT_TRACES_KEPT) traced.shift();
+    }
     if (outcome !== 'failed') evidence.observe(producers(first, options.router), outcome === 'disagree');
   };
 
@@ -249,6 +283,7 @@ export function createAuditor(options: AuditorOptions): Auditor {
         judgments: recent.length,
         agreement: decided === 0 ? null : agree / decided,
         byFirstVerdict: by,
+        ...(traced.length === 0 ? {} : { disagreements: [...traced] }),
       };
     },
     evidence,

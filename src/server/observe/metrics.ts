@@ -599,7 +599,9 @@ function callMetrics(
   });
   const llmTokens = new Counter({
     name: 'reward_llm_tokens_total',
-    help: 'Tokens reported by the backend, by role, model and kind (prompt or completion).',
+    help:
+      'Tokens reported by the backend, by role, model and kind (prompt, completion, or reasoning: the part ' +
+      'of completion tokens spent thinking, estimated from the trace where the backend reports none).',
     labelNames: ['role', 'model', 'kind'] as const,
     registers,
   });
@@ -633,6 +635,8 @@ function callMetrics(
       llmCallDuration.labels(role, model).observe(event.latencyMs / 1000);
       if (event.promptTokens > 0) llmTokens.labels(role, model, 'prompt').inc(event.promptTokens);
       if (event.completionTokens > 0) llmTokens.labels(role, model, 'completion').inc(event.completionTokens);
+      const reasoning = event.reasoningTokens ?? 0;
+      if (reasoning > 0) llmTokens.labels(role, model, 'reasoning').inc(reasoning);
       // A reported 0 creates the series (the backend reports the field); unreported leaves it absent.
       if (event.cachedPromptTokens !== null) {
         cachedPromptTokens.labels(labels.backend(event.backend), role).inc(event.cachedPromptTokens);
@@ -880,6 +884,8 @@ const MAX_TENANT_LABELS = 256;
 export interface TenantMetrics {
   /** Judge tokens spent for the tenant's judgments (as its budget counts them). */
   tokens: Counter<'tenant'>;
+  /** Reasoning tokens of the tenant's judgments (part of `tokens`; estimated where not reported). */
+  reasoningTokens: Counter<'tenant'>;
   /** Authenticated requests by tenant, route pattern and HTTP status. */
   requests: Counter<'tenant' | 'route' | 'code'>;
   budgetRemainingTokens: Gauge<'tenant'>;
@@ -902,6 +908,12 @@ function createTenantMetrics(registers: Registry[]): TenantMetrics {
     tokens: new Counter({
       name: 'reward_tenant_tokens_total',
       help: 'Judge tokens spent for the judgments a tenant started (prompt + completion as reported, cached prompt tokens × CACHED_TOKEN_WEIGHT), by tenant (a REWARD_KEYS name).',
+      labelNames: ['tenant'] as const,
+      registers,
+    }),
+    reasoningTokens: new Counter({
+      name: 'reward_tenant_reasoning_tokens_total',
+      help: 'Reasoning tokens of the judgments a tenant started (part of their completion tokens: completion_tokens_details.reasoning_tokens, estimated from the trace where the backend reports none), by tenant.',
       labelNames: ['tenant'] as const,
       registers,
     }),

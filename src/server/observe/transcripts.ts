@@ -127,7 +127,10 @@ export function toTranscriptRecord(
       prompt_tokens: j.usage.promptTokens,
       completion_tokens: j.usage.completionTokens,
       cached_prompt_tokens: j.usage.cachedPromptTokens,
+      reasoning_tokens: j.usage.reasoningTokens ?? 0,
+      reasoning_tokens_estimated: j.usage.reasoningTokensEstimated === true,
     },
+    // Each node's message keeps its reasoning trace, bounded (`reasoning`: judge/reply-trace.ts boundTrace).
     transcript: j.transcript,
     debate: j.debate,
   };

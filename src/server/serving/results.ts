@@ -106,6 +106,12 @@ export interface UsageJson {
   completion_tokens: number;
   /** Backend-reported prefix-cache hits; null when any computed judgment's backend did not report them. */
   cached_prompt_tokens: number | null;
+  /**
+   * Reasoning tokens (part of completion_tokens): `completion_tokens_details.reasoning_tokens`, or estimated
+   * from the trace where a server reported none; then `reasoning_tokens_estimated` is true.
+   */
+  reasoning_tokens: number;
+  reasoning_tokens_estimated: boolean;
 }
 
 /**
@@ -113,12 +119,21 @@ export interface UsageJson {
  * flights cost nothing).
  */
 export function usageOf(items: ReadonlyArray<{ cached: boolean; judgment: { usage: Usage } }>): UsageJson {
-  const usage: UsageJson = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cached_prompt_tokens: 0 };
+  const usage: UsageJson = {
+    calls: 0,
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    cached_prompt_tokens: 0,
+    reasoning_tokens: 0,
+    reasoning_tokens_estimated: false,
+  };
   for (const item of items) {
     if (item.cached) continue;
     usage.calls += item.judgment.usage.calls;
     usage.prompt_tokens += item.judgment.usage.promptTokens;
     usage.completion_tokens += item.judgment.usage.completionTokens;
+    usage.reasoning_tokens += item.judgment.usage.reasoningTokens ?? 0;
+    if (item.judgment.usage.reasoningTokensEstimated === true) usage.reasoning_tokens_estimated = true;
     const cached = item.judgment.usage.cachedPromptTokens;
     usage.cached_prompt_tokens =
       usage.cached_prompt_tokens === null || cached === null ? null : usage.cached_prompt_tokens + cached;

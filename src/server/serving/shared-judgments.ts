@@ -42,6 +42,9 @@ const TranscriptMessage = z.strictObject({
   reasks: z.number(),
   error: ErrorInfo.optional(),
   servedModel: z.string().optional(),
+  reasoning: z.string().optional(),
+  reasoningTokens: z.number().optional(),
+  reasoningTokensEstimated: z.boolean().optional(),
 });
 const JudgmentWire = z.strictObject({
   status: z.enum(['ok', 'rejected_input', 'judge_error', 'timeout', 'overloaded']),
@@ -61,6 +64,8 @@ const JudgmentWire = z.strictObject({
     promptTokens: z.number(),
     completionTokens: z.number(),
     cachedPromptTokens: z.number().nullable(),
+    reasoningTokens: z.number().optional(),
+    reasoningTokensEstimated: z.boolean().optional(),
   }),
   latencyMs: z.number(),
 });

@@ -99,6 +99,7 @@ export function createTenants(options: TenantsOptions): Tenants {
     for (const t of tenants) {
       const budget = budgetFor(t);
       const tokens = metrics.tokens.labels(metrics.label(t.name));
+      const reasoning = metrics.reasoningTokens.labels(metrics.label(t.name));
       next.set(t.name, {
         flow: options.fairQueuing ? { name: t.name, weight: t.weight } : undefined,
         fraction: options.fairQueuing ? Math.min(1, t.weight / judgingWeight) : 1,
@@ -107,6 +108,7 @@ export function createTenants(options: TenantsOptions): Tenants {
         onCall: (event) => {
           const spent = callTokens(event, options.cachedWeight);
           if (spent > 0) tokens.inc(spent);
+          if ((event.reasoningTokens ?? 0) > 0) reasoning.inc(event.reasoningTokens);
           budget?.record(event);
         },
         cacheScope: options.cacheScope === 'tenant' ? t.name : undefined,
