@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
+import type { ReasoningEffort } from '../settings/routing-file.js';
 import { defaultMaxTokens } from './budgets.js';
 import {
   addKnown,
@@ -18,6 +19,7 @@ import {
   URGENT_PRIORITY,
 } from './calls.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
+import { learnedBudget, observeCompletion } from './learned-budgets.js';
 import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
 import type { RunOptions } from './run-options.js';
 import type {
@@ -171,8 +173,28 @@ interface Ask {
   completionTokens: number;
   cachedPromptTokens: number | null;
   maxTokens: number;
+  /** The `reasoning_effort` in force: route override, else the node's, else the backend's. */
+  effort: ReasoningEffort | undefined;
   reasksLeft: number;
   raisesLeft: number;
+}
+
+/** The effort in force for a node's calls: its routing override, else the graph node's, else the backend's. */
+export function effortOf(
+  route: Route,
+  node: { reasoning_effort?: ReasoningEffort | undefined },
+): ReasoningEffort | undefined {
+  return route.reasoningEffort ?? node.reasoning_effort ?? route.backendRequest?.reasoningEffort;
+}
+
+/**
+ * A node's first budget: configured (routing override, then the node's max_tokens), else the role's default
+ * at the effort in force, raised to what the (backend, role, effort) has learned its replies need.
+ */
+function firstBudget(r: ResolvedNode, route: Route, effort: ReasoningEffort | undefined): number {
+  const configured = route.maxTokens ?? r.node.max_tokens;
+  if (configured !== undefined) return configured;
+  return learnedBudget(route.backend, r.role.name, effort, defaultMaxTokens(r.role.name, effort));
 }
 
 /** An LLM node: asks until a reply parses, raising a cut reply's budget once and re-asking an invalid one once. */
@@ -185,6 +207,7 @@ async function askNode(
   const { role, node } = r;
   const route = exec.options.router.route(node);
   const prompt = role.render(ctx);
+  const effort = effortOf(route, node);
   const ask: Ask = {
     route,
     messages: [
@@ -197,7 +220,8 @@ async function askNode(
     promptTokens: 0,
     completionTokens: 0,
     cachedPromptTokens: 0,
-    maxTokens: route.maxTokens ?? node.max_tokens ?? defaultMaxTokens(role.name),
+    maxTokens: firstBudget(r, route, effort),
+    effort,
     reasksLeft: MAX_REASKS,
     raisesLeft: 1,
   };
@@ -208,6 +232,7 @@ async function askNode(
     const reply = await callOnce(exec, r, ctx, ask, fail);
     if (reply === undefined) continue;
     account(exec, ask, reply);
+    observeCompletion(route.backend, role.name, effort, reply.completionTokens);
     const parsed = parseReply(reply.text, role.output);
     const truncated = !parsed.ok && reply.finishReason === 'length';
     const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
@@ -300,6 +325,7 @@ async function callOnce(
         temperature: route.temperature ?? node.temperature,
         topP: route.topP ?? node.top_p,
         maxTokens: ask.maxTokens,
+        reasoningEffort: ask.effort,
         seed: node.seed,
         focus: node.focus,
         context: ctx,

@@ -24,6 +24,7 @@ import { createPrefixStagger } from '../stagger.js';
 import type { Backend } from '../types.js';
 import { completeCall, type BackendParts } from './openai-call.js';
 import { allSaturated, closeReplica, createReplica, pingReplica, snapshotOf } from './openai-replica.js';
+import { createBackendDialect, type BackendDialect, type RequestDialectSwitch } from './request-dialect.js';
 import { createReplicaFormat, type ResponseFormatSwitch } from './response-format.js';
 
 export interface OpenAICompatibleBackendOptions {
@@ -45,7 +46,15 @@ export interface OpenAICompatibleBackendOptions {
   onResponseFormatSwitch?: ((event: ResponseFormatSwitch) => void) | undefined;
   /** Where RPM/TPM levels live (shared through Redis with REDIS_URL); default in-process. */
   buckets?: BucketStore | undefined;
+  /**
+   * Told once per switch of the backend's request dialect (max_tokens → max_completion_tokens, sampling
+   * values dropped) on a 400 that names the field (request-dialect.ts), with the evidence.
+   */
+  onRequestDialectSwitch?: ((event: RequestDialectSwitch) => void) | undefined;
 }
+
+/** Models whose dialect one backend remembers (node models come from graphs, some client-chosen). */
+const MAX_DIALECT_MODELS = 64;
 
 /** The longest open circuit a call waits for: the breaker's first open period (replicas.ts' default). */
 const MAX_CIRCUIT_WAIT_MS = 5_000;
@@ -88,6 +97,7 @@ export function createOpenAICompatibleBackend(
     authorization: `Bearer ${settings.api_key}`,
   };
   let staggered = 0;
+  const dialects = new Map<string, BackendDialect>();
   /** Context per request: configured, else learned from an overflow error that named it. */
   let contextTokens = settings.context_tokens;
   const parts: BackendParts = {
@@ -130,6 +140,15 @@ export function createOpenAICompatibleBackend(
       probeFailed: new Set<string>(),
       onContextTokens: (tokens) => {
         contextTokens = tokens;
+      },
+      // One dialect per model of the backend (a node may name its own model): learned separately.
+      dialect: (model) => {
+        let dialect = dialects.get(model);
+        if (dialect === undefined) {
+          dialect = createBackendDialect({ backend: name, model, onSwitch: options.onRequestDialectSwitch });
+          if (dialects.size < MAX_DIALECT_MODELS) dialects.set(model, dialect);
+        }
+        return dialect;
       },
     },
     onStaggered: () => {

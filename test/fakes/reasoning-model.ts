@@ -1,0 +1,119 @@
+/**
+ * A reasoning judge as the fake plays it (issue 37): OpenAI's refusals of a reasoning model's request
+ * dialect, and a reply whose trace comes back in `reasoning_content` (a server with a reasoning parser;
+ * the JSON answer in `content`) with a length set by the request's `reasoning_effort`.
+ */
+import type { FakeChatRequest, FakeReply, FakeReplyFn } from './openai.js';
+
+/** Trace tokens per `reasoning_effort` (absent: `medium`, the default of GPT-OSS and gpt-5). */
+export const TRACE_TOKENS: Readonly<Record<string, number>> = {
+  minimal: 60,
+  low: 250,
+  medium: 800,
+  high: 2400,
+};
+
+const TRACE_SENTENCE = 'Compare the candidate with the ground truth step by step. ';
+
+/**
+ * OpenAI's 400 for a reasoning model's request, as api.openai.com answers it: `max_tokens` first
+ * (unsupported_parameter), then a non-default `temperature` / `top_p` (unsupported_value). Undefined when
+ * the request is in the reasoning models' dialect.
+ */
+export function openaiReasoningRefusal(body: FakeChatRequest): FakeReply | undefined {
+  if (body.max_tokens !== undefined) {
+    return refusal(
+      "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+      'max_tokens',
+      'unsupported_parameter',
+    );
+  }
+  for (const param of ['temperature', 'top_p'] as const) {
+    const value = body[param];
+    if (value !== undefined && value !== 1) {
+      return refusal(
+        `Unsupported value: '${param}' does not support ${String(value)} with this model. Only the default (1) value is supported.`,
+        param,
+        'unsupported_value',
+      );
+    }
+  }
+  return undefined;
+}
+
+function refusal(message: string, param: string, code: string): FakeReply {
+  return {
+    kind: 'status',
+    status: 400,
+    body: { error: { message, type: 'invalid_request_error', param, code } },
+  };
+}
+
+/** The completion budget a request carries, in either dialect. */
+const budgetOf = (body: FakeChatRequest): number => {
+  const budget = body['max_completion_tokens'] ?? body.max_tokens;
+  return typeof budget === 'number' ? budget : Infinity;
+};
+
+/**
+ * A reasoning model's reply to `body`: a trace of TRACE_TOKENS[effort] tokens (4 characters each) in
+ * `reasoning_content`, then `answer` as JSON in `content`; `completion_tokens` counts both and
+ * `completion_tokens_details.reasoning_tokens` the trace, as vLLM and OpenAI report. A budget below trace +
+ * answer cuts the reply (`finish_reason: length`): all trace and no content when it ends inside the trace.
+ */
+export function reasoningReply(body: FakeChatRequest, answer: unknown): FakeReply {
+  const effort = typeof body['reasoning_effort'] === 'string' ? body['reasoning_effort'] : 'medium';
+  const traceTokens = TRACE_TOKENS[effort] ?? TRACE_TOKENS['medium']!;
+  const content = JSON.stringify(answer);
+  const answerTokens = Math.max(1, Math.ceil(content.length / 4));
+  const budget = budgetOf(body);
+  const cut = budget < traceTokens + answerTokens;
+  const reasoningTokens = Math.min(traceTokens, budget);
+  const shownAnswer = cut ? content.slice(0, Math.max(0, (budget - traceTokens) * 4)) : content;
+  const completionTokens = cut ? budget : traceTokens + answerTokens;
+  const trace = TRACE_SENTENCE.repeat(Math.ceil((reasoningTokens * 4) / TRACE_SENTENCE.length)).slice(
+    0,
+    reasoningTokens * 4,
+  );
+  const promptTokens = Math.max(
+    1,
+    Math.ceil((body.messages ?? []).reduce((n, m) => n + m.content.length, 0) / 4),
+  );
+  return {
+    kind: 'status',
+    status: 200,
+    body: {
+      id: 'chatcmpl-fake-reasoning',
+      object: 'chat.completion',
+      created: 0,
+      model: body.model ?? 'fake-model',
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: shownAnswer === '' ? null : shownAnswer,
+            reasoning_content: trace,
+          },
+          finish_reason: cut ? 'length' : 'stop',
+        },
+      ],
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        total_tokens: promptTokens + completionTokens,
+        completion_tokens_details: { reasoning_tokens: reasoningTokens },
+      },
+    },
+  };
+}
+
+/**
+ * A fallback that answers like a reasoning model (`reasoningReply` with `answer`), and, with
+ * `openaiDialect`, first refuses like OpenAI's reasoning models (openaiReasoningRefusal).
+ */
+export function reasoningJudge(answer: unknown, options: { openaiDialect?: boolean } = {}): FakeReplyFn {
+  return (body) =>
+    (options.openaiDialect === true ? openaiReasoningRefusal(body) : undefined) ??
+    reasoningReply(body, answer);
+}
