@@ -9,7 +9,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo, Socket } from 'node:net';
 
 import { createBatchingEngine, type BatchingEngine, type EngineOptions } from './engine.js';
-import { openaiReasoningRefusal } from './reasoning-model.js';
+import { openaiReasoningRefusal } from './openai-refusals.js';
 
 /** What the fake answers to one chat-completions call. */
 export type FakeReply =

@@ -4,6 +4,9 @@
  * the JSON answer in `content`) with a length set by the request's `reasoning_effort`.
  */
 import type { FakeChatRequest, FakeReply, FakeReplyFn } from './openai.js';
+import { openaiReasoningRefusal } from './openai-refusals.js';
+
+export { openaiReasoningRefusal };
 
 /** Trace tokens per `reasoning_effort` (absent: `medium`, the default of GPT-OSS and gpt-5). */
 export const TRACE_TOKENS: Readonly<Record<string, number>> = {
@@ -14,40 +17,6 @@ export const TRACE_TOKENS: Readonly<Record<string, number>> = {
 };
 
 const TRACE_SENTENCE = 'Compare the candidate with the ground truth step by step. ';
-
-/**
- * OpenAI's 400 for a reasoning model's request, as api.openai.com answers it: `max_tokens` first
- * (unsupported_parameter), then a non-default `temperature` / `top_p` (unsupported_value). Undefined when
- * the request is in the reasoning models' dialect.
- */
-export function openaiReasoningRefusal(body: FakeChatRequest): FakeReply | undefined {
-  if (body.max_tokens !== undefined) {
-    return refusal(
-      "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
-      'max_tokens',
-      'unsupported_parameter',
-    );
-  }
-  for (const param of ['temperature', 'top_p'] as const) {
-    const value = body[param];
-    if (value !== undefined && value !== 1) {
-      return refusal(
-        `Unsupported value: '${param}' does not support ${String(value)} with this model. Only the default (1) value is supported.`,
-        param,
-        'unsupported_value',
-      );
-    }
-  }
-  return undefined;
-}
-
-function refusal(message: string, param: string, code: string): FakeReply {
-  return {
-    kind: 'status',
-    status: 400,
-    body: { error: { message, type: 'invalid_request_error', param, code } },
-  };
-}
 
 /** The completion budget a request carries, in either dialect. */
 const budgetOf = (body: FakeChatRequest): number => {

@@ -10,9 +10,17 @@ import type {
 
 import type { ResponseFormat } from '../../settings/routing-file.js';
 import type { LlmRequest } from '../types.js';
-import type { RequestDialect } from './request-dialect.js';
 
 const ERROR_SNIPPET_CHARS = 300;
+
+export type TokensParam = 'max_tokens' | 'max_completion_tokens';
+
+/** What one request is sent as. */
+export interface RequestDialect {
+  tokensParam: TokensParam;
+  /** temperature and top_p are left out (the model samples at its default). */
+  defaultSamplingOnly: boolean;
+}
 
 /** The parts of a request that go on the wire. */
 export type WireRequest = Pick<

@@ -13,16 +13,9 @@
  * - param `temperature` (or `top_p`), code `unsupported_value`: "Unsupported value: 'temperature' does not
  *   support 0 with this model. Only the default (1) value is supported."
  */
-import type { WireError } from './openai-wire.js';
+import type { RequestDialect, TokensParam, WireError } from './openai-wire.js';
 
-export type TokensParam = 'max_tokens' | 'max_completion_tokens';
-
-/** What one request is sent as. */
-export interface RequestDialect {
-  tokensParam: TokensParam;
-  /** temperature and top_p are left out (the model samples at its default). */
-  defaultSamplingOnly: boolean;
-}
+export type { RequestDialect, TokensParam };
 
 /** One switch of a backend's dialect, told once, with its evidence. */
 export interface RequestDialectSwitch {
