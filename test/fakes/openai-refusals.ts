@@ -27,7 +27,7 @@ export function openaiReasoningRefusal(body: Readonly<Record<string, unknown>>):
     const value = body[param];
     if (value !== undefined && value !== 1) {
       return refusal(
-        `Unsupported value: '${param}' does not support ${String(value)} with this model. Only the default (1) value is supported.`,
+        `Unsupported value: '${param}' does not support ${JSON.stringify(value)} with this model. Only the default (1) value is supported.`,
         param,
         'unsupported_value',
       );

@@ -30,9 +30,13 @@ const budgetOf = (body: FakeChatRequest): number => {
  * `completion_tokens_details.reasoning_tokens` the trace, as vLLM and OpenAI report. A budget below trace +
  * answer cuts the reply (`finish_reason: length`): all trace and no content when it ends inside the trace.
  */
-export function reasoningReply(body: FakeChatRequest, answer: unknown): FakeReply {
+export function reasoningReply(
+  body: FakeChatRequest,
+  answer: unknown,
+  traces: Readonly<Record<string, number>> = TRACE_TOKENS,
+): FakeReply {
   const effort = typeof body['reasoning_effort'] === 'string' ? body['reasoning_effort'] : 'medium';
-  const traceTokens = TRACE_TOKENS[effort] ?? TRACE_TOKENS['medium']!;
+  const traceTokens = traces[effort] ?? traces['medium'] ?? TRACE_TOKENS['medium']!;
   const content = JSON.stringify(answer);
   const answerTokens = Math.max(1, Math.ceil(content.length / 4));
   const budget = budgetOf(body);
@@ -81,8 +85,29 @@ export function reasoningReply(body: FakeChatRequest, answer: unknown): FakeRepl
  * A fallback that answers like a reasoning model (`reasoningReply` with `answer`), and, with
  * `openaiDialect`, first refuses like OpenAI's reasoning models (openaiReasoningRefusal).
  */
-export function reasoningJudge(answer: unknown, options: { openaiDialect?: boolean } = {}): FakeReplyFn {
-  return (body) =>
-    (options.openaiDialect === true ? openaiReasoningRefusal(body) : undefined) ??
-    reasoningReply(body, answer);
+export function reasoningJudge(
+  answer: unknown,
+  options: {
+    openaiDialect?: boolean;
+    /** Trace tokens per effort (default TRACE_TOKENS). */
+    traces?: Readonly<Record<string, number>>;
+    /** Told each answered call's reasoning tokens (what the fake generated as trace). */
+    onReasoning?: (tokens: number, body: FakeChatRequest) => void;
+  } = {},
+): FakeReplyFn {
+  return (body) => {
+    const refused = options.openaiDialect === true ? openaiReasoningRefusal(body) : undefined;
+    if (refused !== undefined) return refused;
+    const reply = reasoningReply(body, answer, options.traces);
+    options.onReasoning?.(reasoningTokensOf(reply), body);
+    return reply;
+  };
+}
+
+/** `usage.completion_tokens_details.reasoning_tokens` of a reply made by reasoningReply. */
+function reasoningTokensOf(reply: FakeReply): number {
+  if (reply.kind !== 'status') return 0;
+  const usage = (reply.body as { usage?: { completion_tokens_details?: { reasoning_tokens?: number } } })
+    .usage;
+  return usage?.completion_tokens_details?.reasoning_tokens ?? 0;
 }
