@@ -18,6 +18,7 @@ import {
   EnginePriority,
   InflightControl,
   loadRoutingFile,
+  ReasoningEffort,
   ReplicaPolicy,
   ResponseFormat,
   type RoutingFile,
@@ -164,6 +165,21 @@ function readRoutingFile(path: string, ctx: z.RefinementCtx): RoutingFile | unde
   }
 }
 
+/** JUDGE_REASONING_EFFORT is the effort of every routing-file backend that names none itself. */
+function withDefaultEffort(
+  file: RoutingFile | undefined,
+  effort: ReasoningEffort | undefined,
+): RoutingFile | undefined {
+  if (file === undefined || effort === undefined) return file;
+  const backends = Object.fromEntries(
+    Object.entries(file.backends).map(([name, b]) => [
+      name,
+      { ...b, reasoning_effort: b.reasoning_effort ?? effort },
+    ]),
+  );
+  return { ...file, backends };
+}
+
 /** The default judge backend (offline unless JUDGE_BASE_URL is set) and the routing file. */
 const JudgeEnv = z
   .object({
@@ -208,6 +224,21 @@ const JudgeEnv = z
     JUDGE_CONTEXT_TOKENS: int(256).optional(),
     JUDGE_RETRY_BUDGET: decimal().pipe(z.number().min(0).max(1)).default(BACKEND_DEFAULTS.retryBudget),
     JUDGE_SCHEMA_REPROBE_MS: int(1).default(BACKEND_DEFAULTS.schemaReprobeMs),
+    /** `reasoning_effort` of every backend that sets none itself (routing file: per backend, role, node). */
+    JUDGE_REASONING_EFFORT: ReasoningEffort.optional(),
+    /** A JSON object merged into every request to the JUDGE_BASE_URL backend (engine fields). */
+    JUDGE_EXTRA_BODY: z
+      .string()
+      .transform((v, ctx): unknown => {
+        try {
+          return JSON.parse(v);
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'not JSON: a JSON object such as {"top_k": 20}' });
+          return z.NEVER;
+        }
+      })
+      .pipe(z.record(z.string(), z.unknown(), 'must be a JSON object such as {"top_k": 20}'))
+      .optional(),
     REWARD_CONFIG: z.string().min(1).optional(),
   })
   .superRefine((env, ctx) => {
@@ -220,6 +251,14 @@ const JudgeEnv = z
         code: 'custom',
         path: ['JUDGE_BASE_URL'],
         message: 'required when JUDGE_MODEL is set (without it the server would run the offline backend)',
+      });
+    }
+    if (env.JUDGE_EXTRA_BODY !== undefined && env.JUDGE_BASE_URL === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['JUDGE_EXTRA_BODY'],
+        message:
+          'applies to the JUDGE_BASE_URL backend, and none is set (routing-file backends take extra_body)',
       });
     }
   })
@@ -248,23 +287,28 @@ const JudgeEnv = z
         context_tokens: e.JUDGE_CONTEXT_TOKENS,
         retry_budget: e.JUDGE_RETRY_BUDGET,
         schema_reprobe_ms: e.JUDGE_SCHEMA_REPROBE_MS,
+        reasoning_effort: e.JUDGE_REASONING_EFFORT,
+        extra_body: e.JUDGE_EXTRA_BODY,
       });
       if (parsed.success) judgeDefault = parsed.data;
       else {
         for (const issue of parsed.error.issues) {
           const field =
-            issue.path[0] === 'routing_key_header'
-              ? 'JUDGE_ROUTING_KEY_HEADER'
-              : issue.path[0] === 'engine_metrics'
-                ? 'JUDGE_ENGINE_METRICS'
-                : issue.path[0] === 'adaptive_inflight'
-                  ? 'JUDGE_ADAPTIVE_INFLIGHT'
-                  : 'JUDGE_BASE_URL';
+            issue.path[0] === 'extra_body'
+              ? 'JUDGE_EXTRA_BODY'
+              : issue.path[0] === 'routing_key_header'
+                ? 'JUDGE_ROUTING_KEY_HEADER'
+                : issue.path[0] === 'engine_metrics'
+                  ? 'JUDGE_ENGINE_METRICS'
+                  : issue.path[0] === 'adaptive_inflight'
+                    ? 'JUDGE_ADAPTIVE_INFLIGHT'
+                    : 'JUDGE_BASE_URL';
           ctx.addIssue({ code: 'custom', path: [field], message: issue.message });
         }
       }
     }
-    const file = e.REWARD_CONFIG === undefined ? undefined : readRoutingFile(e.REWARD_CONFIG, ctx);
+    const read = e.REWARD_CONFIG === undefined ? undefined : readRoutingFile(e.REWARD_CONFIG, ctx);
+    const file = withDefaultEffort(read, e.JUDGE_REASONING_EFFORT);
     /** Spread into `createRouter({ ...config.judge, offline: createOfflineBackend })`. */
     const judge: { default: BackendSettings | 'offline'; file?: RoutingFile | undefined } = {
       default: judgeDefault,

@@ -105,6 +105,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
           temperature: route.temperature ?? spec.temperature,
           topP: route.topP,
           maxTokens: route.maxTokens,
+          reasoningEffort: route.reasoningEffort ?? route.backendRequest?.reasoningEffort,
           seed: spec.seed,
           context: spec.context,
         },

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 import { RewardError } from '../errors.js';
+import { ReasoningEffort } from '../settings/routing-file.js';
 import { getRole, ROLES } from '../roles/index.js';
 import type { Role } from '../roles/types.js';
 
@@ -16,6 +17,8 @@ export const GraphNode = z.strictObject({
   temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().gt(0).max(1).optional(),
   max_tokens: z.number().int().min(16).max(32_768).optional(),
+  /** `reasoning_effort` of this node's calls (a routing-file override wins; else the backend's). */
+  reasoning_effort: ReasoningEffort.optional(),
   /** Sampling seed; parallel members of one role must differ by seed (with temperature > 0) or by focus. */
   seed: z.number().int().min(0).optional(),
   focus: z.enum(['methodology', 'statistics', 'novelty']).optional(),

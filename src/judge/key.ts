@@ -5,7 +5,8 @@
  *
  * - what is asked: the graph hash (or the comparative unit's kind, judges and criterion) and the prompt
  *   version (PROMPT_VERSION / COMPARATIVE_PROMPT_VERSION);
- * - who answers: every LLM node's route (backend, model, temperature, top_p, max_tokens);
+ * - who answers: every LLM node's route (backend, model, temperature, top_p, max_tokens, reasoning effort,
+ *   the backend's extra body);
  * - what is judged: the prepared texts, and the settings of their preparation — the preparation rules'
  *   version (PREPARATION_VERSION), REASONING_FORMAT (and REASONING_MARKERS) and MIN/MAX_CANDIDATE_CHARS
  *   (`KeySettings`): with other settings the same raw rollout may be rejected, or judged on another answer.
@@ -55,7 +56,11 @@ function settingsPart(settings: KeySettings): string {
 
 function routePart(router: Router, node: { id: string; role: string }): string {
   const r = router.route(node);
-  return `|${node.id}=${r.backend.name}/${r.model}/${r.temperature ?? ''}/${r.topP ?? ''}/${r.maxTokens ?? ''}`;
+  const head = `|${node.id}=${r.backend.name}/${r.model}/${r.temperature ?? ''}/${r.topP ?? ''}/${r.maxTokens ?? ''}`;
+  // Appended only when set, so the keys of routes without them are what they were.
+  if (r.reasoningEffort === undefined && r.backendRequest === undefined) return head;
+  const b = r.backendRequest;
+  return `${head}/effort=${r.reasoningEffort ?? ''}/${b?.reasoningEffort ?? ''}/extra=${b?.extraBody?.length ?? ''}:${b?.extraBody ?? ''}`;
 }
 
 function digest(head: string, texts: ReadonlyArray<string | null>): string {

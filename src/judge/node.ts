@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 
 import { RewardError, type ErrorCode } from '../errors.js';
 import type { RoleContext, VisibleMessage } from '../roles/types.js';
+import type { ReasoningEffort } from '../settings/routing-file.js';
 import { defaultMaxTokens } from './budgets.js';
 import {
   addKnown,
@@ -18,6 +19,7 @@ import {
   URGENT_PRIORITY,
 } from './calls.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
+import { learnedBudget, observeCompletion } from './learned-budgets.js';
 import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
 import { boundTrace } from './reply-trace.js';
 import type { RunOptions } from './run-options.js';
@@ -179,8 +181,28 @@ interface Ask {
   /** The last reply's trace, bounded (boundTrace); undefined while none came. */
   reasoning: string | undefined;
   maxTokens: number;
+  /** The `reasoning_effort` in force: route override, else the node's, else the backend's. */
+  effort: ReasoningEffort | undefined;
   reasksLeft: number;
   raisesLeft: number;
+}
+
+/** The effort in force for a node's calls: its routing override, else the graph node's, else the backend's. */
+export function effortOf(
+  route: Route,
+  node: { reasoning_effort?: ReasoningEffort | undefined },
+): ReasoningEffort | undefined {
+  return route.reasoningEffort ?? node.reasoning_effort ?? route.backendRequest?.reasoningEffort;
+}
+
+/**
+ * A node's first budget: configured (routing override, then the node's max_tokens), else the role's default
+ * at the effort in force, raised to what the (backend, role, effort) has learned its replies need.
+ */
+function firstBudget(r: ResolvedNode, route: Route, effort: ReasoningEffort | undefined): number {
+  const configured = route.maxTokens ?? r.node.max_tokens;
+  if (configured !== undefined) return configured;
+  return learnedBudget(route.backend, r.role.name, effort, defaultMaxTokens(r.role.name, effort));
 }
 
 /** An LLM node: asks until a reply parses, raising a cut reply's budget once and re-asking an invalid one once. */
@@ -193,6 +215,7 @@ async function askNode(
   const { role, node } = r;
   const route = exec.options.router.route(node);
   const prompt = role.render(ctx);
+  const effort = effortOf(route, node);
   const ask: Ask = {
     route,
     messages: [
@@ -208,7 +231,8 @@ async function askNode(
     reasoningTokens: 0,
     reasoningTokensEstimated: false,
     reasoning: undefined,
-    maxTokens: route.maxTokens ?? node.max_tokens ?? defaultMaxTokens(role.name),
+    maxTokens: firstBudget(r, route, effort),
+    effort,
     reasksLeft: MAX_REASKS,
     raisesLeft: 1,
   };
@@ -219,6 +243,7 @@ async function askNode(
     const reply = await callOnce(exec, r, ctx, ask, fail);
     if (reply === undefined) continue;
     account(exec, ask, reply);
+    observeCompletion(route.backend, role.name, effort, reply.completionTokens);
     const parsed = parseReply(reply.text, role.output);
     // All trace (a trace that never closed, or the budget spent thinking) is a cut reply, not an invalid one.
     const truncated = !parsed.ok && (reply.finishReason === 'length' || reply.reasoning?.unclosed === true);
@@ -325,6 +350,7 @@ async function callOnce(
         temperature: route.temperature ?? node.temperature,
         topP: route.topP ?? node.top_p,
         maxTokens: ask.maxTokens,
+        reasoningEffort: ask.effort,
         seed: node.seed,
         focus: node.focus,
         context: ctx,

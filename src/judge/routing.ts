@@ -30,6 +30,17 @@ interface Target {
   /** The backend's own model (`offline` for the offline backend). */
   model: string;
   offline: boolean;
+  /** What the backend adds to every request (Route.backendRequest). */
+  request?: Route['backendRequest'];
+}
+
+/** A backend's own request fields as a route carries them (and the judgment key hashes them). */
+function backendRequestOf(settings: BackendSettings): Route['backendRequest'] {
+  if (settings.reasoning_effort === undefined && settings.extra_body === undefined) return undefined;
+  return {
+    reasoningEffort: settings.reasoning_effort,
+    extraBody: settings.extra_body === undefined ? undefined : JSON.stringify(settings.extra_body),
+  };
 }
 
 /**
@@ -63,7 +74,12 @@ export function createRouter(options: RouterOptions): Router {
       // loadRoutingFile rejects unknown names; this guards a RoutingFile built without it.
       throw new Error(`unknown backend "${name}"`);
     } else {
-      made = { backend: create(settings, name), model: settings.model, offline: false };
+      made = {
+        backend: create(settings, name),
+        model: settings.model,
+        offline: false,
+        request: backendRequestOf(settings),
+      };
     }
     targets.set(name, made);
     return made;
@@ -94,6 +110,8 @@ export function createRouter(options: RouterOptions): Router {
         temperature: byNode?.temperature ?? byRole?.temperature,
         topP: byNode?.top_p ?? byRole?.top_p,
         maxTokens: byNode?.max_tokens ?? byRole?.max_tokens,
+        reasoningEffort: byNode?.reasoning_effort ?? byRole?.reasoning_effort,
+        backendRequest: chosen.request,
       };
     },
     backends: () => [...used].map((t) => t.backend),

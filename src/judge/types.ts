@@ -2,6 +2,7 @@ import type { ControlSnapshot } from './inflight-control.js';
 import type { ComparativeContext, Focus, RoleContext, Verdict } from '../roles/types.js';
 import type { ErrorCode } from '../errors.js';
 import type { Flow } from './fair-queue.js';
+import type { ReasoningEffort } from '../settings/routing-file.js';
 
 export type { Verdict } from '../roles/types.js';
 
@@ -116,6 +117,8 @@ export interface LlmRequest {
   temperature?: number | undefined;
   topP?: number | undefined;
   maxTokens?: number | undefined;
+  /** `reasoning_effort` sent; the backend's own (JUDGE_REASONING_EFFORT) when undefined. */
+  reasoningEffort?: ReasoningEffort | undefined;
   seed?: number | undefined;
   focus?: Focus | undefined;
   /** The structured context the prompt was rendered from (the offline backend answers from it). */
@@ -258,6 +261,15 @@ export interface Route {
   temperature?: number | undefined;
   topP?: number | undefined;
   maxTokens?: number | undefined;
+  /** `reasoning_effort` from the routing file's node or role override (it wins over the graph node's). */
+  reasoningEffort?: ReasoningEffort | undefined;
+  /**
+   * What the chosen backend adds to every request of its own (both part of the judgment key): its
+   * `reasoning_effort` (JUDGE_REASONING_EFFORT), used where neither route nor node sets one, and a
+   * fingerprint of its `extra_body` (JUDGE_EXTRA_BODY); undefined for a backend that adds neither.
+   */
+  backendRequest?:
+    { reasoningEffort?: ReasoningEffort | undefined; extraBody?: string | undefined } | undefined;
 }
 
 /** Maps a node (by id, then role) to a route. Created from config in `routing.ts`. */

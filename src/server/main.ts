@@ -10,6 +10,12 @@ import { hostname, availableParallelism } from 'node:os';
 import { loadConfig, type Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
 import { createOpenAICompatibleBackend, INLINE_TRACE_ADVICE } from '../judge/backends/openai.js';
+import {
+  DEFAULT_SAMPLING_NOTE,
+  isOpenAIReasoningModel,
+  type RequestDialectSwitch,
+} from '../judge/backends/request-dialect.js';
+import type { ResponseFormatSwitch } from '../judge/backends/response-format.js';
 import { createRouter } from '../judge/routing.js';
 import { createLocalState } from '../state/local.js';
 import { createRedisState, redactRedisUrl } from '../state/redis.js';
@@ -37,6 +43,33 @@ const OFFLINE_BANNER = [
 
 /** Extra time past the grace period for aborted judgments to answer before the process gives up. */
 const HARD_EXIT_MARGIN_MS = 10_000;
+
+/**
+ * One line at start per backend whose model is one of OpenAI's reasoning models: they take only the
+ * default sampling, so what stands in for temperature diversity is said (request-dialect.ts).
+ */
+function noteDefaultSampling(config: Config, log: { info: (fields: object, msg: string) => void }): void {
+  const models: Array<[string, string]> = [];
+  if (config.judge.default !== 'offline') models.push(['default', config.judge.default.model]);
+  for (const [name, b] of Object.entries(config.judge.file?.backends ?? {})) models.push([name, b.model]);
+  for (const [backend, model] of models) {
+    if (isOpenAIReasoningModel(model)) log.info({ backend, model }, DEFAULT_SAMPLING_NOTE);
+  }
+}
+
+/** The log line of one switch of a replica's response format. */
+function formatSwitchMessage(event: ResponseFormatSwitch): string {
+  return event.to === 'json_object'
+    ? 'backend replica refused the json_schema: using json_object (schema in the prompt) until a re-probe'
+    : 'backend replica accepts json_schema again: back to json_schema';
+}
+
+/** The log line of one switch of a backend's request dialect. */
+function dialectSwitchMessage(event: RequestDialectSwitch): string {
+  return event.to.defaultSamplingOnly && !event.from.defaultSamplingOnly
+    ? `backend refuses non-default sampling: ${DEFAULT_SAMPLING_NOTE}`
+    : `backend takes ${event.to.tokensParam} for the completion budget: switched`;
+}
 /** How long start-up waits for Redis before serving degraded (on local state). */
 const REDIS_CONNECT_WAIT_MS = 2_000;
 /** How often each process checks the keys file (REWARD_KEYS) for a change. */
@@ -128,14 +161,10 @@ async function main(): Promise<void> {
         name,
         // RPM/TPM buckets: in-process, or shared through Redis with every worker and replica.
         buckets: state.buckets,
-        // One line per switch of one replica, with its evidence (docs/backends.md).
-        onResponseFormatSwitch: (event) =>
-          logSink.warn?.(
-            { ...event },
-            event.to === 'json_object'
-              ? 'backend replica refused the json_schema: using json_object (schema in the prompt) until a re-probe'
-              : 'backend replica accepts json_schema again: back to json_schema',
-          ),
+        // One line per switch of one replica's response format, or of a backend's request dialect, with
+        // its evidence (docs/backends.md).
+        onResponseFormatSwitch: (event) => logSink.warn?.({ ...event }, formatSwitchMessage(event)),
+        onRequestDialectSwitch: (event) => logSink.warn?.({ ...event }, dialectSwitchMessage(event)),
         onInlineReasoning: (event) => logSink.warn?.({ ...event }, INLINE_TRACE_ADVICE),
       }),
   });
@@ -187,6 +216,7 @@ async function main(): Promise<void> {
     };
   }
 
+  noteDefaultSampling(config, server.log);
   if (router.name === 'offline') {
     console.error(OFFLINE_BANNER);
     server.log.warn({ backend: 'offline' }, 'serving with the OFFLINE backend: not a real judge');

@@ -28,6 +28,53 @@ export type EnginePriority = z.infer<typeof EnginePriority>;
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+/**
+ * `reasoning_effort` sent with every request (OpenAI o-series / gpt-5, GPT-OSS on vLLM / SGLang / Ollama):
+ * how long a reasoning model thinks before it answers, most of what a judgment costs on such a model.
+ */
+export const ReasoningEffort = z.enum(['minimal', 'low', 'medium', 'high']);
+export type ReasoningEffort = z.infer<typeof ReasoningEffort>;
+
+/**
+ * Request fields the server itself sets, refused in `extra_body` / JUDGE_EXTRA_BODY, each with the setting
+ * that owns it: an engine field must not change what is asked, how the reply is read, or a sampling value
+ * that the routing already decides (and keys).
+ */
+export const OWNED_BODY_KEYS: ReadonlyMap<string, string> = new Map([
+  ['model', 'JUDGE_MODEL / model'],
+  ['messages', "the roles' prompts"],
+  ['response_format', 'JUDGE_RESPONSE_FORMAT / response_format'],
+  ['stream', 'the server (it reads whole replies)'],
+  ['stream_options', 'the server (it reads whole replies)'],
+  ['n', 'the server (one choice per call; parallel members are graph nodes)'],
+  ['tools', 'the server (judges answer in JSON, not tool calls)'],
+  ['tool_choice', 'the server (judges answer in JSON, not tool calls)'],
+  ['parallel_tool_calls', 'the server (judges answer in JSON, not tool calls)'],
+  ['functions', 'the server (judges answer in JSON, not tool calls)'],
+  ['function_call', 'the server (judges answer in JSON, not tool calls)'],
+  ['max_tokens', 'max_tokens in the routing file or graph (and the learned budgets)'],
+  ['max_completion_tokens', 'max_tokens in the routing file or graph (and the learned budgets)'],
+  ['temperature', 'temperature in the routing file or graph'],
+  ['top_p', 'top_p in the routing file or graph'],
+  ['seed', 'seed in the graph'],
+  ['reasoning_effort', 'JUDGE_REASONING_EFFORT / reasoning_effort'],
+  ['priority', 'JUDGE_ENGINE_PRIORITY / engine_priority'],
+]);
+
+/** Engine fields merged into every request (`chat_template_kwargs`, `top_k`, `min_p`, …); owned keys refused. */
+export const ExtraBody = z.record(z.string(), z.unknown()).superRefine((body, ctx) => {
+  for (const key of Object.keys(body)) {
+    const owner = OWNED_BODY_KEYS.get(key);
+    if (owner === undefined) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: [key],
+      message: `"${key}" is set by the server, not by extra_body (it comes from ${owner})`,
+    });
+  }
+});
+export type ExtraBody = z.infer<typeof ExtraBody>;
+
 export const BackendSettings = z
   .strictObject({
     /** One replica; or use `base_urls`. */
@@ -74,6 +121,10 @@ export const BackendSettings = z
     retry_budget: z.number().min(0).max(1).default(BACKEND_DEFAULTS.retryBudget),
     /** After a replica falls back to json_object, ms until json_schema is tried again. */
     schema_reprobe_ms: z.number().int().positive().default(BACKEND_DEFAULTS.schemaReprobeMs),
+    /** Sent with every call that its node or role does not set otherwise (JUDGE_REASONING_EFFORT). */
+    reasoning_effort: ReasoningEffort.optional(),
+    /** Merged into every request body (JUDGE_EXTRA_BODY): engine fields; keys the server owns refused. */
+    extra_body: ExtraBody.optional(),
   })
   .superRefine((s, ctx) => {
     if ((s.base_url === undefined) === (s.base_urls === undefined)) {
@@ -112,6 +163,7 @@ const RouteOverride = z.strictObject({
   temperature: z.number().min(0).max(2).optional(),
   top_p: z.number().gt(0).max(1).optional(),
   max_tokens: z.number().int().min(16).max(32_768).optional(),
+  reasoning_effort: ReasoningEffort.optional(),
 });
 export type RouteOverride = z.infer<typeof RouteOverride>;
 

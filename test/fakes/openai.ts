@@ -9,6 +9,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo, Socket } from 'node:net';
 
 import { createBatchingEngine, type BatchingEngine, type EngineOptions } from './engine.js';
+import { openaiReasoningRefusal } from './openai-refusals.js';
 
 /** What the fake answers to one chat-completions call. */
 export type FakeReply =
@@ -181,6 +182,11 @@ export interface FakeOpenAIOptions {
   contextTokens?: number;
   /** Answer every `json_schema` request with `llamaSchemaFailed(status)` (json_object requests play on). */
   rejectJsonSchema?: 400 | 500;
+  /**
+   * Requests whose `model` matches are refused like OpenAI's reasoning models refuse them (a 400 for
+   * `max_tokens`, then for a non-default temperature / top_p: reasoning-model.ts) before the script plays.
+   */
+  openaiReasoningModels?: RegExp;
   /**
    * The `model` the replies report (vLLM reports its served name or path, not the one asked for). Default:
    * the request's `model`.
@@ -628,7 +634,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           ? llamaContextOverflow(promptTokens, options.contextTokens)
           : options.rejectJsonSchema !== undefined && body.response_format?.type === 'json_schema'
             ? llamaSchemaFailed(options.rejectJsonSchema)
-            : nextReply(body, call);
+            : ((options.openaiReasoningModels?.test(body.model ?? '') === true
+                ? openaiReasoningRefusal(body)
+                : undefined) ?? nextReply(body, call));
       if (engine !== undefined) {
         const priority = typeof body['priority'] === 'number' ? body['priority'] : 0;
         const refused = engine.refuse(priority);

@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { createOpenAICompatibleBackend, type InlineReasoning } from '../../src/judge/backends/openai.js';
+import { defaultMaxTokens } from '../../src/judge/budgets.js';
 import { comparePair } from '../../src/judge/compare.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { runJudgment } from '../../src/judge/run.js';
@@ -40,14 +41,17 @@ describe('every reply shape: judged on the final message, one call', () => {
   }
 });
 
+/** The single judge's default budget: its answer plus the trace allowance of an unset effort (budgets.ts). */
+const JUDGE_BUDGET = defaultMaxTokens('judge');
+
 describe('a reply that is all trace is a cut reply', () => {
   for (const shape of ['reasoning_content', 'inline:think', 'inline:harmony', 'template'] as const) {
     it(`${shape}: a trace longer than the budget is asked again with a raised budget, then judged`, async () => {
-      const judge = judgeOf(shape, { traceTokens: 2_000 });
+      const judge = judgeOf(shape, { traceTokens: JUDGE_BUDGET + 1_000 });
       const { fake, router } = await setup({ fallback: (b) => judge.reply(b) });
       const j = await runJudgment(single(), input, { router, deadline: soon() });
       expect([j.status, j.verdict]).toEqual(['ok', 'match']);
-      expect(fake.calls.map((c) => c.body.max_tokens)).toEqual([1_536, 3_072]);
+      expect(fake.calls.map((c) => c.body.max_tokens)).toEqual([JUDGE_BUDGET, 2 * JUDGE_BUDGET]);
       expect(j.transcript[0]?.reasks).toBe(1);
     });
   }
@@ -64,7 +68,7 @@ describe('a reply that is all trace is a cut reply', () => {
     expect(j.status).toBe('ok');
     // Asked again as it was (a raise), not with the invalid reply echoed back.
     expect(fake.calls[1]?.body.messages).toEqual(fake.calls[0]?.body.messages);
-    expect(fake.calls[1]?.body.max_tokens).toBe(3_072);
+    expect(fake.calls[1]?.body.max_tokens).toBe(2 * JUDGE_BUDGET);
   });
 
   it('still cut with the raised budget: RW_JUDGE_TRUNCATED, never RW_JUDGE_UNPARSABLE', async () => {

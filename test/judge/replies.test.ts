@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { ROLE_MAX_TOKENS } from '../../src/judge/budgets.js';
+import { defaultMaxTokens } from '../../src/judge/budgets.js';
 import { getPreset, PRESETS } from '../../src/judge/presets.js';
 import { runJudgment } from '../../src/judge/run.js';
 import { universalReply, type FakeOpenAI } from '../fakes/openai.js';
@@ -13,15 +13,18 @@ import { soon, useFakeRouter, VERIFY_INPUT as input } from './helpers.js';
 const setup = useFakeRouter();
 const single = () => getPreset('single-judge')!;
 const budgets = (f: FakeOpenAI) => f.calls.map((c) => c.body.max_tokens);
+/** The judge's default budget: its answer plus the trace allowance of an unset effort (768 + 2 048). */
+const JUDGE_BUDGET = defaultMaxTokens('judge');
 
 describe('finish_reason length (a reply cut at max_tokens)', () => {
   it('is re-asked once with a doubled budget, the same prompt, and then decides', async () => {
     const { fake: f, router: r } = await setup({
-      fallback: { kind: 'budget', body: universalReply('match', 0.8), needTokens: 2_400 },
+      fallback: { kind: 'budget', body: universalReply('match', 0.8), needTokens: 4_000 },
     });
     const j = await runJudgment(single(), input, { router: r, deadline: soon() });
     expect(j.status).toBe('ok');
-    expect(budgets(f)).toEqual([1_536, 3_072]);
+    expect(JUDGE_BUDGET).toBe(2_816);
+    expect(budgets(f)).toEqual([JUDGE_BUDGET, 2 * JUDGE_BUDGET]);
     // Not an echo of the cut JSON: the same two messages again.
     expect(f.calls[1]?.body.messages).toEqual(f.calls[0]?.body.messages);
     expect(j.transcript[0]?.reasks).toBe(1);
@@ -34,11 +37,11 @@ describe('finish_reason length (a reply cut at max_tokens)', () => {
     const j = await runJudgment(single(), input, { router: r, deadline: soon() });
     expect([j.status, j.reward, j.error?.code]).toEqual(['judge_error', null, 'RW_JUDGE_TRUNCATED']);
     expect(j.error?.message).toContain('finish_reason length');
-    expect(budgets(f)).toEqual([1_536, 3_072]);
+    expect(budgets(f)).toEqual([JUDGE_BUDGET, 2 * JUDGE_BUDGET]);
   });
 
   it('is not re-asked when no larger budget fits the context', async () => {
-    // The prompt is ~950 tokens: a 1 200-token context leaves less than 1.25 × 1 536 for the answer.
+    // The prompt is ~950 tokens: a 1 200-token context leaves less than 1.25 × the default budget for the answer.
     const { fake: f, router: r } = await setup(
       { fallback: { kind: 'budget', body: universalReply('match'), needTokens: 5_000 } },
       { context_tokens: 1_200 },
@@ -64,8 +67,7 @@ describe('per-role default max_tokens', () => {
       f.resetStats();
       const j = await runJudgment(graph, input, { router: r, deadline: soon() });
       expect(j.status, name).toBe('ok');
-      for (const c of f.calls)
-        expect(c.body.max_tokens, `${name} ${c.role}`).toBe(ROLE_MAX_TOKENS.get(c.role!));
+      for (const c of f.calls) expect(c.body.max_tokens, `${name} ${c.role}`).toBe(defaultMaxTokens(c.role!));
     }
   });
 

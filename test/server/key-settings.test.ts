@@ -37,6 +37,8 @@ const ALTERNATIVES: Record<string, () => Record<string, string>> = {
     return { REWARD_CONFIG: path };
   },
   DEFAULT_GRAPH: () => ({ DEFAULT_GRAPH: 'vote-3' }),
+  JUDGE_REASONING_EFFORT: () => ({ JUDGE_REASONING_EFFORT: 'high' }),
+  JUDGE_EXTRA_BODY: () => ({ JUDGE_EXTRA_BODY: '{"chat_template_kwargs":{"enable_thinking":false}}' }),
   MIN_CANDIDATE_CHARS: () => ({ MIN_CANDIDATE_CHARS: '5' }),
   MAX_CANDIDATE_CHARS: () => ({ MAX_CANDIDATE_CHARS: '9000' }),
   REASONING_FORMAT: () => ({ REASONING_FORMAT: 'none' }),

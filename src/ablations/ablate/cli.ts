@@ -19,6 +19,7 @@ import {
   withInterrupts,
 } from '../cli-common.js';
 import { writeCanaryReference } from './canary-reference.js';
+import { parseEffortMix } from './effort-variants.js';
 import { renderSummary } from './report.js';
 import { resolveGraphs, runAblation } from './runner.js';
 import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
@@ -26,6 +27,8 @@ import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
 const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
 
   --graphs a,b,c       presets or graph JSON files (default: default)
+  --reasoning-effort M a variant of every graph with these efforts, e.g. analyst=low,evaluator=high
+                       (by node id, role, or all=EFFORT); repeat for several mixes
   --out DIR            output directory; rerunning with the same DIR resumes
 ${RUN_USAGE}
   --seed S             bootstrap seed (default 1)
@@ -50,6 +53,7 @@ async function main(): Promise<number> {
       'retry-failed': { type: 'boolean', default: false },
       'canary-reference': { type: 'string' },
       'canary-graph': { type: 'string' },
+      'reasoning-effort': { type: 'string', multiple: true },
     },
     strict: true,
     allowPositionals: false,
@@ -67,6 +71,7 @@ async function main(): Promise<number> {
   const names = canaryOut === undefined || asked.includes(canaryGraph) ? asked : [...asked, canaryGraph];
   const { entries, reference } = await resolveGraphs(names, {
     reference: values.reference === 'none' ? null : values.reference,
+    efforts: (values['reasoning-effort'] ?? []).map(parseEffortMix),
   });
   const router = openRouter(config);
   console.error(

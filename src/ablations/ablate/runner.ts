@@ -7,6 +7,7 @@ import { judgmentKey, keySettingsOf } from '../../judge/key.js';
 import type { JudgmentInput } from '../../judge/types.js';
 import { PROMPT_VERSION } from '../../roles/index.js';
 import { analyze } from './analysis.js';
+import { withEfforts, type EffortMix } from './effort-variants.js';
 import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
 import type { Dataset, DatasetItem } from '../dataset.js';
 import { f1CostSvg, precisionRecallSvg } from '../plots.js';
@@ -21,6 +22,8 @@ export interface ResolveOptions {
   reference?: string | null | undefined;
   /** Reads a graph JSON file (names ending in `.json`); injected so tests need no files. */
   readGraphFile?: ((path: string) => Promise<string>) | undefined;
+  /** Reasoning-effort mixes (`--reasoning-effort`): each adds a variant of every graph asked for. */
+  efforts?: readonly EffortMix[] | undefined;
 }
 
 async function compileNamed(name: string, read: (path: string) => Promise<string>): Promise<CompiledGraph> {
@@ -86,6 +89,10 @@ export async function resolveGraphs(
   const entries: GraphEntry[] = [];
   if (names.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no graphs given');
   for (const name of names) addEntry(entries, name, await compileNamed(name, read), false);
+  for (const entry of [...entries]) {
+    for (const mix of options.efforts ?? [])
+      addEntry(entries, ...withEfforts(entry.graph, entry.label, mix), false);
+  }
   const referenceName = options.reference === undefined ? 'default' : options.reference;
   // The reference may resolve to a graph asked for under another name (`default` = `analysts-2`).
   const reference =

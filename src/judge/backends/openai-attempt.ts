@@ -14,7 +14,8 @@ import {
   type HttpReply,
 } from './openai-errors.js';
 import type { Replica } from './openai-replica.js';
-import { readCompletion, toChatParams, type Completion } from './openai-wire.js';
+import { readCompletion, readWireError, toChatParams, type Completion } from './openai-wire.js';
+import type { BackendDialect, RequestDialect } from './request-dialect.js';
 
 /** What one call carries across its attempts. */
 export interface CallState {
@@ -42,11 +43,30 @@ export function enginePriorityValue(setting: EnginePriority): number | undefined
 export const refusesPriority = (reply: { status: number; text: string }): boolean =>
   reply.status === 400 && /priority scheduling is not enabled/i.test(reply.text);
 
-/** The request body of one chat-completions exchange; `priority` undefined sends none. */
-export function chatBody(request: LlmRequest, format: ResponseFormat, priority: number | undefined): string {
-  const params = toChatParams(request, format);
-  return JSON.stringify(priority === undefined ? params : { ...params, priority });
+/** How the backend's requests are sent besides the call's own fields. */
+export interface BodyOptions {
+  dialect?: RequestDialect | undefined;
+  /** The backend's `extra_body` (JUDGE_EXTRA_BODY), under the request's own fields (no key overlaps). */
+  extraBody?: Record<string, unknown> | undefined;
 }
+
+/**
+ * The request body of one chat-completions exchange; `priority` undefined sends none. The backend's
+ * extra body goes first, so a field of the request itself can never be overridden by it.
+ */
+export function chatBody(
+  request: LlmRequest,
+  format: ResponseFormat,
+  priority: number | undefined,
+  options: BodyOptions = {},
+): string {
+  const params = toChatParams(request, format, options.dialect);
+  const body = options.extraBody === undefined ? params : { ...options.extraBody, ...params };
+  return JSON.stringify(priority === undefined ? body : { ...body, priority });
+}
+
+/** Dialect switches one attempt may make (max_tokens, then sampling): bounded, whatever a server answers. */
+const MAX_DIALECT_RESENDS = 2;
 
 /** What every attempt of one backend shares. */
 export interface AttemptContext {
@@ -57,6 +77,8 @@ export interface AttemptContext {
   probeFailed: Set<string>;
   /** Told the context window (tokens) an overflow error named. */
   onContextTokens: (tokens: number) => void;
+  /** The backend's request dialect for a model (max_tokens or max_completion_tokens, sampling sent or not). */
+  dialect: (model: string) => BackendDialect;
 }
 
 /**
@@ -112,14 +134,43 @@ export async function attemptOnce(
     timedOut = true;
     controller.abort();
   }, timeoutMs);
-  const send = async (format: ResponseFormat): Promise<HttpReply> => {
+  const sent: LlmRequest =
+    request.reasoningEffort === undefined && ctx.settings.reasoning_effort !== undefined
+      ? { ...request, reasoningEffort: ctx.settings.reasoning_effort }
+      : request;
+  const exchange = async (format: ResponseFormat, dialect: RequestDialect): Promise<HttpReply> => {
     const priority = replica.priorityRefused ? undefined : previous.enginePriority;
-    const body = chatBody(request, format, priority);
-    const reply = await post(ctx, replica, body, controller.signal, key, previous);
+    const options = { dialect, extraBody: ctx.settings.extra_body };
+    const reply = await post(
+      ctx,
+      replica,
+      chatBody(sent, format, priority, options),
+      controller.signal,
+      key,
+      previous,
+    );
     if (priority === undefined || !refusesPriority(reply)) return reply;
     // The engine does not schedule by priority (vLLM without --scheduling-policy priority): stop sending it.
     replica.priorityRefused = true;
-    return post(ctx, replica, chatBody(request, format, undefined), controller.signal, key, previous);
+    const body = chatBody(sent, format, undefined, options);
+    return post(ctx, replica, body, controller.signal, key, previous);
+  };
+  // A refusal that names a field of the dialect (request-dialect.ts) switches the backend, and the same
+  // request goes again at once in the new dialect: the call does not fail, nor count an attempt.
+  const learned = ctx.dialect(request.model);
+  const send = async (format: ResponseFormat): Promise<HttpReply> => {
+    let dialect = learned.current();
+    let reply = await exchange(format, dialect);
+    for (
+      let resend = 0;
+      resend < MAX_DIALECT_RESENDS && reply.status >= 400 && reply.status < 500;
+      resend++
+    ) {
+      if (!learned.learn(reply.status, readWireError(reply.text), dialect)) break;
+      dialect = learned.current();
+      reply = await exchange(format, dialect);
+    }
+    return reply;
   };
   try {
     const reply = await negotiateFormat({

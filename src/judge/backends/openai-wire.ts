@@ -14,11 +14,31 @@ import type { LlmRequest, ReplyReasoning } from '../types.js';
 
 const ERROR_SNIPPET_CHARS = 300;
 
+export type TokensParam = 'max_tokens' | 'max_completion_tokens';
+
+/** What one request is sent as. */
+export interface RequestDialect {
+  tokensParam: TokensParam;
+  /** temperature and top_p are left out (the model samples at its default). */
+  defaultSamplingOnly: boolean;
+}
+
 /** The parts of a request that go on the wire. */
 export type WireRequest = Pick<
   LlmRequest,
-  'model' | 'messages' | 'schemaName' | 'jsonSchema' | 'seed' | 'temperature' | 'topP' | 'maxTokens'
+  | 'model'
+  | 'messages'
+  | 'schemaName'
+  | 'jsonSchema'
+  | 'seed'
+  | 'temperature'
+  | 'topP'
+  | 'maxTokens'
+  | 'reasoningEffort'
 >;
+
+/** Chat-completions' own dialect (`max_tokens`, sampling values sent): what every engine but OpenAI's reasoning models takes. */
+const PLAIN_DIALECT: RequestDialect = { tokensParam: 'max_tokens', defaultSamplingOnly: false };
 
 export interface Completion {
   text: string;
@@ -214,9 +234,15 @@ function withSchemaInstruction(request: WireRequest): ChatCompletionMessageParam
   return messages;
 }
 
+/**
+ * The request's body fields in `mode`. The budget goes in the dialect's field (`max_tokens`, or
+ * `max_completion_tokens`); a dialect of default sampling only sends no temperature or top_p;
+ * `reasoning_effort` is sent when the request carries one.
+ */
 export function toChatParams(
   request: WireRequest,
   mode: ResponseFormat,
+  dialect: RequestDialect = PLAIN_DIALECT,
 ): ChatCompletionCreateParamsNonStreaming {
   const params: ChatCompletionCreateParamsNonStreaming =
     mode === 'json_schema'
@@ -234,9 +260,12 @@ export function toChatParams(
           response_format: { type: 'json_object' },
         };
   if (request.seed !== undefined) params.seed = request.seed;
-  if (request.temperature !== undefined) params.temperature = request.temperature;
-  if (request.topP !== undefined) params.top_p = request.topP;
-  if (request.maxTokens !== undefined) params.max_tokens = request.maxTokens;
+  if (!dialect.defaultSamplingOnly) {
+    if (request.temperature !== undefined) params.temperature = request.temperature;
+    if (request.topP !== undefined) params.top_p = request.topP;
+  }
+  if (request.maxTokens !== undefined) params[dialect.tokensParam] = request.maxTokens;
+  if (request.reasoningEffort !== undefined) params.reasoning_effort = request.reasoningEffort;
   return params;
 }
 

@@ -24,6 +24,7 @@ import { createPrefixStagger } from '../stagger.js';
 import type { Backend } from '../types.js';
 import { completeCall, type BackendParts } from './openai-call.js';
 import { allSaturated, closeReplica, createReplica, pingReplica, snapshotOf } from './openai-replica.js';
+import { createBackendDialect, type BackendDialect, type RequestDialectSwitch } from './request-dialect.js';
 import { createReplicaFormat, type ResponseFormatSwitch } from './response-format.js';
 
 export interface OpenAICompatibleBackendOptions {
@@ -50,6 +51,11 @@ export interface OpenAICompatibleBackendOptions {
    * runs without a reasoning parser (see INLINE_TRACE_ADVICE).
    */
   onInlineReasoning?: ((event: InlineReasoning) => void) | undefined;
+  /**
+   * Told once per switch of the backend's request dialect (max_tokens → max_completion_tokens, sampling
+   * values dropped) on a 400 that names the field (request-dialect.ts), with the evidence.
+   */
+  onRequestDialectSwitch?: ((event: RequestDialectSwitch) => void) | undefined;
 }
 
 /** The first reply of a backend with its trace inline in the content. */
@@ -65,6 +71,9 @@ export const INLINE_TRACE_ADVICE =
   'Start vLLM or SGLang with --reasoning-parser (openai_gptoss | qwen3 | deepseek_r1 | …; SGLang: gpt-oss, ' +
   'qwen3, deepseek-r1), llama.cpp with --reasoning-format deepseek: without one the JSON-schema grammar ' +
   'applies from the first token, so such a model cannot think at all';
+
+/** Models whose dialect one backend remembers (node models come from graphs, some client-chosen). */
+const MAX_DIALECT_MODELS = 64;
 
 /** The longest open circuit a call waits for: the breaker's first open period (replicas.ts' default). */
 const MAX_CIRCUIT_WAIT_MS = 5_000;
@@ -107,6 +116,7 @@ export function createOpenAICompatibleBackend(
     authorization: `Bearer ${settings.api_key}`,
   };
   let staggered = 0;
+  const dialects = new Map<string, BackendDialect>();
   /** Context per request: configured, else learned from an overflow error that named it. */
   let contextTokens = settings.context_tokens;
   const parts: BackendParts = {
@@ -149,6 +159,15 @@ export function createOpenAICompatibleBackend(
       probeFailed: new Set<string>(),
       onContextTokens: (tokens) => {
         contextTokens = tokens;
+      },
+      // One dialect per model of the backend (a node may name its own model): learned separately.
+      dialect: (model) => {
+        let dialect = dialects.get(model);
+        if (dialect === undefined) {
+          dialect = createBackendDialect({ backend: name, model, onSwitch: options.onRequestDialectSwitch });
+          if (dialects.size < MAX_DIALECT_MODELS) dialects.set(model, dialect);
+        }
+        return dialect;
       },
     },
     onStaggered: () => {

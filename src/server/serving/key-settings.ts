@@ -16,7 +16,7 @@ import type { KeySettings } from '../../judge/key.js';
 export type KeyDecision =
   /** A `KeySettings` field: how a candidate is prepared. */
   | { in: 'settings' }
-  /** Every LLM node's route (backend, model, temperature, top_p, max_tokens). */
+  /** Every LLM node's route (backend, model, temperature, top_p, max_tokens, reasoning effort, extra body). */
   | { in: 'routes' }
   /** The hash of the graph the judgment ran. */
   | { in: 'graph' }
@@ -79,6 +79,10 @@ export const KEY_DECISIONS: { readonly [K in keyof typeof ENV_VARIABLES]: KeyDec
   ),
   JUDGE_RETRY_BUDGET: WHEN,
   JUDGE_SCHEMA_REPROBE_MS: none('when the wire format is probed again (see JUDGE_RESPONSE_FORMAT)'),
+  // How long a reasoning model thinks changes what it decides: every route carries its backend's effort.
+  JUDGE_REASONING_EFFORT: { in: 'routes' },
+  // Engine fields (chat_template_kwargs.enable_thinking, top_k, min_p…) change the reply: keyed per route.
+  JUDGE_EXTRA_BODY: { in: 'routes' },
   REWARD_CONFIG: { in: 'routes' },
   DEFAULT_GRAPH: { in: 'graph' },
   REQUEST_DEADLINE_MS: WHEN,
