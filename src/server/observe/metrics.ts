@@ -382,6 +382,11 @@ function registerReplicaGauges(
     'The engine’s batch when it was last seen queueing: its capacity in concurrent calls (no series before).',
     (r) => (r.control?.metrics === true && r.control.capacity.known ? r.control.capacity.calls : undefined),
   );
+  engineGauge(
+    'reward_backend_replica_engine_metrics_trusted',
+    'Whether the engine’s gauges are believed (1) or contradict our own in-flight calls and are ignored (0: steered and estimated from completions); no series without engine metrics.',
+    (r) => (r.control?.gauge === undefined ? undefined : r.control.gauge === 'trusted' ? 1 : 0),
+  );
   new Gauge({
     name: 'reward_backend_replica_completions_per_second',
     help: 'Calls the replica completed per second while at its capacity, measured (admission’s drain rate; no series before a measurement).',
