@@ -227,6 +227,43 @@ function believe(
   return !trust.distrusted;
 }
 
+/**
+ * Our calls in flight, as a gauge reading is judged against them; 0 (nothing proven) when this process's
+ * event loop lagged while the reading was taken: our count then holds replies not read yet.
+ */
+function oursUnlessLagged(lagMs: number, recentLatencyMs: number | undefined, load: ControlLoad): number {
+  return lagMs > Math.max(LAG_FLOOR_MS, LAG_SHARE * (recentLatencyMs ?? 0)) ? 0 : load.inflight;
+}
+
+/** The snapshot of a replica with a fresh engine reading its control believes. */
+function readSnapshot(
+  reading: EngineReading,
+  known: {
+    engineCapacity: number | undefined;
+    proven: number;
+    provenNow: number;
+    recentLatencyMs: number | undefined;
+  },
+  shown: ShownRate,
+): ControlSnapshot {
+  const { kind, running, waiting, kvUsage, queueTime } = reading;
+  const { engineCapacity } = known;
+  return {
+    law: 'engine',
+    metrics: true,
+    engine: { kind, running, waiting, kvUsage, queueTime },
+    capacity:
+      engineCapacity === undefined
+        ? { calls: Math.max(1, known.proven), known: false }
+        : { calls: engineCapacity, known: true },
+    proven: Math.max(1, known.provenNow),
+    saturated: engineCapacity !== undefined && running >= engineCapacity,
+    recentLatencyMs: known.recentLatencyMs,
+    shown,
+    gauge: 'trusted',
+  };
+}
+
 /** The lowest latency per kind over the current and the previous BASELINE_PERIOD_MS. */
 function createBaselines(now: () => number) {
   const current = new Map<string, number>();
@@ -296,13 +333,9 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       return;
     }
     const { running, waiting, kvUsage } = reading;
-    // Our count holds replies not read yet while this process's loop lagged: such a reading proves nothing.
-    const lagged =
-      lagMs(reading.requestedAt, now()) > Math.max(LAG_FLOOR_MS, LAG_SHARE * (recentLatencyMs ?? 0));
-    const ours = lagged ? 0 : load().inflight;
+    const ours = oursUnlessLagged(lagMs(reading.requestedAt, now()), recentLatencyMs, load());
     if (!believe(trust, running + waiting, ours, engineCapacity)) {
-      // Fall back as without metrics: from the ceiling while the engine never showed its capacity.
-      if (slowStart) set(ceiling);
+      if (slowStart) set(ceiling); // as without metrics: from the ceiling (its capacity never shown)
       return;
     }
     shown.reading(reading);
@@ -402,21 +435,8 @@ export function createInflightControl(options: InflightControlOptions): Inflight
         const snapshot = unreadSnapshot(scraper?.state ?? 'none', slots, l, known);
         return scraper?.state === 'engine' ? { ...snapshot, gauge: 'trusted' } : snapshot;
       }
-      const { kind, running, waiting, kvUsage, queueTime } = reading;
-      return {
-        law: 'engine',
-        metrics: true,
-        engine: { kind, running, waiting, kvUsage, queueTime },
-        capacity:
-          engineCapacity === undefined
-            ? { calls: Math.max(1, proven.calls), known: false }
-            : { calls: engineCapacity, known: true },
-        proven: Math.max(1, provenNow()),
-        saturated: engineCapacity !== undefined && running >= engineCapacity,
-        recentLatencyMs,
-        shown: shown.snapshot(engineCapacity),
-        gauge: 'trusted',
-      };
+      const known = { engineCapacity, proven: proven.calls, provenNow: provenNow(), recentLatencyMs };
+      return readSnapshot(reading, known, shown.snapshot(engineCapacity));
     },
   };
 }
