@@ -906,7 +906,7 @@ function createTenantMetrics(registers: Registry[]): TenantMetrics {
   return {
     tokens: new Counter({
       name: 'reward_tenant_tokens_total',
-      help: 'Judge tokens spent for the judgments a tenant started (prompt + completion as reported, cached prompt tokens × CACHED_TOKEN_WEIGHT), by tenant (a REWARD_KEYS name).',
+      help: 'Judge tokens spent for the judgments a tenant received, split among the tenants a shared judgment answered (prompt + completion as reported, cached prompt tokens × CACHED_TOKEN_WEIGHT), by tenant (a REWARD_KEYS name).',
       labelNames: ['tenant'] as const,
       registers,
     }),
