@@ -7,6 +7,9 @@
  * high-priority latency against the unloaded one.
  *
  *   npx tsx bench/engine.ts [--runs 3] [--slots 8,32,128] [--settings engine,fixed,aimd] [--markdown]
+ *   npx tsx bench/engine.ts --slots 32 --settings engine --seconds 3 --lying-gauges   # issue 38 item 10
+ *
+ * `--lying-gauges`: the engines' /metrics report 0 running and 0 waiting whatever they hold.
  *
  * Timing is scaled: a judge call is 16 decode steps of 8 ms (128 ms, 192 ms at a full batch; a real one is
  * ~1 s), and the
@@ -400,12 +403,15 @@ async function main(): Promise<void> {
       'client-deadline-ms': { type: 'string' },
       policy: { type: 'string', default: 'openrlhf' },
       markdown: { type: 'boolean', default: false },
+      'lying-gauges': { type: 'boolean', default: false },
     },
   });
+  const lying = values['lying-gauges'] === true;
+  const specOf = (slots: number): EngineOptions => ({ ...ENGINE_SPEC(slots), lyingGauges: lying });
   const sizes = (values.slots ?? '').split(',').map(Number);
   const settings = (values.settings ?? '').split(',');
   const corpus = loadCorpus();
-  const engines = await startEngines(sizes.map(ENGINE_SPEC));
+  const engines = await startEngines(sizes.map(specOf));
   const client = startLoadClient();
   const rows: ScenarioResult[] = [];
   let from = 0;
@@ -419,7 +425,7 @@ async function main(): Promise<void> {
           const r = await runScenario(corpus, engines, client, {
             name: setting,
             engine: e,
-            spec: ENGINE_SPEC(slots),
+            spec: specOf(slots),
             env,
             rollouts,
             from,

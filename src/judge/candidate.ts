@@ -43,7 +43,7 @@ export { REASONING_FORMATS, reasoningKey } from '../text/reasoning.js';
  * and no-method rules). Bump it with any change that can change a prepared text or a rejection: it is part
  * of every judgment's cache key, so a replica with other rules never replays this one's verdicts.
  */
-export const PREPARATION_VERSION = '2026-27.1';
+export const PREPARATION_VERSION = '2026-38.11';
 
 /** A candidate whose invisible characters are at least this share of its non-whitespace code points is `control_only`. */
 export const MAX_INVISIBLE_SHARE = 0.5;

@@ -25,6 +25,16 @@
  * the rate the engine has shown (`shown`: Little's law over recent attempts and the readings around their
  * sending: shown-rate.ts), which the capacity estimate takes before it has measured completions at capacity.
  *
+ * **A gauge that contradicts us is not believed** (issue 38 item 10). Other clients can only add to the
+ * engine's load, so R + W ≥ I (our calls in flight) must hold, give or take the calls still on the wire:
+ * a reading with R + W + max(h, ⌈GAUGE_SLACK × I⌉) < I, at GAUGE_STRIKES readings in a row while we hold at
+ * least GAUGE_MIN_OURS calls, is a gauge that lies (another process's exporter, a router or Service in front
+ * of several engines, a stale gauge). The replica is then steered as one without metrics (the gradient
+ * law, its capacity what completions show) until GAUGE_STRIKES readings in a row agree (R + W ≥ I − h
+ * with calls of ours in flight). A reading while this process's event loop lagged (between its request and
+ * its arrival) proves nothing: our count then holds replies not read yet. The snapshot says so (`gauge`), and so do /readyz and
+ * `reward_backend_replica_engine_metrics_trusted`.
+ *
  * **Gradient law** (no engine metrics, or none fresh: an OpenAI-style API, llama.cpp without `--metrics`).
  * The signal is each attempt's time from sending the request to the response headers — not the body, not
  * our parsing — divided by the lowest such time seen for its kind of call (its role: a verdict is shorter
@@ -65,6 +75,12 @@ export const WINDOW_SAMPLES = 8;
 export const WINDOW_MS = 100;
 /** Gradient: the per-kind baseline is the lowest latency of the current and the previous period. */
 export const BASELINE_PERIOD_MS = 300_000;
+/** Readings in a row that contradict (or, once distrusted, agree with) our own in-flight count. */
+export const GAUGE_STRIKES = 3;
+/** A reading contradicts us only while we hold at least this many calls on the replica. */
+export const GAUGE_MIN_OURS = 4;
+/** Share of our in-flight calls that may still be on the wire (not yet counted by the engine). */
+export const GAUGE_SLACK = 0.5;
 /** How long the largest batch the engine was seen running counts as proven capacity, ms. */
 export const PROVEN_TTL_MS = 60_000;
 /** EWMA weight of one attempt's latency in the replica's recent latency. */
@@ -111,6 +127,11 @@ export interface ControlSnapshot {
   recentLatencyMs: number | undefined;
   /** The rate the engine has shown it completes calls at (engine law: shown-rate.ts). */
   shown?: ShownRate | undefined;
+  /**
+   * Whether the engine's gauges are believed: `distrusted` while they contradict our own in-flight count
+   * (the replica is then steered and estimated as one without metrics); undefined without metrics.
+   */
+  gauge?: 'trusted' | 'distrusted' | undefined;
 }
 
 export interface InflightControl {
@@ -183,6 +204,66 @@ function unreadSnapshot(
   };
 }
 
+/**
+ * Updates `trust` with one reading (the engine's batch + queue `counted` while we hold `ours` calls) and
+ * returns whether the gauge is believed now: GAUGE_STRIKES contradicting readings in a row distrust it,
+ * as many agreeing ones (with calls of ours in flight) trust it again; other readings prove nothing.
+ */
+function believe(
+  trust: { distrusted: boolean; strikes: number },
+  counted: number,
+  ours: number,
+  engineCapacity: number | undefined,
+): boolean {
+  const h = Math.max(1, Math.ceil(HEADROOM * Math.max(counted, engineCapacity ?? 0)));
+  const contradicts = ours >= GAUGE_MIN_OURS && counted + Math.max(h, Math.ceil(GAUGE_SLACK * ours)) < ours;
+  const agrees = ours > 0 && counted >= ours - h;
+  if (trust.distrusted ? agrees : contradicts) trust.strikes += 1;
+  else if (trust.distrusted ? contradicts : agrees) trust.strikes = 0;
+  if (trust.strikes >= GAUGE_STRIKES) {
+    trust.distrusted = !trust.distrusted;
+    trust.strikes = 0;
+  }
+  return !trust.distrusted;
+}
+
+/**
+ * Our calls in flight, as a gauge reading is judged against them; 0 (nothing proven) when this process's
+ * event loop lagged while the reading was taken: our count then holds replies not read yet.
+ */
+function oursUnlessLagged(lagMs: number, recentLatencyMs: number | undefined, load: ControlLoad): number {
+  return lagMs > Math.max(LAG_FLOOR_MS, LAG_SHARE * (recentLatencyMs ?? 0)) ? 0 : load.inflight;
+}
+
+/** The snapshot of a replica with a fresh engine reading its control believes. */
+function readSnapshot(
+  reading: EngineReading,
+  known: {
+    engineCapacity: number | undefined;
+    proven: number;
+    provenNow: number;
+    recentLatencyMs: number | undefined;
+  },
+  shown: ShownRate,
+): ControlSnapshot {
+  const { kind, running, waiting, kvUsage, queueTime } = reading;
+  const { engineCapacity } = known;
+  return {
+    law: 'engine',
+    metrics: true,
+    engine: { kind, running, waiting, kvUsage, queueTime },
+    capacity:
+      engineCapacity === undefined
+        ? { calls: Math.max(1, known.proven), known: false }
+        : { calls: engineCapacity, known: true },
+    proven: Math.max(1, known.provenNow),
+    saturated: engineCapacity !== undefined && running >= engineCapacity,
+    recentLatencyMs: known.recentLatencyMs,
+    shown,
+    gauge: 'trusted',
+  };
+}
+
 /** The lowest latency per kind over the current and the previous BASELINE_PERIOD_MS. */
 function createBaselines(now: () => number) {
   const current = new Map<string, number>();
@@ -229,6 +310,7 @@ export function createInflightControl(options: InflightControlOptions): Inflight
   const baselines = createBaselines(now);
   let window: number[] = [];
   let windowStart = now();
+  const trust = { distrusted: false, strikes: 0 };
 
   const set = (next: number): void => {
     const clamped = clamp(next, 1, ceiling);
@@ -251,6 +333,11 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       return;
     }
     const { running, waiting, kvUsage } = reading;
+    const ours = oursUnlessLagged(lagMs(reading.requestedAt, now()), recentLatencyMs, load());
+    if (!believe(trust, running + waiting, ours, engineCapacity)) {
+      if (slowStart) set(ceiling); // as without metrics: from the ceiling (its capacity never shown)
+      return;
+    }
     shown.reading(reading);
     if (running >= proven.calls || now() - proven.at > PROVEN_TTL_MS) proven = { calls: running, at: now() };
     // Queueing is the evidence of capacity when it is deep and lasts: the engine queued at two readings in
@@ -293,7 +380,8 @@ export function createInflightControl(options: InflightControlOptions): Inflight
 
   const provenNow = (): number => (now() - proven.at > PROVEN_TTL_MS ? 0 : proven.calls);
 
-  const engineLaw = (): boolean => scraper?.state !== 'none' && scraper?.fresh() !== undefined;
+  const engineLaw = (): boolean =>
+    scraper?.state !== 'none' && scraper?.fresh() !== undefined && !trust.distrusted;
 
   const gradient = (sample: ControlSample): void => {
     const end = sample.headersAt ?? sample.endedAt;
@@ -338,24 +426,17 @@ export function createInflightControl(options: InflightControlOptions): Inflight
       const reading = scraper?.fresh();
       const slots = Math.max(1, Math.floor(limit));
       const l = load();
+      if (trust.distrusted) {
+        const known = { engineCapacity: undefined, proven: slots, recentLatencyMs };
+        return { ...unreadSnapshot('none', slots, l, known), gauge: 'distrusted' };
+      }
       if (reading === undefined || scraper?.state === 'none') {
         const known = { engineCapacity, proven: provenNow(), recentLatencyMs };
-        return unreadSnapshot(scraper?.state ?? 'none', slots, l, known);
+        const snapshot = unreadSnapshot(scraper?.state ?? 'none', slots, l, known);
+        return scraper?.state === 'engine' ? { ...snapshot, gauge: 'trusted' } : snapshot;
       }
-      const { kind, running, waiting, kvUsage, queueTime } = reading;
-      return {
-        law: 'engine',
-        metrics: true,
-        engine: { kind, running, waiting, kvUsage, queueTime },
-        capacity:
-          engineCapacity === undefined
-            ? { calls: Math.max(1, proven.calls), known: false }
-            : { calls: engineCapacity, known: true },
-        proven: Math.max(1, provenNow()),
-        saturated: engineCapacity !== undefined && running >= engineCapacity,
-        recentLatencyMs,
-        shown: shown.snapshot(engineCapacity),
-      };
+      const known = { engineCapacity, proven: proven.calls, provenNow: provenNow(), recentLatencyMs };
+      return readSnapshot(reading, known, shown.snapshot(engineCapacity));
     },
   };
 }

@@ -14,10 +14,15 @@
  * rate ≥ `failureRate` over the last `window` attempts (at least `minSamples`); open for `openMs` (doubling
  * per failed probe up to `maxOpenMs`); then half-open: one probe attempt at a time; a success closes it.
  * Failures are timeouts, connection errors and 5xx; a 429 or a 4xx is not the replica's ill health.
+ * A replica's health is judged across inputs (issue 38 item 9): an attempt names its input (the judged
+ * texts, `inputKey`), and a failure of an input that already failed in the current streak or window is
+ * that input's own (an engine error on one prompt, however often retried) and counts for neither, so one
+ * poison input cannot open the circuit for every other rollout; a replica failing distinct inputs opens.
  */
 import { createHash } from 'node:crypto';
 
 import type { Limiter } from './limiter.js';
+import type { LlmRequest } from './types.js';
 
 export type ReplicaPolicy = 'affinity' | 'round_robin';
 export type BreakerState = 'closed' | 'open' | 'half_open';
@@ -50,8 +55,11 @@ export interface Breaker {
   available(): boolean;
   /** Admits an attempt; in half-open state it becomes the probe. Returns false when not available. */
   admit(): boolean;
-  /** Exactly one call per admitted attempt. */
-  settle(verdict: AttemptVerdict): void;
+  /**
+   * Exactly one call per admitted attempt. `input` names what the attempt judged (see inputKey): a
+   * failure of an input already failing in the streak or window is not counted again.
+   */
+  settle(verdict: AttemptVerdict, input?: string): void;
   /**
    * ms until `available()` can be true: 0 when it is, the rest of the open period when open, undefined
    * while a half-open probe is in flight (it depends on the probe).
@@ -69,8 +77,12 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
   const maxOpenMs = options.maxOpenMs ?? 60_000;
   let state: BreakerState = 'closed';
   let consecutive = 0;
-  // Ring of the last `windowSize` outcomes (true = failure).
+  // The inputs that failed in the current streak of failures.
+  const streak = new Set<string>();
+  // Ring of the last `windowSize` outcomes (true = failure), with the input of each failure.
   const outcomes: boolean[] = [];
+  const failedInputs: Array<string | undefined> = [];
+  const failingInWindow = new Map<string, number>();
   let next = 0;
   let failuresInWindow = 0;
   let openUntil = 0;
@@ -91,21 +103,39 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
     opens += 1;
     probing = false;
   };
-  const record = (failed: boolean): void => {
-    if (outcomes.length < windowSize) outcomes.push(failed);
-    else {
+  const forget = (input: string | undefined): void => {
+    if (input === undefined) return;
+    const n = (failingInWindow.get(input) ?? 1) - 1;
+    if (n > 0) failingInWindow.set(input, n);
+    else failingInWindow.delete(input);
+  };
+  const record = (failed: boolean, input: string | undefined): void => {
+    const kept = failed ? input : undefined;
+    if (outcomes.length < windowSize) {
+      outcomes.push(failed);
+      failedInputs.push(kept);
+    } else {
       if (outcomes[next] === true) failuresInWindow -= 1;
+      forget(failedInputs[next]);
       outcomes[next] = failed;
+      failedInputs[next] = kept;
       next = (next + 1) % windowSize;
     }
     if (failed) failuresInWindow += 1;
+    if (kept !== undefined) failingInWindow.set(kept, (failingInWindow.get(kept) ?? 0) + 1);
   };
   const reset = (): void => {
     outcomes.length = 0;
+    failedInputs.length = 0;
+    failingInWindow.clear();
     next = 0;
     failuresInWindow = 0;
     consecutive = 0;
+    streak.clear();
   };
+  /** A failure of an input that failed already in this streak or window: that input's, not the replica's. */
+  const isRepeat = (input: string | undefined): boolean =>
+    input !== undefined && (streak.has(input) || failingInWindow.has(input));
 
   return {
     get state() {
@@ -132,7 +162,7 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
       }
       return false;
     },
-    settle(verdict) {
+    settle(verdict, input) {
       const s = current();
       if (s === 'half_open' && probing) {
         probing = false;
@@ -147,8 +177,15 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
         return;
       }
       if (s !== 'closed' || verdict === 'neutral') return;
-      record(verdict === 'failure');
-      consecutive = verdict === 'failure' ? consecutive + 1 : 0;
+      if (verdict === 'failure' && isRepeat(input)) return;
+      record(verdict === 'failure', input);
+      if (verdict === 'failure') {
+        consecutive += 1;
+        if (input !== undefined) streak.add(input);
+      } else {
+        consecutive = 0;
+        streak.clear();
+      }
       if (
         consecutive >= threshold ||
         (outcomes.length >= minSamples && failuresInWindow / outcomes.length >= rate)
@@ -297,4 +334,18 @@ export function createReplicaPicker(
       return replicas[chosen]?.breaker.admit() === true ? chosen : undefined;
     },
   };
+}
+
+/** Fields of a prompt's context that vary between the judgments of one input (not the input itself). */
+const NOT_THE_INPUT: ReadonlySet<string> = new Set(['nonce', 'round', 'rounds', 'node', 'visible']);
+
+/**
+ * The input an attempt judges, for its replica's breaker (16 hex characters of a SHA-256): the texts of its
+ * context (question, ground truth, candidate or the compared candidates), without what differs between
+ * the judgments of one input (nonce, round, node, the debate so far). Every role, member and retry
+ * judging one rollout shares it.
+ */
+export function inputKey(request: Pick<LlmRequest, 'context'>): string {
+  const texts = JSON.stringify(request.context, (k, v: unknown) => (NOT_THE_INPUT.has(k) ? undefined : v));
+  return createHash('sha256').update(texts).digest('hex').slice(0, 16);
 }

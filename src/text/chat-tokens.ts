@@ -9,8 +9,11 @@
  * `<｜Assistant｜>`, fullwidth bars), Mistral / Llama 2 (`<s>`, `</s>`, `[INST]`, `[/INST]`, `<<SYS>>`,
  * `[SYSTEM_PROMPT]`, `[TOOL_CALLS]` …), Phi-3 (`<|user|>`, `<|assistant|>`, `<|end|>`), gpt-oss harmony
  * (`<|start|>user<|message|>… <|end|>`), and tokenizer
- * specials (`<pad>`, `<unk>`, `<eos>`, `[PAD]`, `[CLS]`, `[SEP]`, `<|endoftext|>`).
+ * specials (`<pad>`, `<unk>`, `<eos>`, `[PAD]`, `[CLS]`, `[SEP]`, `<|endoftext|>`). What is removed is the
+ * tokenizers' catalogue of special tokens (src/text/chat-tokens-data.ts: Gemma 4's one-sided `<|turn>`, GLM's
+ * `[gMASK]` / `<sop>`, Command R's `<BOS_TOKEN>`, EXAONE's `[|user|]`, MiniMax's `]~b]` …) and the shapes above.
  */
+import { CONTROL_TOKENS } from './chat-tokens-data.js';
 import { fold, foldText, type Folded } from './fold.js';
 import { isMention, literal } from './markers.js';
 
@@ -100,9 +103,21 @@ const HEADER_RE = new RegExp(
   String.raw`<\|start_header_id\|>[^<\n]{0,64}<\|end_header_id\|>|(?:<\|im_start\|>|<start_of_turn>)${ROLE_WORD}?[ \t]*\n?`,
   'g',
 );
-const TOKEN_RE = new RegExp(`${PIPE_TOKEN}|${ANGLE_TOKENS}|${BRACKET_TOKENS}`, 'g');
+/**
+ * Every special token of the tokenizer catalogue (src/text/chat-tokens-data.ts), folded, longest first;
+ * then the shapes of its numbered runs and of Gemma 4's one-sided pairs (`<|turn>` … `<turn|>`).
+ */
+const CATALOGUE_TOKENS = [...new Set(CONTROL_TOKENS.map((t) => literal(fold(t))))]
+  .sort((a, b) => b.length - a.length)
+  .join('|');
+const NUMBERED_TOKENS = String.raw`<(?:unused|extra_id_|special_|mask:)[0-9]{1,4}>`;
+const ONE_SIDED_TOKENS = String.raw`<\|[a-z][a-z_]{1,31}>|<[a-z][a-z_]{1,31}\|>`;
+const TOKEN_RE = new RegExp(
+  `${CATALOGUE_TOKENS}|${PIPE_TOKEN}|${ANGLE_TOKENS}|${BRACKET_TOKENS}|${NUMBERED_TOKENS}|${ONE_SIDED_TOKENS}`,
+  'g',
+);
 /** Quick pre-check on the folded copy: without these characters there is no control token. */
-const MAYBE_TOKEN = /[<[]/;
+const MAYBE_TOKEN = /[<[\]]/;
 
 /** The spans of `f.source` that are role headers or control tokens, in order, not overlapping. */
 export function chatTokenSpans(f: Folded): Array<[number, number]> {

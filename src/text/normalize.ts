@@ -10,17 +10,41 @@
  *    U+E0000–E007F), every other default-ignorable code point (variation selectors U+FE00–FE0F and
  *    U+E0100–E01EF, Mongolian free variation selectors, combining grapheme joiner, Hangul fillers), control
  *    characters (Cc) other than tab, line feed and carriage return, and the braille blank U+2800.
- * 3. Runs of combining marks cut to MAX_COMBINING_RUN per base character ("Zalgo" text).
+ * 3. Runs of what joins one grapheme cluster cut to MAX_COMBINING_RUN ("Zalgo" text): the combining marks of
+ *    every script (general category M) and everything else UAX #29 lets extend or open a cluster (see
+ *    CLUSTER_RUNS). The catalogue is Unicode's own grapheme rules; test/text/combining-runs.test.ts checks
+ *    the classes against the platform's segmenter (Intl.Segmenter, ICU) over every code point.
  *
  * Removing rather than replacing keeps words whole: `pro\u00ADcess` and `pro\u200Dcess` read `process`.
  */
 
-/** Combining marks kept after one base character; more is decoration, not writing (Vietnamese needs 2). */
-export const MAX_COMBINING_RUN = 3;
+/**
+ * Combining marks kept after one base character; more is decoration, not writing. Writing needs up to 4:
+ * Vietnamese 2 (ệ), Arabic shadda + haraka 2, Tibetan stacks 3 (ྒྲུ), Biblical Hebrew 4 (dagesh, shin dot,
+ * vowel, cantillation: שָּׁ֣).
+ */
+export const MAX_COMBINING_RUN = 4;
+
+/**
+ * The runs UAX #29 (grapheme clusters) chains into one cluster, each as a character class. A run of one
+ * class is cut to its first MAX_COMBINING_RUN code points:
+ * - Extend and SpacingMark: general category M (Mn, Mc, Me), the other Grapheme_Extend characters (halfwidth
+ *   katakana sound marks U+FF9E/F), emoji modifiers (U+1F3FB–1F3FF) and Thai/Lao AM (U+0E33, U+0EB3);
+ * - Hangul conjoining jamo L, V and T (Hangul_Syllable_Type; Kirat Rai vowel signs chain as V): a syllable
+ *   takes few of each, archaic ones included (ᄒᆞᆫ);
+ * - Prepend letters (Malayalam dot reph U+0D4E and its kin; the Cf ones go in step 2).
+ */
+const CLUSTER_RUNS: readonly string[] = [
+  String.raw`\p{M}\p{Grapheme_Extend}\p{Emoji_Modifier}\u0E33\u0EB3`,
+  String.raw`\u1100-\u115F\uA960-\uA97C`,
+  String.raw`\u1160-\u11A7\uD7B0-\uD7C6\u{16D63}\u{16D67}-\u{16D6A}`,
+  String.raw`\u11A8-\u11FF\uD7CB-\uD7FB`,
+  String.raw`\u0D4E\u{111C2}\u{111C3}\u{113D1}\u{1193F}\u{11941}\u{11A84}-\u{11A89}\u{11D46}\u{11F02}`,
+];
 
 const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r]/gu;
 const MAYBE_SPECIAL = /[^\u0020-\u007e\t\n\r]/;
-const MARK_RUN = new RegExp(String.raw`(\p{M}{${MAX_COMBINING_RUN}})\p{M}+`, 'gu');
+const MARK_RUN = new RegExp(CLUSTER_RUNS.map((c) => `[${c}]{${MAX_COMBINING_RUN + 1},}`).join('|'), 'gu');
 const SPACE = /\s/u;
 
 export interface NormalizedText {
@@ -46,10 +70,17 @@ export function normalizeText(text: string): NormalizedText {
       invisible += 1;
       return '';
     })
-    .replace(MARK_RUN, (_run: string, kept: string) => kept)
+    .replace(MARK_RUN, cutRun)
     // Removal can bring a base and marks together again; NFC once more keeps the result idempotent.
     .normalize('NFC');
   return { text: out, invisible, visible: countVisible(out) };
+}
+
+const cutRun = (run: string): string => [...run].slice(0, MAX_COMBINING_RUN).join('');
+
+/** `text` with every run of CLUSTER_RUNS cut to MAX_COMBINING_RUN code points (step 3 alone). */
+export function cutClusterRuns(text: string): string {
+  return text.replace(MARK_RUN, cutRun);
 }
 
 /** `normalizeText(text).text`. */

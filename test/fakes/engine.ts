@@ -28,6 +28,11 @@ export interface EngineOptions {
   tokens?: number | undefined;
   /** Order the queue by request `priority` (lower first); without it a non-zero priority is a 400. */
   priorityScheduling?: boolean | undefined;
+  /**
+   * `/metrics` reports 0 running and 0 waiting whatever the engine holds (another process's exporter, a
+   * router in front of several engines, a stale gauge: issue 38 item 10). Default false.
+   */
+  lyingGauges?: boolean | undefined;
 }
 
 /** What the engine did, for a test's bounds. */
@@ -179,10 +184,10 @@ export function createBatchingEngine(options: EngineOptions): BatchingEngine {
       const lines = [
         '# HELP vllm:num_requests_running Number of requests in model execution batches.',
         '# TYPE vllm:num_requests_running gauge',
-        `vllm:num_requests_running{${labels}} ${running.size}.0`,
+        `vllm:num_requests_running{${labels}} ${options.lyingGauges === true ? 0 : running.size}.0`,
         '# HELP vllm:num_requests_waiting Number of requests waiting to be processed.',
         '# TYPE vllm:num_requests_waiting gauge',
-        `vllm:num_requests_waiting{${labels}} ${waiting.length}.0`,
+        `vllm:num_requests_waiting{${labels}} ${options.lyingGauges === true ? 0 : waiting.length}.0`,
         '# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.',
         '# TYPE vllm:kv_cache_usage_perc gauge',
         // The batch bound (`--max-num-seqs`) binds before the KV cache here: each sequence takes 0.6 / slots.

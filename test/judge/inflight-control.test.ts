@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import type { EngineReading, EngineScraper, ScrapeState } from '../../src/judge/engine-metrics.js';
 import {
   createInflightControl,
+  GAUGE_MIN_OURS,
+  GAUGE_STRIKES,
   INITIAL,
   TOLERANCE,
   WINDOW_MS,
@@ -310,5 +312,58 @@ describe('the rate the engine has shown (for the capacity estimate)', () => {
       sample(sent, 300);
     }
     expect(control.snapshot().shown).toMatchObject({ callsPerS: 40, load: 12 });
+  });
+});
+
+describe('a gauge that contradicts our own in-flight count (issue 38 item 10)', () => {
+  it('is distrusted after GAUGE_STRIKES readings of fewer calls than we hold: gradient law, capacity from the limit', () => {
+    const { engine, control, demand } = setup();
+    demand(500); // 16 of ours in flight, 500 more waiting
+    for (let i = 0; i < GAUGE_STRIKES - 1; i++) engine.read(0, 0);
+    expect(control.snapshot().gauge).toBe('trusted');
+    engine.read(0, 0);
+    const snapshot = control.snapshot();
+    expect(snapshot).toMatchObject({ gauge: 'distrusted', law: 'gradient', metrics: false });
+    // As without metrics: the limit goes to the ceiling and the gradient steers it from there; the
+    // capacity is the limit, not the lying batch of 0 (which made it 1).
+    expect(control.limit).toBe(256);
+    expect(snapshot.capacity).toEqual({ calls: 256, known: true });
+    expect(control.law).toBe('gradient');
+  });
+
+  it('believes a gauge that shows more than we hold (other clients only add load), or about what we hold', () => {
+    const { engine, control, demand } = setup();
+    for (let i = 0; i < 6; i++) {
+      demand(500);
+      engine.read(control.limit + 40, 10); // another client's load on top of ours
+    }
+    expect(control.snapshot().gauge).toBe('trusted');
+    const honest = setup();
+    for (let i = 0; i < 6; i++) {
+      honest.demand(500);
+      // A few of ours still on the wire: within the slack.
+      honest.engine.read(Math.max(0, honest.control.limit - 3), 0);
+    }
+    expect(honest.control.snapshot().gauge).toBe('trusted');
+    expect(honest.control.law).toBe('engine');
+  });
+
+  it('does not judge a gauge while we hold fewer than GAUGE_MIN_OURS calls', () => {
+    const { engine, control, load } = setup();
+    load.inflight = GAUGE_MIN_OURS - 1;
+    for (let i = 0; i < 10; i++) engine.read(0, 0);
+    expect(control.snapshot().gauge).toBe('trusted');
+  });
+
+  it('trusts the gauge again after GAUGE_STRIKES readings that agree with us', () => {
+    const { engine, control, demand, load } = setup();
+    demand(500);
+    for (let i = 0; i < GAUGE_STRIKES; i++) engine.read(0, 0);
+    expect(control.snapshot().gauge).toBe('distrusted');
+    load.inflight = 100;
+    for (let i = 0; i < GAUGE_STRIKES - 1; i++) engine.read(100, 0);
+    expect(control.snapshot().gauge).toBe('distrusted');
+    engine.read(100, 0);
+    expect(control.snapshot()).toMatchObject({ gauge: 'trusted', law: 'engine', metrics: true });
   });
 });

@@ -157,3 +157,38 @@ describe('replica picker', () => {
     expect(picked.size).toBe(4);
   });
 });
+
+describe('createBreaker: health judged across inputs (issue 38 item 9)', () => {
+  it('never opens on one input failing, however often', () => {
+    const breaker = createBreaker();
+    for (let i = 0; i < 50; i++) {
+      expect(breaker.admit()).toBe(true);
+      breaker.settle('failure', 'poison');
+    }
+    expect(breaker.state).toBe('closed');
+  });
+
+  it('opens on 5 distinct inputs failing in a row, repeats of one of them in between not counted twice', () => {
+    const breaker = createBreaker();
+    for (const input of ['a', 'a', 'b', 'a', 'c', 'd', 'b']) breaker.settle('failure', input);
+    expect(breaker.state).toBe('closed');
+    breaker.settle('failure', 'e');
+    expect(breaker.state).toBe('open');
+  });
+
+  it('opens on the failure rate over distinct inputs, not on one input among successes', () => {
+    const poisoned = createBreaker();
+    for (let i = 0; i < 40; i++) poisoned.settle(i % 2 === 0 ? 'failure' : 'success', 'poison');
+    expect(poisoned.state).toBe('closed');
+    const sick = createBreaker();
+    for (let i = 0; i < 40 && sick.state === 'closed'; i++)
+      sick.settle(i % 2 === 0 ? 'failure' : 'success', `input ${i}`);
+    expect(sick.state).toBe('open');
+  });
+
+  it('without inputs named, counts every failure (as before)', () => {
+    const breaker = createBreaker();
+    for (let i = 0; i < 5; i++) breaker.settle('failure');
+    expect(breaker.state).toBe('open');
+  });
+});

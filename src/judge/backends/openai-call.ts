@@ -9,7 +9,7 @@ import { setMaxListeners } from 'node:events';
 import type { BackendSettings } from '../../settings/routing-file.js';
 import type { Flow } from '../fair-queue.js';
 import { estimateTokens, type RateBuckets, type Release } from '../limiter.js';
-import { routingKey } from '../replicas.js';
+import { inputKey, routingKey } from '../replicas.js';
 import {
   abortError,
   RetryError,
@@ -52,6 +52,8 @@ interface Call {
   /** Estimated tokens (prompt + max completion), for the limiter and the TPM bucket. */
   tokens: number;
   key: string;
+  /** The input judged (inputKey): its replica's breaker counts one failure per input (issue 38 item 9). */
+  input: string;
   /** The pinned replica's index, or -1 (see CallOptions.pin); its label as asked. */
   pinned: number;
   pinnedLabel: string | undefined;
@@ -92,6 +94,7 @@ export async function completeCall(
     tokens: estimateTokens(request.messages, request.maxTokens),
     // A comparison judged without a ground truth keeps its group on one replica by its question.
     key: routingKey(request.context.groundTruth ?? request.context.question),
+    input: inputKey(request),
     pinned: pinnedLabel === undefined ? -1 : b.replicas.findIndex((r) => r.label === pinnedLabel),
     pinnedLabel,
     turn: undefined,
@@ -210,7 +213,7 @@ async function attemptOnReplica(b: BackendParts, call: Call): Promise<Completion
     throw error;
   } finally {
     call.turn?.done();
-    replica.settle(outcome, sentAt, previous.headersAt, request.role);
+    replica.settle(outcome, sentAt, previous.headersAt, request.role, call.input);
     release();
   }
 }

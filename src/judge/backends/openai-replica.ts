@@ -52,9 +52,10 @@ export interface Replica {
   priorityRefused: boolean;
   /**
    * Records one attempt's end: counts, breaker, the limit's control. Call before releasing its slot.
-   * `headersAt`: when its response headers arrived; `kind`: its role (latencies compare within a kind).
+   * `headersAt`: when its response headers arrived; `kind`: its role (latencies compare within a kind);
+   * `input`: the input judged (inputKey), for the breaker.
    */
-  settle(outcome: ReplicaOutcome, sentAt: number, headersAt?: number, kind?: string): void;
+  settle(outcome: ReplicaOutcome, sentAt: number, headersAt?: number, kind?: string, input?: string): void;
   /** Stops the engine-metrics scraper. */
   close(): Promise<void>;
 }
@@ -130,9 +131,9 @@ export function createReplica(
     attempts,
     format: createFormat(label),
     priorityRefused: false,
-    settle(outcome, sentAt, headersAt, kind) {
+    settle(outcome, sentAt, headersAt, kind, input) {
       attempts.set(outcome, (attempts.get(outcome) ?? 0) + 1);
-      breaker.settle(verdictOf(outcome));
+      breaker.settle(verdictOf(outcome), input);
       const latencyMs = Date.now() - sentAt;
       const served = outcome === 'ok' || outcome === 'unparsable';
       const overloaded = outcome === 'timeout' || outcome === 'http_429' || outcome === 'http_503';

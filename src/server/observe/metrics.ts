@@ -382,6 +382,11 @@ function registerReplicaGauges(
     'The engine’s batch when it was last seen queueing: its capacity in concurrent calls (no series before).',
     (r) => (r.control?.metrics === true && r.control.capacity.known ? r.control.capacity.calls : undefined),
   );
+  engineGauge(
+    'reward_backend_replica_engine_metrics_trusted',
+    'Whether the engine’s gauges are believed (1) or contradict our own in-flight calls and are ignored (0: steered and estimated from completions); no series without engine metrics.',
+    (r) => (r.control?.gauge === undefined ? undefined : r.control.gauge === 'trusted' ? 1 : 0),
+  );
   new Gauge({
     name: 'reward_backend_replica_completions_per_second',
     help: 'Calls the replica completed per second while at its capacity, measured (admission’s drain rate; no series before a measurement).',
@@ -907,13 +912,13 @@ function createTenantMetrics(registers: Registry[]): TenantMetrics {
   return {
     tokens: new Counter({
       name: 'reward_tenant_tokens_total',
-      help: 'Judge tokens spent for the judgments a tenant started (prompt + completion as reported, cached prompt tokens × CACHED_TOKEN_WEIGHT), by tenant (a REWARD_KEYS name).',
+      help: 'Judge tokens spent for the judgments a tenant received, split among the tenants a shared judgment answered (prompt + completion as reported, cached prompt tokens × CACHED_TOKEN_WEIGHT), by tenant (a REWARD_KEYS name).',
       labelNames: ['tenant'] as const,
       registers,
     }),
     reasoningTokens: new Counter({
       name: 'reward_tenant_reasoning_tokens_total',
-      help: 'Reasoning tokens of the judgments a tenant started (part of their completion tokens: completion_tokens_details.reasoning_tokens, estimated from the trace where the backend reports none), by tenant.',
+      help: 'Reasoning tokens of the judgments a tenant received (split as reward_tenant_tokens_total) (part of their completion tokens: completion_tokens_details.reasoning_tokens, estimated from the trace where the backend reports none), by tenant.',
       labelNames: ['tenant'] as const,
       registers,
     }),

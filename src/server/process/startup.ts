@@ -32,6 +32,22 @@ function describe(name: string, settings: BackendSettings): BackendDescription {
   };
 }
 
+/**
+ * Whether bearer auth is on, and by what: REWARD_API_KEY (the tenant `default`) and/or the keys file
+ * REWARD_KEYS (its path and how many keys it holds). Either one turns auth on (tenants/keyring.ts).
+ */
+function authFields(config: Config): Record<string, unknown> {
+  const keysFile = config.keys;
+  if (config.apiKey === undefined && keysFile === undefined) return { auth: 'off' };
+  return {
+    auth: 'on',
+    auth_keys: {
+      api_key: config.apiKey === undefined ? 'none' : 'set',
+      keys_file: keysFile === undefined ? 'off' : { path: keysFile.path, keys: keysFile.entries.length },
+    },
+  };
+}
+
 /** Fields of the `reward server listening` line. Never includes a key or a URL's credentials. */
 export function startupFields(config: Config, routerName: string): Record<string, unknown> {
   const backends: BackendDescription[] = [];
@@ -41,7 +57,7 @@ export function startupFields(config: Config, routerName: string): Record<string
   return {
     backend: routerName,
     backends,
-    auth: config.apiKey === undefined ? 'off' : 'on',
+    ...authFields(config),
     transcripts: config.transcriptsPath ?? 'off',
     deadline_ms: config.requestDeadlineMs,
     // Reward integrity (docs/integrity.md): how many canary rows at what rate, and the audit share.

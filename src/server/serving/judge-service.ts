@@ -46,7 +46,8 @@ import type { Metrics } from '../observe/metrics.js';
 import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import type { Lane } from '../admission/priority.js';
 import type { TenantWork } from '../admission/fair-shares.js';
-import { scopedKey, withSpend } from './tenant-work.js';
+import { createFlightPayers, type FlightPayers } from './flight-payers.js';
+import { scopedKey } from './tenant-work.js';
 import { createFlightDeadlines, type FlightDeadline, type FlightDeadlines } from './flight-deadlines.js';
 import { createRequestScope, DeadlineReached } from './request-scope.js';
 import { createSharedFlights, type SharedFlights } from './shared-flights.js';
@@ -365,6 +366,8 @@ interface Service {
   fromElsewhere: WeakSet<StoredJudgment>;
   /** Latest deadline of the requests waiting for each flight in progress (extended by joiners). */
   deadlines: FlightDeadlines;
+  /** Who pays for each flight in progress, and whose flow its calls wait in (flight-payers.ts). */
+  payers: FlightPayers;
   settings: ReturnType<typeof keySettingsOf>;
   idem: IdempotencyOptions;
   now: () => number;
@@ -388,7 +391,7 @@ async function compute(
 ): Promise<StoredJudgment> {
   const here = (ticket: Ticket): Promise<StoredJudgment> => {
     svc.lookups.miss.inc();
-    return computeHere(svc, item, signal, deadline, ticket, owner.requestId);
+    return computeHere(svc, key, item, signal, deadline, ticket, owner.requestId);
   };
   const { sharedFlights } = svc;
   if (sharedFlights === undefined)
@@ -401,6 +404,7 @@ async function compute(
 /** Wait for a run slot, run, count, write the transcript. */
 function computeHere(
   svc: Service,
+  key: string,
   item: JudgeItem,
   signal: AbortSignal,
   deadline: FlightDeadline,
@@ -419,9 +423,11 @@ function computeHere(
           return deadline.at;
         },
         signal,
-        // The tenant that started it is charged for its calls, which wait in its fair-queue flow.
-        observer: withSpend(svc.observer, ticket.work),
-        flow: ticket.flow,
+        // Its receivers are charged for its calls, which wait in the flow of a tenant still waiting for it.
+        observer: svc.payers.observer(key, svc.observer),
+        get flow() {
+          return svc.payers.flow(key, ticket.flow);
+        },
         limits: svc.options.candidateLimits,
         reasoningFormat: svc.options.reasoningFormat,
         urgent: ticket.lane === 'high',
@@ -682,13 +688,18 @@ function startFlights(
         elsewhere?.running.has(key) === true
           ? undefined
           : svc.options.admission.admit(shapeOf(item), lane, request.tenant);
+      svc.payers.enter(key, request.tenant, signal, true);
       flight = cache.run(
         key,
-        (s) => deadlines.run(key, deadline, (d) => compute(svc, key, item, s, d, ticket, request)),
+        (s) =>
+          deadlines
+            .run(key, deadline, (d) => compute(svc, key, item, s, d, ticket, request))
+            .finally(() => svc.payers.settle(key)),
         signal,
       );
     } else {
       flight = cache.join(key, signal);
+      if (flight !== undefined) svc.payers.enter(key, request.tenant, signal, false);
       // The flight now also answers this request: it may run until this request's deadline.
       if (flight !== undefined) deadlines.extend(key, deadline);
     }
@@ -773,6 +784,7 @@ export function createJudgeService(options: JudgeServiceOptions): JudgeService {
     lookups,
     fromElsewhere: new WeakSet<StoredJudgment>(),
     deadlines: createFlightDeadlines(),
+    payers: createFlightPayers(),
     // The settings inputs are prepared with are the ones they are keyed with.
     settings: keySettingsOf({ reasoningFormat: options.reasoningFormat, limits: options.candidateLimits }),
     idem,

@@ -10,6 +10,7 @@ import {
   type FakeOpenAI,
   type FakeOpenAIOptions,
   type FakeReply,
+  type FakeReplyFn,
 } from '../../fakes/openai.js';
 
 const MATCH: FakeReply = { kind: 'json', body: universalReply('match', 0.8) };
@@ -145,7 +146,8 @@ describe('backend replicas: failures and the circuit breaker', () => {
     await call(b, request(gt));
     const home = served().findIndex((n) => n > 0);
     fakes[home]!.setScript([], { kind: 'status', status: 503 });
-    for (let i = 0; i < 5; i++) await call(b, request(gt)); // each fails over to the other replica
+    // Five distinct inputs fail there (each fails over to the other replica): the replica's ill health.
+    for (let i = 0; i < 5; i++) await call(b, request(gt, 'analyst', `candidate ${i}`));
     expect(b.replicas!()[home]!.state).toBe('open');
     fakes[home]!.setScript([], MATCH);
     const atOpen = served()[home]!;
@@ -221,5 +223,51 @@ describe('backend replicas: staggering calls that share a prompt prefix', () => 
     leader.abort();
     await expect(first).rejects.toMatchObject({ code: 'RW_CLIENT_ABORTED' });
     expect(b.replicas!()[0]).toMatchObject({ inflight: 0, waiting: 0, state: 'closed' });
+  });
+});
+
+describe('backend replicas: one poison input is its own failure (issue 38 item 9)', () => {
+  const poisonous =
+    (fail: FakeReply): FakeReplyFn =>
+    (body) =>
+      JSON.stringify(body.messages ?? []).includes('POISON') ? fail : MATCH;
+
+  for (const [name, fail] of [
+    ['a 500', { kind: 'status', status: 500 }],
+    ['a 503', { kind: 'status', status: 503 }],
+  ] as const) {
+    it(`an input whose every call fails with ${name} fails alone: the others keep succeeding`, async () => {
+      const { backend: b } = await setup(1, { fallback: poisonous(fail) }, { max_retries: 2 });
+      for (let round = 0; round < 4; round++) {
+        // The poison input, again and again (a trainer resubmits it), each time with its retries.
+        for (let i = 0; i < 3; i++) {
+          const error = await call(b, request('abstract A', 'analyst', 'POISON candidate')).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          expect(error).toMatchObject({ code: 'RW_JUDGE_UNAVAILABLE' });
+        }
+        const other = await call(b, request('abstract A', 'analyst', `candidate ${round}`));
+        expect(JSON.parse(other.text).stance).toBe('match');
+      }
+      const [replica] = b.replicas!();
+      const failed = (replica!.attempts.get('http_5xx') ?? 0) + (replica!.attempts.get('http_503') ?? 0);
+      expect(failed).toBeGreaterThanOrEqual(20);
+      expect(replica).toMatchObject({ state: 'closed', circuitOpens: 0 });
+    });
+  }
+
+  it('a replica failing every input still opens its circuit, and then is not called', async () => {
+    const { backend: b } = await setup(1, { fallback: { kind: 'status', status: 500 } }, { max_retries: 0 });
+    for (let i = 0; i < 5; i++)
+      await call(b, request('abstract A', 'analyst', `candidate ${i}`)).catch(() => undefined);
+    expect(b.replicas!()[0]).toMatchObject({ state: 'open', circuitOpens: 1 });
+    const before = served()[0];
+    const error = await call(b, request('abstract A', 'analyst', 'candidate 9'), 200).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ code: 'RW_JUDGE_UNAVAILABLE' });
+    expect(served()[0]).toBe(before);
   });
 });

@@ -30,6 +30,23 @@ function responseFormats(backend: Backend): { response_format?: Record<string, s
   return any ? { response_format: formats } : {};
 }
 
+/**
+ * `{engine_gauges: {replica: trusted | distrusted}}` for replicas read through engine metrics: distrusted
+ * while the engine's gauges contradict our own calls in flight (the replica is then steered from
+ * completions: src/judge/inflight-control.ts).
+ */
+function engineGauges(backend: Backend): { engine_gauges?: Record<string, string> } {
+  const gauges: Record<string, string> = {};
+  let any = false;
+  for (const r of backend.replicas?.() ?? []) {
+    const gauge = r.control?.gauge;
+    if (gauge === undefined) continue;
+    gauges[r.replica] = gauge;
+    any = true;
+  }
+  return any ? { engine_gauges: gauges } : {};
+}
+
 export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { router, admission, metrics, lifecycle, state } = ctx;
 
@@ -54,6 +71,7 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: ServerContext): voi
         saturated: b.isSaturated?.() ?? false,
         // Per replica: json_schema, or json_object while it refuses the schema (docs/backends.md).
         ...responseFormats(b),
+        ...engineGauges(b),
       })),
     );
     const ready = !lifecycle.closing && !saturated && backends.every((b) => b.reachable);
