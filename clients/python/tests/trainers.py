@@ -169,6 +169,43 @@ class TRLGRPOTrainer:
         return self.advantages(self.rewards_per_func)
 
 
+class RankCollective:
+    """`accelerator.gather` across `world` ranks (threads here, processes under TRL): the k-th call of every
+    rank meets the k-th call of the others, whatever each rank meant by it (a collective matches calls by
+    order, not by name). A rank whose peers stop calling waits `timeout_s`, then raises `TimeoutError` (NCCL
+    would wait out `ddp_timeout`, 1800 s, and kill the job)."""
+
+    def __init__(self, world: int, timeout_s: float = 5.0) -> None:
+        self.world, self.timeout_s = world, timeout_s
+        self._cond = threading.Condition()
+        self._rounds: Dict[int, Dict[int, float]] = {}
+        self._calls = [0] * world
+
+    def gather(self, rank: int, value: float) -> List[float]:
+        with self._cond:
+            k = self._calls[rank]
+            self._calls[rank] += 1
+            self._rounds.setdefault(k, {})[rank] = value
+            self._cond.notify_all()
+            if not self._cond.wait_for(lambda: len(self._rounds[k]) == self.world, timeout=self.timeout_s):
+                raise TimeoutError(f"rank {rank}: collective call {k} never met the other ranks'")
+            return [self._rounds[k][r] for r in range(self.world)]
+
+
+def trl_flush_metrics(trainer: TRLGRPOTrainer, collective: RankCollective, rank: int) -> Dict[str, float]:
+    """`_generate_and_score_completions` (grpo_trainer.py 2766-2774): the step's `log_metric` values, each
+    name's local mean gathered across ranks (one `accelerator.gather` per name, in sorted order) and
+    averaged; then the pending metrics are cleared. Returns {name: global mean} as this rank logs it."""
+    logged: Dict[str, float] = {}
+    for name in sorted(trainer.metrics):
+        values = trainer.metrics[name]
+        local_mean = sum(values) / len(values)
+        gathered = collective.gather(rank, local_mean)
+        logged[name] = sum(gathered) / len(gathered)
+    trainer.metrics.clear()
+    return logged
+
+
 # --- verl v0.8.0 ------------------------------------------------------------------------------------------
 
 
