@@ -29,9 +29,10 @@ them (slime's `abort` drains its pending generate-and-reward tasks):
     rm = reward.rm                      # --custom-rm-path my_rm.rm
 
 Each sample's `prompt` (text or chat messages), `response` and `label` (the abstract, or
-`{"ground_truth", "question"}`) are read as `/slime` reads them. A rollout without a reward (a failed
-judgment, or no successful comparison) fails the call after the client's retries, unless the server
-sets FAILURE_REWARD.
+`{"ground_truth", "question"}`) are read as `/slime` reads them (a multi-turn response: its final assistant
+turn). A rollout without a judgment (failed, cancelled, no successful comparison, the server unreachable
+until the client's deadline) gets a float, its group's judged mean, and slime's per-sample loss mask
+(`remove_sample`), never an exception (slime ends the run on one) nor a changed status.
 """
 
 from __future__ import annotations
@@ -276,8 +277,8 @@ def _unavailable(exc: RewardServerError) -> Outcome:
 class SlimeReward:
     """Rewards for slime whose requests carry the current rollout's tag (`x-reward-tag`).
 
-    `rm(args, sample)` is a `--custom-rm-path` function (`/slime`, the binary reward; None when the
-    judgment was cancelled), `group_rm(args, samples)` a `--group-rm` one (`/slime/rank`). `cancel()`
+    `rm(args, sample)` is a `--custom-rm-path` function (`/slime`, the binary reward; a failed or cancelled
+    judgment is masked, `_fill`), `group_rm(args, samples)` a `--group-rm` one (`/slime/rank`). `cancel()`
     cancels every judgment of the current rollout that no other request waits for (the server answers
     those requests at once with status `cancelled`); `next_rollout()` moves to a fresh tag.
     `install_abort_hook` calls both around slime's own abort.
