@@ -127,6 +127,8 @@ class Sample:
     def __init__(self, prompt: str, response: str, label: str) -> None:
         self.prompt, self.response, self.label = prompt, response, label
         self.status = Sample.Status.COMPLETED
+        self.remove_sample = False
+        self.metadata: Dict[str, Any] = {}
 
 
 def test_slime_abort_cancels_pending_rewards(slow_server):
@@ -168,9 +170,11 @@ def test_slime_abort_cancels_pending_rewards(slow_server):
 
     before = cancelled_metric(slow_server, "/slime")
     out = asyncio.run(scenario())
-    assert out["rewards"] == [None, None, None, None]
-    # Marked aborted, as slime's partial rollout expects of a sample it must finish later.
-    assert [s.status for s in out["samples"]] == [Sample.Status.ABORTED] * 4
+    # A float for slime, the sample masked (remove_sample), its status left COMPLETED: marked ABORTED, slime's
+    # partial rollout would generate it again past its stop token (issue 39 item 3).
+    assert out["rewards"] == [0.0, 0.0, 0.0, 0.0]
+    assert [s.status for s in out["samples"]] == [Sample.Status.COMPLETED] * 4
+    assert all(s.remove_sample and s.metadata["debate_reward"]["status"] == "cancelled" for s in out["samples"])
     assert out["elapsed"] < 5
     assert out["tag"] != out["first"]  # the next rollout gets a fresh tag
     assert cancelled_metric(slow_server, "/slime") - before == 4
@@ -221,6 +225,7 @@ def test_slime_binary_rm_through_a_slime_reward_client_is_cancelled_by_the_abort
         return {"rewards": rewards, "elapsed": elapsed, "samples": samples}
 
     out = asyncio.run(scenario())
-    assert out["rewards"] == [None, None, None]
+    assert out["rewards"] == [0.0, 0.0, 0.0]
     assert out["elapsed"] < 5
-    assert [s.status for s in out["samples"]] == [Sample.Status.ABORTED] * 3
+    assert [s.status for s in out["samples"]] == [Sample.Status.COMPLETED] * 3
+    assert all(s.remove_sample and s.metadata["debate_reward"]["status"] == "cancelled" for s in out["samples"])

@@ -110,21 +110,25 @@ def test_a_bad_sample_fails_its_own_call_not_the_calls_pooled_with_it(offline_se
         asyncio.run(slime_binary_rm(aclient)(ARGS, SimpleNamespace(prompt=QUESTION, response=MATCHING)))
 
 
-def test_failed_judgments_are_sent_again_then_raise_without_failure_reward(failing_server):
+def test_failed_judgments_are_sent_again_then_masked_or_raised_on_request(failing_server):
     c = AsyncRewardClient(failing_server.url, timeout_s=30, max_retries=0, max_retry_after_s=0.05,
                           backoff_base_s=0.01)
     try:
         samples = [SimpleNamespace(prompt=QUESTION, response=f"{MATCHING} {uuid.uuid4().hex}", label=GROUND_TRUTH)]
         before = batch_requests(failing_server)
-        [err] = run(slime_binary_rm(c, max_rounds=2), [samples])
+        [rewards] = run(slime_binary_rm(c, max_rounds=2), [samples])
+        assert batch_requests(failing_server) - before == 3  # the first try and 2 more
+        # A float slime can use, the sample masked (slime >= 0.3.1's remove_sample), why in its metadata.
+        assert rewards == [0.0] and samples[0].remove_sample is True
+        assert samples[0].metadata["debate_reward"]["status"] == "judge_error"
+        [err] = run(slime_binary_rm(c, max_rounds=0, on_failure="raise"), [samples])
         assert isinstance(err, JudgeFailedError) and err.code == "RW_JUDGE_FAILED"
         assert err.details["failed"][0]["status"] == "judge_error"
-        assert batch_requests(failing_server) - before == 3  # the first try and 2 more
     finally:
         c.close()
 
 
-def test_failed_judgments_get_the_servers_failure_reward_when_it_sets_one(server_factory):
+def test_a_failed_judgment_is_masked_at_its_group_mean_also_with_failure_reward(server_factory):
     server = server_factory({
         "JUDGE_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1", "JUDGE_API_KEY": "t",
         "JUDGE_MODEL": "m", "JUDGE_MAX_RETRIES": "0", "FAILURE_REWARD": "-1",
@@ -134,7 +138,10 @@ def test_failed_judgments_get_the_servers_failure_reward_when_it_sets_one(server
         samples = [SimpleNamespace(prompt=QUESTION, response=r, label=GROUND_TRUTH) for r in (MATCHING, DEGENERATE)]
         before = batch_requests(server)
         [rewards] = run(slime_binary_rm(c), [samples])
-        assert rewards == [-1.0, 0.0]  # a failed judgment, a degenerate idea (judged without the LLM)
+        # The failure carries its group's judged mean (the degenerate idea's real 0), not FAILURE_REWARD's -1
+        # (slime puts it into the group normalisation), and is masked; the degenerate idea is not.
+        assert rewards == [0.0, 0.0]
+        assert getattr(samples[0], "remove_sample", False) is True and not getattr(samples[1], "remove_sample", False)
         assert batch_requests(server) - before == 1
         status, body, _ = post_json(server.url + "/slime", {"prompt": QUESTION, "response": MATCHING,
                                                             "label": GROUND_TRUTH})

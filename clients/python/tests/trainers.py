@@ -169,6 +169,43 @@ class TRLGRPOTrainer:
         return self.advantages(self.rewards_per_func)
 
 
+class RankCollective:
+    """`accelerator.gather` across `world` ranks (threads here, processes under TRL): the k-th call of every
+    rank meets the k-th call of the others, whatever each rank meant by it (a collective matches calls by
+    order, not by name). A rank whose peers stop calling waits `timeout_s`, then raises `TimeoutError` (NCCL
+    would wait out `ddp_timeout`, 1800 s, and kill the job)."""
+
+    def __init__(self, world: int, timeout_s: float = 5.0) -> None:
+        self.world, self.timeout_s = world, timeout_s
+        self._cond = threading.Condition()
+        self._rounds: Dict[int, Dict[int, float]] = {}
+        self._calls = [0] * world
+
+    def gather(self, rank: int, value: float) -> List[float]:
+        with self._cond:
+            k = self._calls[rank]
+            self._calls[rank] += 1
+            self._rounds.setdefault(k, {})[rank] = value
+            self._cond.notify_all()
+            if not self._cond.wait_for(lambda: len(self._rounds[k]) == self.world, timeout=self.timeout_s):
+                raise TimeoutError(f"rank {rank}: collective call {k} never met the other ranks'")
+            return [self._rounds[k][r] for r in range(self.world)]
+
+
+def trl_flush_metrics(trainer: TRLGRPOTrainer, collective: RankCollective, rank: int) -> Dict[str, float]:
+    """`_generate_and_score_completions` (grpo_trainer.py 2766-2774): the step's `log_metric` values, each
+    name's local mean gathered across ranks (one `accelerator.gather` per name, in sorted order) and
+    averaged; then the pending metrics are cleared. Returns {name: global mean} as this rank logs it."""
+    logged: Dict[str, float] = {}
+    for name in sorted(trainer.metrics):
+        values = trainer.metrics[name]
+        local_mean = sum(values) / len(values)
+        gathered = collective.gather(rank, local_mean)
+        logged[name] = sum(gathered) / len(gathered)
+    trainer.metrics.clear()
+    return logged
+
+
 # --- verl v0.8.0 ------------------------------------------------------------------------------------------
 
 
@@ -279,11 +316,13 @@ class SlimeSample:
         COMPLETED = "completed"
         ABORTED = "aborted"
 
-    def __init__(self, prompt: Any, response: str, label: Any) -> None:
+    def __init__(self, prompt: Any, response: str, label: Any, group_index: Optional[int] = None) -> None:
         self.prompt, self.response, self.label = prompt, response, label
+        self.group_index = group_index
         self.reward: Any = None
         self.status = SlimeSample.Status.COMPLETED
         self.metadata: Dict[str, Any] = {}
+        self.remove_sample = False  # slime >= 0.3.1 (624b824): zeroes the sample's loss mask
 
 
 async def slime_async_rm(args: Any, sample: Any, **kwargs: Any) -> Any:
@@ -325,3 +364,48 @@ def slime_rollout(args: Any, groups: List[List[Any]]) -> List[List[Any]]:
         return [task.result() for task in tasks]
 
     return asyncio.run(main())
+
+
+def slime_fully_async(args: Any, groups: List[List[Any]]) -> Dict[str, List[List[Any]]]:
+    """fully_async_rollout.py (624b824) `AsyncRolloutWorker`: each group's `generate_and_rm_group` task on
+    the worker's own loop, read in its done-callback `_make_done_cb`: an exception is logged and the group
+    dropped (its prompt already consumed from the data buffer); a group with an ABORTED sample goes back to
+    the buffer; the rest to the output queue."""
+    out: Dict[str, List[List[Any]]] = {"trained": [], "requeued": [], "dropped": []}
+
+    async def main() -> None:
+        tasks = []
+        for group in groups:
+            task = asyncio.create_task(slime_generate_and_rm_group(args, group))
+
+            def done(t: "asyncio.Task[Any]", group: List[Any] = group) -> None:
+                if t.exception() is not None:
+                    out["dropped"].append(group)
+                elif any(getattr(s, "status", None) == SlimeSample.Status.ABORTED for s in t.result()):
+                    out["requeued"].append(t.result())
+                else:
+                    out["trained"].append(t.result())
+
+            task.add_done_callback(done)
+            tasks.append(task)
+        await asyncio.wait(tasks)
+        await asyncio.sleep(0)  # the done-callbacks run
+
+    asyncio.run(main())
+    return out
+
+
+def slime_train_data(groups: List[List[Any]]) -> Dict[str, List[Any]]:
+    """RolloutManager `_post_process_rewards` (grpo, rewards_normalization, no std) and the loss masks of
+    `_convert_samples_to_train_data`: every sample's reward, masked or not, in its group's mean; a
+    `remove_sample` sample's loss mask all zeros. A reward that is not a number fails `torch.tensor`."""
+    advantages: List[float] = []
+    for group in groups:
+        raw = [s.reward for s in group]
+        if any(isinstance(r, bool) or not isinstance(r, (int, float)) for r in raw):
+            raise TypeError(f"torch.tensor(raw_rewards): {raw!r}")
+        mean = sum(raw) / len(raw)
+        advantages.extend(r - mean for r in raw)
+    samples = [s for g in groups for s in g]
+    return {"advantages": advantages, "trained": [not s.remove_sample for s in samples],
+            "rewards": [s.reward for s in samples]}

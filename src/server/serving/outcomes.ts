@@ -9,6 +9,7 @@
  *   **null**, never a 0; a trainer adapter answers 503 `RW_JUDGE_FAILED` unless FAILURE_REWARD is set;
  * - `cancelled`: POST /v1/cancel selected the request: **null**, and no adapter retries it (no 503, no
  *   FAILURE_REWARD: the trainer gave the work up).
+ * - `/verify` is the exception for both (NeMo-RL needs a number): `maskedReward` and `isMasked`.
  *
  * Routes never read a judgment's `reward` field or a ranking's score as a reward directly: they classify
  * (`judgmentOutcome`, `rank-outcomes.ts`) and map through `rewardOf` / `trainerReward` here.
@@ -110,6 +111,29 @@ export const isUnrewarded = (outcome: Outcome): boolean =>
 export function openRlhfReward(outcome: Outcome, failureReward: number | undefined): number | null {
   return outcome.kind === 'cancelled' ? (failureReward ?? null) : trainerReward(outcome, failureReward);
 }
+
+/**
+ * `/verify` (NeMo-Gym, read by NeMo-RL): every reward must be a number — NeMo-RL calls `float()` on it and
+ * builds a tensor (`rollout_manager.py` `_result_to_completion`, `rollouts.py`), and NeMo-Gym's
+ * `BaseVerifyResponse.reward` is a `float` — and a rollout without a judgment must not be trained: the
+ * route masks it (`instance_config.mask_sample`, which NeMo-RL turns into a zero loss multiplier). NeMo-RL
+ * still puts the masked reward into its siblings' baseline (`calculate_baseline_and_std_per_prompt` with an
+ * all-ones valid mask), so a failure or a cancel answers the mean of its group's judged rewards (neutral
+ * there), else FAILURE_REWARD, else 0 (the group has nothing judged yet: whatever is answered is masked).
+ */
+export function maskedReward(
+  outcome: Outcome,
+  groupMean: number | undefined,
+  failureReward: number | undefined,
+): number {
+  const reward = rewardOf(outcome);
+  if (reward !== null) return reward;
+  return groupMean ?? failureReward ?? 0;
+}
+
+/** True for an item `/verify` answers masked: a failure or a cancel (no judgment to train on). */
+export const isMasked = (outcome: Outcome): boolean =>
+  outcome.kind === 'failed' || outcome.kind === 'cancelled';
 
 /**
  * The adapters' refusal when some items failed and FAILURE_REWARD is unset: 503 `RW_JUDGE_FAILED` with

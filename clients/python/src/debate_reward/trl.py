@@ -55,6 +55,9 @@ _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 _names_in_use: Dict[str, int] = {}
 
+#: The metrics every call logs through TRL's `log_metric`, as `<name>/<metric>` (fractions of the call).
+METRICS = ("failed", "rejected", "unavailable")
+
 
 def completion_text(completion: Any) -> str:
     """The idea a rollout proposes: the completion string, or for a chat completion its last message when
@@ -167,6 +170,7 @@ async def _score_rollouts(
         if cfg.on_unavailable == "raise":
             raise
         log.warning("%s: reward server unavailable, scoring %d rollouts None: %s", cfg.name, len(items), exc)
+        _log_metrics(cfg, kwargs, failed=1.0, rejected=0.0, unavailable=1.0)
         return [None] * len(items)
     values = [_value(cfg, o) for o in outcomes]
     failed = sum(1 for o in outcomes if o.failed)
@@ -175,11 +179,22 @@ async def _score_rollouts(
             "%s: %d of %d judgments failed; %s", cfg.name, failed, len(outcomes),
             "given their group's mean" if cfg.on_failure == "group_mean" else "scored None",
         )
-    log_metric = kwargs.get("log_metric")
-    if callable(log_metric) and outcomes:  # TRL >= 1.x: averaged per logging step beside its own metrics
-        log_metric(f"{cfg.name}/failed", failed / len(outcomes))
-        log_metric(f"{cfg.name}/rejected", sum(1 for o in outcomes if o.status == "rejected_input") / len(outcomes))
+    n = max(len(outcomes), 1)
+    rejected = sum(1 for o in outcomes if o.status == "rejected_input")
+    _log_metrics(cfg, kwargs, failed=failed / n, rejected=rejected / n, unavailable=0.0)
     return values
+
+
+def _log_metrics(cfg: _Config, kwargs: Mapping[str, Any], **fractions: float) -> None:
+    """`<name>/failed`, `<name>/rejected` and `<name>/unavailable` through TRL's `log_metric`, the same three
+    names on every path (judged, failed, unreachable server, an empty call): TRL >= 1.x gathers each pending
+    metric name across ranks once per step (`accelerator.gather` per name in `sorted(_pending_metrics)`), so
+    a rank that logged fewer names would make fewer collective calls than the others and hang them."""
+    log_metric = kwargs.get("log_metric")
+    if not callable(log_metric):
+        return
+    for what in METRICS:
+        log_metric(f"{cfg.name}/{what}", float(fractions[what]))
 
 
 def _score_rollouts_blocking(

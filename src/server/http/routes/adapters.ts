@@ -5,6 +5,8 @@
  * - POST /verify      NeMo-Gym resource-server verify
  * Each takes `?graph=NAME` (a preset) since the trainers' bodies are fixed.
  */
+import { randomUUID } from 'node:crypto';
+
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 import { RewardError } from '../../../errors.js';
@@ -23,16 +25,21 @@ import { AdapterQuery, parseOr400, type Label, type Message, type Schemas } from
 import { stampsOf, votesOf } from '../../controls/stamps.js';
 import {
   failureLogs,
+  isMasked,
   isUnrewarded,
   judgmentOutcome,
+  maskedReward,
   openRlhfReward,
   rejectionLogs,
+  rewardOf,
   statusOf,
   trainerFailure,
   trainerReward,
   trainerScore,
   type Outcome,
 } from '../../serving/outcomes.js';
+import { createGroupMeans } from '../../serving/group-means.js';
+import { tenantOf } from '../../tenants/auth.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
  * NFKC differences in the decode), as the query spells it: its control tokens stay, for the one preparation
@@ -191,6 +198,8 @@ function getRewardHoldUntil(ctx: ServerContext, request: FastifyRequest): number
 export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, config } = ctx;
   const failureReward = config.failureReward;
+  /** `/verify`'s judged rewards per group: a masked row's number is its group's mean (`maskedReward`). */
+  const verifyGroups = createGroupMeans(() => ctx.now());
 
   const graphFor = (query: unknown): GraphChoice => {
     const q = parseOr400(AdapterQuery, query, 'query string');
@@ -312,15 +321,21 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
     const outcome = judgmentOutcome(j);
     const judge = judgeSummary(judged, choice, ctx.router.name);
     const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
-    const reward = trainerReward(outcome, failureReward);
-    if (outcome.kind === 'judged' || outcome.kind === 'rejected')
-      return { ...body, reward, judge, ...stamps };
-    // A failed judgment is not a wrong answer: NeMo-Gym masks the sample (and routes the row to its
-    // failures file via _ng_failure_class) instead of training on a made-up 0; the reward beside the mask
-    // is FAILURE_REWARD (0 when unset: NeMo-Gym needs a number), a cancelled one's null.
+    const group = {
+      tenant: tenantOf(request).name,
+      graphHash: choice.graph.hash,
+      question,
+      groundTruth: body.ground_truth,
+    };
+    const judgedReward = rewardOf(outcome);
+    if (judgedReward !== null) verifyGroups.record(group, judged.judgmentId ?? randomUUID(), judgedReward);
+    const reward = maskedReward(outcome, verifyGroups.mean(group).mean ?? undefined, failureReward);
+    if (!isMasked(outcome)) return { ...body, reward, judge, ...stamps };
+    // A failed or cancelled judgment is not a wrong answer: a number NeMo-RL can float() with the sample
+    // masked (and the row routed to NeMo-Gym's failures file via _ng_failure_class).
     return {
       ...body,
-      reward: outcome.kind === 'cancelled' ? null : (reward ?? 0),
+      reward,
       instance_config: { ...body.instance_config, mask_sample: true },
       failure_reason: j.error?.message ?? j.status,
       _ng_failure_class: outcome.kind === 'cancelled' ? 'cancelled' : 'judge_failed',
