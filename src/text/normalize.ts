@@ -9,7 +9,8 @@
  *    joiners, word joiner, BOM, soft hyphen, bidi embeddings/overrides/isolates/marks, the tag block
  *    U+E0000–E007F), every other default-ignorable code point (variation selectors U+FE00–FE0F and
  *    U+E0100–E01EF, Mongolian free variation selectors, combining grapheme joiner, Hangul fillers), control
- *    characters (Cc) other than tab, line feed and carriage return, and the braille blank U+2800.
+ *    characters (Cc) other than the White_Space ones (tab, line feed, vertical tab, form feed, carriage return,
+ *    next line), and the braille blank U+2800.
  * 3. Runs of combining marks cut to MAX_COMBINING_RUN per base character ("Zalgo" text).
  *
  * Removing rather than replacing keeps words whole: `pro\u00ADcess` and `pro\u200Dcess` read `process`.
@@ -18,7 +19,9 @@
 /** Combining marks kept after one base character; more is decoration, not writing (Vietnamese needs 2). */
 export const MAX_COMBINING_RUN = 3;
 
-const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r]/gu;
+// Controls that are White_Space (VT, FF, NEL) separate words like a space: kept, for the whitespace-canonical
+// form of what is judged (src/judge/candidate.ts) to read as one space, not removed to join two words.
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r\v\f\u0085]/gu;
 const MAYBE_SPECIAL = /[^\u0020-\u007e\t\n\r]/;
 const MARK_RUN = new RegExp(String.raw`(\p{M}{${MAX_COMBINING_RUN}})\p{M}+`, 'gu');
 const SPACE = /\s/u;
