@@ -13,6 +13,7 @@
  */
 import { fold, foldText, type Folded } from './fold.js';
 import { isMention, literal } from './markers.js';
+import { comparableForm, segmentAt } from './same-text.js';
 
 /**
  * The tokens that end a turn or the text, as chat templates and tokenizers spell them: llama.cpp's
@@ -194,12 +195,14 @@ const isSpace = (c: string): boolean => /\s/u.test(c);
 /**
  * The response part of an OpenRLHF `query` (decoded prompt + response), as the query spells it: control
  * tokens kept (the preparation path reads the trace and the end of the turn from them). The prompt is found
- * by comparing without control tokens and whitespace and under NFKC, so leading pad/BOS tokens or a
+ * by comparing without control tokens and whitespace and under NFKD on both sides (src/text/same-text.ts), so
+ * canonically equivalent spellings, leading pad/BOS tokens or a
  * slightly different decode still match; the control tokens and headers that end the prompt are skipped.
  * Undefined when the query does not start with the prompt.
  */
 export function responseAfterPrompt(query: string, prompt: string): string | undefined {
-  const p = [...stripChatTokens(prompt).normalize('NFKC')].filter((c) => !isSpace(c));
+  // Both sides in one normalisation, segment by segment (src/text/same-text.ts: NFKD, issue 38 item 3).
+  const p = [...comparableForm(stripChatTokens(prompt))];
   const q = foldText(query);
   const skips = chatTokenSpans(q);
   let next = 0;
@@ -217,14 +220,13 @@ export function responseAfterPrompt(query: string, prompt: string): string | und
   };
   while (pi < p.length) {
     skip();
-    const cp = query.codePointAt(qi);
-    if (cp === undefined) return undefined;
-    const chars = [...String.fromCodePoint(cp).normalize('NFKC')];
-    for (const c of chars) {
+    if (qi >= query.length) return undefined;
+    const segment = segmentAt(query, qi);
+    for (const c of segment.form) {
       if (c !== p[pi]) return undefined;
       pi += 1;
     }
-    qi += cp > 0xffff ? 2 : 1;
+    qi = segment.end;
   }
   // The prompt's own ending (`<|im_end|>\n<|im_start|>assistant\n`): as many control tokens as it has.
   const tail = foldText(prompt.slice(lastContentIndex(prompt) + 1));
