@@ -178,16 +178,29 @@ export function lastUserTurn(prompt: string): string | undefined {
 
 /** Role headers that open the assistant's turn (folded). */
 const ASSISTANT_HEADER =
-  /<\|start\|>assistant(?=<\|channel\|>)|<\|im_start\|>assistant[ \t]*\n?|<\|start_header_id\|>assistant<\|end_header_id\|>\n*|<start_of_turn>model[ \t]*\n?|<\|assistant\|>\n?|\[\/inst\]/;
+  /<\|start\|>assistant(?=<\|channel\|>)|<\|im_start\|>assistant[ \t]*\n?|<\|start_header_id\|>assistant<\|end_header_id\|>\n*|<start_of_turn>model[ \t]*\n?|<\|assistant\|>\n?|\[\/inst\]/g;
 
 /**
- * The rollout in a query sent without its prompt: after the first assistant header when the query is
- * chat-templated (the prompt ends with one), else the whole query.
+ * A query sent without its prompt, split where the rollout starts: after the LAST assistant header when the
+ * query is chat-templated (the rollout is the last assistant turn, as /verify takes the last assistant
+ * message; an earlier one is a few-shot example or a previous turn), else the whole query is the rollout
+ * and there is no prompt.
  */
-export function afterAssistantHeader(query: string): string {
+export function splitAtLastAssistantHeader(query: string): { prompt: string | undefined; rollout: string } {
   const f = foldText(query);
-  const m = ASSISTANT_HEADER.exec(f.text);
-  return m === null ? query : query.slice(f.sourceAt(m.index + m[0].length));
+  let last: RegExpExecArray | undefined;
+  ASSISTANT_HEADER.lastIndex = 0;
+  for (const m of f.text.matchAll(ASSISTANT_HEADER)) last = m;
+  if (last === undefined) return { prompt: undefined, rollout: query };
+  return {
+    prompt: query.slice(0, f.sourceAt(last.index + last[0].length)),
+    rollout: query.slice(f.sourceAt(last.index + last[0].length)),
+  };
+}
+
+/** The rollout in a query sent without its prompt: `splitAtLastAssistantHeader(query).rollout`. */
+export function afterAssistantHeader(query: string): string {
+  return splitAtLastAssistantHeader(query).rollout;
 }
 
 const isSpace = (c: string): boolean => /\s/u.test(c);

@@ -15,6 +15,7 @@ import {
   afterAssistantHeader,
   lastUserTurn,
   responseAfterPrompt,
+  splitAtLastAssistantHeader,
   stripChatTokens,
 } from '../../../text/chat-tokens.js';
 import { traceOpenedBy, type ReasoningFormat } from '../../../text/reasoning.js';
@@ -38,7 +39,8 @@ import {
  * NFKC differences in the decode), as the query spells it: its control tokens stay, for the one preparation
  * path (src/judge/candidate.ts) to find the trace and the end of the turn by. Without a prompt the query is
  * the rollout (after its first assistant header, when it is chat-templated). A query that does not start
- * with its prompt is refused: judging prompt + response would reward the prompt. */
+ * with its prompt is refused: judging prompt + response would reward the prompt. Without a prompt the rollout
+ * is the query's last assistant turn (`splitAtLastAssistantHeader`), on every route that reads a query. */
 export function candidateFromQuery(query: string, prompt: string | undefined, index = 0): string {
   if (prompt === undefined || stripChatTokens(prompt) === '') return afterAssistantHeader(query);
   const response = responseAfterPrompt(query, prompt);
@@ -67,6 +69,21 @@ export function withPromptTrace(
   return opener === undefined ? candidate : `${opener}${candidate}`;
 }
 
+/**
+ * An OpenRLHF item's rollout, as every route that reads a query takes it: `candidateFromQuery`, with the trace
+ * opener its prompt ended with put back (without `prompts`: the query's own prompt, before its last assistant
+ * header).
+ */
+export function rolloutOfQuery(
+  query: string,
+  prompt: string | undefined,
+  index: number,
+  format: ReasoningFormat,
+): string {
+  const templated = prompt ?? splitAtLastAssistantHeader(query).prompt;
+  return withPromptTrace(candidateFromQuery(query, prompt, index), templated, format);
+}
+
 /** Every text-bearing part of a message's content (`text`, `output_text`, `input_text`, a `refusal`). */
 function partsText(content: Message['content']): string {
   if (typeof content === 'string') return content;
@@ -78,6 +95,22 @@ function partsText(content: Message['content']): string {
     else if (typeof refusal === 'string' && refusal !== '') texts.push(refusal);
   }
   return texts.join('\n');
+}
+
+/**
+ * The question of an OpenRLHF item, taken the way every route takes it (issue 38 item 6): the label's
+ * question, else the last user turn of the prompt; without `prompts`, of the query before its last assistant
+ * turn (the prompt the query starts with), so `question_restated` and the cache key see the same question
+ * whether or not the trainer sent `prompts`.
+ */
+export function questionOfQuery(
+  labelQuestion: string | undefined,
+  query: string,
+  prompt: string | undefined,
+): string {
+  if (labelQuestion !== undefined) return labelQuestion;
+  const templated = prompt ?? splitAtLastAssistantHeader(query).prompt;
+  return templated === undefined ? '' : questionFromMessages(templated);
 }
 
 /** A prompt as a trainer sends it: a chat-templated string's last user turn (else the string without
@@ -208,8 +241,8 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: {
           // Same question as a per-rollout call with the chat's messages: the last user turn.
-          question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
-          candidate: withPromptTrace(candidateFromQuery(query, prompt, i), prompt, config.reasoningFormat),
+          question: questionOfQuery(question, query, prompt),
+          candidate: rolloutOfQuery(query, prompt, i, config.reasoningFormat),
           groundTruth,
         },
       };
