@@ -61,11 +61,18 @@ export function candidateFromQuery(query: string, prompt: string | undefined, in
  */
 export function withPromptTrace(
   candidate: string,
-  prompt: string | readonly unknown[] | undefined,
+  prompt: string | readonly Message[] | undefined,
   format: ReasoningFormat,
 ): string {
-  if (typeof prompt !== 'string') return candidate;
-  const opener = traceOpenedBy(prompt, format);
+  if (prompt === undefined) return candidate;
+  // A message list (slime without --apply-chat-template) is templated by the engine: what the rollout
+  // continues is a last assistant message (a prefill such as `<think>\n`), whose opener is put back as a
+  // string prompt's is (issue 38 item 6). Without one, the generation prompt is the tokenizer's and is not
+  // sent: a trace is then found by its own markers (a closing marker alone counts).
+  const last = typeof prompt === 'string' ? undefined : prompt[prompt.length - 1];
+  const text =
+    typeof prompt === 'string' ? prompt : last?.role === 'assistant' ? partsText(last.content) : '';
+  const opener = traceOpenedBy(text, format);
   return opener === undefined ? candidate : `${opener}${candidate}`;
 }
 
