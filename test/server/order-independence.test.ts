@@ -6,6 +6,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { prepareCandidate } from '../../src/judge/candidate.js';
+import { normalized } from '../../src/text/normalize.js';
+import { FAMILIES } from '../../src/text/reasoning-formats.js';
+import { fuzzedMarkup } from '../support/markup-fuzz.js';
 import { offlineApp } from './helpers.js';
 
 const R1 = '<think>\nreasoning\n</think>\n </think> image text InfoNCE';
@@ -85,5 +89,29 @@ describe('issue 38 item 1: outcome independent of order (offline backend, single
         }).toEqual(want);
       });
     }
+  });
+
+  it('property: 60 seeded rollouts, the closing-marker class of every family, and their prepared texts, judged one by one forwards and backwards', async () => {
+    const idea = 'image and text encoders aligned by a symmetric InfoNCE loss over web pairs';
+    const markup = fuzzedMarkup(3811, 60);
+    const raw = markup.map((m, i) => (i % 2 === 0 ? `${m}${i % 4 === 0 ? idea : 'short'}` : `${idea}${m}`));
+    // The issue's class: a closed trace, then a closing marker of every family mentioned after a space.
+    for (const f of FAMILIES)
+      if (f.trace !== undefined)
+        for (const tail of ['image text InfoNCE', idea])
+          raw.push(`${f.trace.open}\nreasoning\n${f.trace.close}\n ${f.trace.close} ${tail}`);
+    const question = normalized(QUESTION);
+    // Each rollout and the text its preparation gives: the two share a key exactly when they share an outcome.
+    const pool = [...new Set(raw.flatMap((r) => [r, prepareCandidate(r, { question }).candidate]))];
+    const run = async (order: readonly string[]) => {
+      const app = freshApp();
+      const out = new Map<string, Result>();
+      for (const c of order) out.set(c, await judgeOne(app, c));
+      return out;
+    };
+    const forwards = await run(pool);
+    const backwards = await run([...pool].reverse());
+    const differ = pool.filter((c) => JSON.stringify(forwards.get(c)) !== JSON.stringify(backwards.get(c)));
+    expect(differ).toEqual([]);
   });
 });
