@@ -25,8 +25,8 @@ interface Replica {
 interface Result {
   reward: number | null;
   status: string;
-  reason?: string;
-  cached?: boolean;
+  reason?: string | undefined;
+  cached?: boolean | undefined;
 }
 
 const R1 = '<think>\nreasoning\n</think>\n </think> image text InfoNCE';
