@@ -11,6 +11,10 @@
  *   version (PREPARATION_VERSION), REASONING_FORMAT (and REASONING_MARKERS) and MIN/MAX_CANDIDATE_CHARS
  *   (`KeySettings`): with other settings the same raw rollout may be rejected, or judged on another answer.
  *
+ * - which outcome the input's preparation had (`KeyForm`): a judged candidate is keyed by its prepared text, a
+ *   rejected one by its text as sent with the reason, each in its own namespace, so a rejected text and a
+ *   judged one never share a key whatever their texts (issue 38 item 1); an ablation keys the raw input.
+ *
  * Which configuration variables are in the key, and why each other one is not, is decided variable by
  * variable in `src/server/serving/key-settings.ts` (a test fails on a variable without a decision). Texts are
  * length-prefixed, so no two inputs collide by concatenation.
@@ -20,7 +24,7 @@ import { createHash } from 'node:crypto';
 import { COMPARATIVE_PROMPT_VERSION, comparison, PROMPT_VERSION } from '../roles/index.js';
 import { PREPARATION_VERSION, reasoningKey, type ReasoningFormat } from './candidate.js';
 import { comparisonNodeId, type PairInput, type PickInput, type RatingInput } from './compare.js';
-import { DEFAULT_CANDIDATE_LIMITS, type CandidateLimits } from './degenerate.js';
+import { DEFAULT_CANDIDATE_LIMITS, type CandidateLimits, type RejectionReason } from './degenerate.js';
 import { allNodes, type CompiledGraph } from './graph.js';
 import type { JudgmentInput, Router } from './types.js';
 
@@ -95,14 +99,25 @@ function routePrefix(graph: CompiledGraph, router: Router): string {
   return prefix;
 }
 
-/** The key of one judgment (the input as prepared: `prepareInput`). */
+/**
+ * The key space of an input: `judged` (prepared and passed: its prepared text), `rejected:<reason>`
+ * (rejected unjudged: its text as sent), `raw` (not prepared yet: an ablation's record of a dataset row).
+ */
+export type KeyForm = 'judged' | 'raw' | `rejected:${RejectionReason}`;
+
+/** The key space of a preparation's outcome. */
+export const keyFormOf = (rejection: RejectionReason | undefined): KeyForm =>
+  rejection === undefined ? 'judged' : `rejected:${rejection}`;
+
+/** The key of one judgment (the input as prepared: `prepareInput`, in the key space of its outcome). */
 export function judgmentKey(
   graph: CompiledGraph,
   input: JudgmentInput,
   router: Router,
   settings: KeySettings,
+  form: KeyForm = 'judged',
 ): string {
-  return digest(routePrefix(graph, router) + settingsPart(settings), [
+  return digest(`${routePrefix(graph, router)}${settingsPart(settings)}|form=${form}`, [
     input.question,
     input.candidate,
     input.groundTruth,

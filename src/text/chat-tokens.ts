@@ -16,6 +16,7 @@
 import { CONTROL_TOKENS } from './chat-tokens-data.js';
 import { fold, foldText, type Folded } from './fold.js';
 import { isMention, literal } from './markers.js';
+import { comparableForm, segmentAt } from './same-text.js';
 
 /**
  * The tokens that end a turn or the text, as chat templates and tokenizers spell them: llama.cpp's
@@ -192,16 +193,29 @@ export function lastUserTurn(prompt: string): string | undefined {
 
 /** Role headers that open the assistant's turn (folded). */
 const ASSISTANT_HEADER =
-  /<\|start\|>assistant(?=<\|channel\|>)|<\|im_start\|>assistant[ \t]*\n?|<\|start_header_id\|>assistant<\|end_header_id\|>\n*|<start_of_turn>model[ \t]*\n?|<\|assistant\|>\n?|\[\/inst\]/;
+  /<\|start\|>assistant(?=<\|channel\|>)|<\|im_start\|>assistant[ \t]*\n?|<\|start_header_id\|>assistant<\|end_header_id\|>\n*|<start_of_turn>model[ \t]*\n?|<\|assistant\|>\n?|\[\/inst\]/g;
 
 /**
- * The rollout in a query sent without its prompt: after the first assistant header when the query is
- * chat-templated (the prompt ends with one), else the whole query.
+ * A query sent without its prompt, split where the rollout starts: after the LAST assistant header when the
+ * query is chat-templated (the rollout is the last assistant turn, as /verify takes the last assistant
+ * message; an earlier one is a few-shot example or a previous turn), else the whole query is the rollout
+ * and there is no prompt.
  */
-export function afterAssistantHeader(query: string): string {
+export function splitAtLastAssistantHeader(query: string): { prompt: string | undefined; rollout: string } {
   const f = foldText(query);
-  const m = ASSISTANT_HEADER.exec(f.text);
-  return m === null ? query : query.slice(f.sourceAt(m.index + m[0].length));
+  let last: RegExpExecArray | undefined;
+  ASSISTANT_HEADER.lastIndex = 0;
+  for (const m of f.text.matchAll(ASSISTANT_HEADER)) last = m;
+  if (last === undefined) return { prompt: undefined, rollout: query };
+  return {
+    prompt: query.slice(0, f.sourceAt(last.index + last[0].length)),
+    rollout: query.slice(f.sourceAt(last.index + last[0].length)),
+  };
+}
+
+/** The rollout in a query sent without its prompt: `splitAtLastAssistantHeader(query).rollout`. */
+export function afterAssistantHeader(query: string): string {
+  return splitAtLastAssistantHeader(query).rollout;
 }
 
 const isSpace = (c: string): boolean => /\s/u.test(c);
@@ -209,12 +223,14 @@ const isSpace = (c: string): boolean => /\s/u.test(c);
 /**
  * The response part of an OpenRLHF `query` (decoded prompt + response), as the query spells it: control
  * tokens kept (the preparation path reads the trace and the end of the turn from them). The prompt is found
- * by comparing without control tokens and whitespace and under NFKC, so leading pad/BOS tokens or a
+ * by comparing without control tokens and whitespace and under NFKD on both sides (src/text/same-text.ts), so
+ * canonically equivalent spellings, leading pad/BOS tokens or a
  * slightly different decode still match; the control tokens and headers that end the prompt are skipped.
  * Undefined when the query does not start with the prompt.
  */
 export function responseAfterPrompt(query: string, prompt: string): string | undefined {
-  const p = [...stripChatTokens(prompt).normalize('NFKC')].filter((c) => !isSpace(c));
+  // Both sides in one normalisation, segment by segment (src/text/same-text.ts: NFKD, issue 38 item 3).
+  const p = [...comparableForm(stripChatTokens(prompt))];
   const q = foldText(query);
   const skips = chatTokenSpans(q);
   let next = 0;
@@ -232,14 +248,13 @@ export function responseAfterPrompt(query: string, prompt: string): string | und
   };
   while (pi < p.length) {
     skip();
-    const cp = query.codePointAt(qi);
-    if (cp === undefined) return undefined;
-    const chars = [...String.fromCodePoint(cp).normalize('NFKC')];
-    for (const c of chars) {
+    if (qi >= query.length) return undefined;
+    const segment = segmentAt(query, qi);
+    for (const c of segment.form) {
       if (c !== p[pi]) return undefined;
       pi += 1;
     }
-    qi += cp > 0xffff ? 2 : 1;
+    qi = segment.end;
   }
   // The prompt's own ending (`<|im_end|>\n<|im_start|>assistant\n`): as many control tokens as it has.
   const tail = foldText(prompt.slice(lastContentIndex(prompt) + 1));

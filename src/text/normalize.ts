@@ -9,7 +9,8 @@
  *    joiners, word joiner, BOM, soft hyphen, bidi embeddings/overrides/isolates/marks, the tag block
  *    U+E0000–E007F), every other default-ignorable code point (variation selectors U+FE00–FE0F and
  *    U+E0100–E01EF, Mongolian free variation selectors, combining grapheme joiner, Hangul fillers), control
- *    characters (Cc) other than tab, line feed and carriage return, and the braille blank U+2800.
+ *    characters (Cc) other than the White_Space ones (tab, line feed, vertical tab, form feed, carriage return,
+ *    next line), and the braille blank U+2800.
  * 3. Runs of what joins one grapheme cluster cut to MAX_COMBINING_RUN ("Zalgo" text): the combining marks of
  *    every script (general category M) and everything else UAX #29 lets extend or open a cluster (see
  *    CLUSTER_RUNS). The catalogue is Unicode's own grapheme rules; test/text/combining-runs.test.ts checks
@@ -42,7 +43,9 @@ const CLUSTER_RUNS: readonly string[] = [
   String.raw`\u0D4E\u{111C2}\u{111C3}\u{113D1}\u{1193F}\u{11941}\u{11A84}-\u{11A89}\u{11D46}\u{11F02}`,
 ];
 
-const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r]/gu;
+// Controls that are White_Space (VT, FF, NEL) separate words like a space: kept, for the whitespace-canonical
+// form of what is judged (src/judge/candidate.ts) to read as one space, not removed to join two words.
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}\u2800]|[^\P{Cc}\t\n\r\v\f\u0085]/gu;
 const MAYBE_SPECIAL = /[^\u0020-\u007e\t\n\r]/;
 const MARK_RUN = new RegExp(CLUSTER_RUNS.map((c) => `[${c}]{${MAX_COMBINING_RUN + 1},}`).join('|'), 'gu');
 const SPACE = /\s/u;

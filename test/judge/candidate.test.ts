@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 
-import { MAX_INVISIBLE_SHARE, prepareCandidate, prepareInput } from '../../src/judge/candidate.js';
+import {
+  canonicalWhitespace,
+  MAX_INVISIBLE_SHARE,
+  prepareCandidate,
+  prepareInput,
+} from '../../src/judge/candidate.js';
 import { checkNoMethod, NO_METHOD_THRESHOLDS } from '../../src/judge/no-method.js';
 import { toTags } from '../text/helpers.js';
 
@@ -234,8 +239,9 @@ describe('prepareCandidate: repeats', () => {
 
   it('judges a repeated sentence or paragraph once', () => {
     const text = `${SENTENCE} Evaluate zero-shot transfer on ImageNet.\n\n${SENTENCE} Then probe linearly on CIFAR-10.`;
+    // Whitespace is canonical in what is judged (issue 38 item 7): the paragraph break is one space.
     expect(prepareCandidate(text).candidate).toBe(
-      `${SENTENCE} Evaluate zero-shot transfer on ImageNet.\n\nThen probe linearly on CIFAR-10.`,
+      `${SENTENCE} Evaluate zero-shot transfer on ImageNet. Then probe linearly on CIFAR-10.`,
     );
   });
 
@@ -248,7 +254,7 @@ describe('prepareCandidate: repeats', () => {
   it('keeps short recurring lines (list markers, "See above.") and a text with one repeat among new ones', () => {
     const list =
       '- Baseline.\n- Ablation.\n- Baseline.\n' + `${SENTENCE} ${SENTENCE.replace('paired', 'unpaired')}`;
-    expect(prepareCandidate(list).candidate).toBe(list);
+    expect(prepareCandidate(list).candidate).toBe(canonicalWhitespace(list));
     const once = `${SENTENCE} Second idea part with its own words. Third part on evaluation. ${SENTENCE}`;
     expect(prepareCandidate(once).rejection).toBeUndefined();
   });

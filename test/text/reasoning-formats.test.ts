@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { prepareCandidate } from '../../src/judge/candidate.js';
+import { canonicalWhitespace, prepareCandidate } from '../../src/judge/candidate.js';
 import { extractAnswer, markersOf, traceOpenedBy } from '../../src/text/reasoning.js';
 import {
   engineOf,
@@ -144,7 +144,7 @@ describe('markers in any spelling, blocks interleaved, a closing marker alone, a
   it('judges the answer block, and an answer block only after a trace or at the start of the text', () => {
     expect(prepareCandidate(`<answer>${ANSWER}</answer>`).candidate).toBe(ANSWER);
     const example = `${ANSWER} The policy is asked to write\n<answer>42</answer>\nwhich a verifier checks.`;
-    expect(prepareCandidate(example).candidate).toBe(example);
+    expect(prepareCandidate(example).candidate).toBe(canonicalWhitespace(example));
   });
 
   it('keeps a marker a sentence mentions or quotes as text', () => {

@@ -170,7 +170,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     for (const item of items) {
       const input = toInput(item);
       for (const entry of batch) {
-        const key = judgmentKey(entry.graph, input, options.router, settings);
+        const key = judgmentKey(entry.graph, input, options.router, settings, 'raw');
         keys.get(entry.label)?.push(key);
         tasks.push({ entry, item, input, key });
       }

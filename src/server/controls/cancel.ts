@@ -8,9 +8,11 @@
  * Ids and tags are per tenant (REWARD_KEYS): a cancel selects only requests of its own tenant (`tenant`,
  * default `default`), however the ids or tags of two tenants collide.
  *
- * A cancel also leaves a tombstone for its ids and tag (for the server's request deadline): a request that
- * arrives just after the cancel (a trainer's reward call still on the wire when it aborted the step) is
- * answered `cancelled` without starting anything. The registry is per process: with WORKERS>1 the cluster
+ * A cancel also leaves a tombstone for its tag and for the ids it found no live request for (for the
+ * server's request deadline): a request that arrives just after the cancel (a trainer's reward call still on
+ * the wire when it aborted the step) is answered `cancelled` without starting anything. An id whose live
+ * request the cancel selected gets no tombstone (issue 38 item 6): that cancel is complete, and a request
+ * that reuses the id afterwards (slime and NeMo-Gym reuse rollout ids across attempts) is a new request. The registry is per process: with WORKERS>1 the cluster
  * primary relays a cancel to every worker (`cluster.ts`); with REDIS_URL it is also published to every
  * process sharing that Redis (`state/redis-cancels.ts`, wired in `routes/cancel.ts`).
  */
@@ -168,8 +170,12 @@ export function createCancelRegistry(options: CancelRegistryOptions): CancelRegi
       const selected = new Set<Entry>();
       for (const raw of selector.requestIds ?? []) {
         const id = scoped(selector.tenant, raw) ?? '';
-        bury(`id:${id}`, ms);
-        for (const e of byId.get(id) ?? []) selected.add(e);
+        const found = [...(byId.get(id) ?? [])].filter((e) => !e.controller.signal.aborted);
+        // An id whose request is live here is cancelled now: that cancel is complete, and a later request
+        // with the id is a new one (a reused rollout_id). An id with no live request here may still be on
+        // the wire: it is tombstoned, so that request is answered `cancelled` when it arrives.
+        if (found.length === 0) bury(`id:${id}`, ms);
+        for (const e of found) selected.add(e);
       }
       const tag = scoped(selector.tenant, selector.tag);
       if (tag !== undefined) {

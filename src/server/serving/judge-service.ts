@@ -19,7 +19,7 @@ import { JudgmentCache } from '../../judge/cache.js';
 import { prepareInput, type ReasoningFormat } from '../../judge/candidate.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import { failedJudgment } from '../../judge/judgment.js';
-import { judgmentKey, keySettingsOf } from '../../judge/key.js';
+import { judgmentKey, keyFormOf, keySettingsOf } from '../../judge/key.js';
 import { runJudgment, type RunOptions } from '../../judge/run.js';
 import type { Judgment, JudgmentInput, Router } from '../../judge/types.js';
 import {
@@ -531,7 +531,16 @@ function recall(svc: Service, request: JudgeRequest): Recalling {
   const { options, records } = svc;
   const cacheScope = request.tenant?.cacheScope;
   const keys = request.items.map((item) =>
-    scopedKey(judgmentKey(item.graph.graph, item.input, options.router, svc.settings), cacheScope),
+    scopedKey(
+      judgmentKey(
+        item.graph.graph,
+        item.input,
+        options.router,
+        svc.settings,
+        keyFormOf(item.prepared?.rejection),
+      ),
+      cacheScope,
+    ),
   );
   const id = request.idempotencyKey;
   const itemsKey = id === undefined ? '' : itemsDigest(keys);

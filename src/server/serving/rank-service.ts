@@ -4,6 +4,7 @@
  * standings and rewards, the position-bias metric, rollouts grouped by (question, ground truth), and the
  * failure policy of the group adapters (FAILURE_REWARD). Routes map HTTP to it and back (`rank-results.ts`).
  */
+import { normalized } from '../../text/normalize.js';
 import type { Config } from '../../config.js';
 import { RewardError } from '../../errors.js';
 import type { ScoreMethod } from '../../judge/bradley-terry.js';
@@ -137,7 +138,7 @@ export function criterionOf(body: { criterion?: Criterion | undefined }): Criter
   return body.criterion ?? 'match';
 }
 
-/** Groups items by (question, ground truth) in order of first appearance; each group needs ≥ 2 items. */
+/** Groups items by (question, ground truth), normalised, in order of first appearance; each group needs ≥ 2 items. */
 export function toGroups(
   items: readonly Rollout[],
   options: RolloutOptions,
@@ -145,7 +146,10 @@ export function toGroups(
   const byKey = new Map<string, number>();
   const groups: RankGroup[] = [];
   const where = items.map((item) => {
-    const key = `${item.question.length}:${item.question}|${item.groundTruth}`;
+    // Grouped on the texts as the pairs key them (normalised: NFC), so NFC and NFD spellings of one prompt
+    // are one group (issue 38 item 6).
+    const question = normalized(item.question);
+    const key = `${question.length}:${question}|${normalized(item.groundTruth)}`;
     let k = byKey.get(key);
     if (k === undefined) {
       k = groups.length;

@@ -17,6 +17,7 @@ import {
   afterAssistantHeader,
   lastUserTurn,
   responseAfterPrompt,
+  splitAtLastAssistantHeader,
   stripChatTokens,
 } from '../../../text/chat-tokens.js';
 import { traceOpenedBy, type ReasoningFormat } from '../../../text/reasoning.js';
@@ -45,7 +46,8 @@ import { tenantOf } from '../../tenants/auth.js';
  * NFKC differences in the decode), as the query spells it: its control tokens stay, for the one preparation
  * path (src/judge/candidate.ts) to find the trace and the end of the turn by. Without a prompt the query is
  * the rollout (after its first assistant header, when it is chat-templated). A query that does not start
- * with its prompt is refused: judging prompt + response would reward the prompt. */
+ * with its prompt is refused: judging prompt + response would reward the prompt. Without a prompt the rollout
+ * is the query's last assistant turn (`splitAtLastAssistantHeader`), on every route that reads a query. */
 export function candidateFromQuery(query: string, prompt: string | undefined, index = 0): string {
   if (prompt === undefined || stripChatTokens(prompt) === '') return afterAssistantHeader(query);
   const response = responseAfterPrompt(query, prompt);
@@ -66,12 +68,34 @@ export function candidateFromQuery(query: string, prompt: string | undefined, in
  */
 export function withPromptTrace(
   candidate: string,
-  prompt: string | readonly unknown[] | undefined,
+  prompt: string | readonly Message[] | undefined,
   format: ReasoningFormat,
 ): string {
-  if (typeof prompt !== 'string') return candidate;
-  const opener = traceOpenedBy(prompt, format);
+  if (prompt === undefined) return candidate;
+  // A message list (slime without --apply-chat-template) is templated by the engine: what the rollout
+  // continues is a last assistant message (a prefill such as `<think>\n`), whose opener is put back as a
+  // string prompt's is (issue 38 item 6). Without one, the generation prompt is the tokenizer's and is not
+  // sent: a trace is then found by its own markers (a closing marker alone counts).
+  const last = typeof prompt === 'string' ? undefined : prompt[prompt.length - 1];
+  const text =
+    typeof prompt === 'string' ? prompt : last?.role === 'assistant' ? partsText(last.content) : '';
+  const opener = traceOpenedBy(text, format);
   return opener === undefined ? candidate : `${opener}${candidate}`;
+}
+
+/**
+ * An OpenRLHF item's rollout, as every route that reads a query takes it: `candidateFromQuery`, with the trace
+ * opener its prompt ended with put back (without `prompts`: the query's own prompt, before its last assistant
+ * header).
+ */
+export function rolloutOfQuery(
+  query: string,
+  prompt: string | undefined,
+  index: number,
+  format: ReasoningFormat,
+): string {
+  const templated = prompt ?? splitAtLastAssistantHeader(query).prompt;
+  return withPromptTrace(candidateFromQuery(query, prompt, index), templated, format);
 }
 
 /** Every text-bearing part of a message's content (`text`, `output_text`, `input_text`, a `refusal`). */
@@ -85,6 +109,22 @@ function partsText(content: Message['content']): string {
     else if (typeof refusal === 'string' && refusal !== '') texts.push(refusal);
   }
   return texts.join('\n');
+}
+
+/**
+ * The question of an OpenRLHF item, taken the way every route takes it (issue 38 item 6): the label's
+ * question, else the last user turn of the prompt; without `prompts`, of the query before its last assistant
+ * turn (the prompt the query starts with), so `question_restated` and the cache key see the same question
+ * whether or not the trainer sent `prompts`.
+ */
+export function questionOfQuery(
+  labelQuestion: string | undefined,
+  query: string,
+  prompt: string | undefined,
+): string {
+  if (labelQuestion !== undefined) return labelQuestion;
+  const templated = prompt ?? splitAtLastAssistantHeader(query).prompt;
+  return templated === undefined ? '' : questionFromMessages(templated);
 }
 
 /** A prompt as a trainer sends it: a chat-templated string's last user turn (else the string without
@@ -217,8 +257,8 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
         graph: choice,
         input: {
           // Same question as a per-rollout call with the chat's messages: the last user turn.
-          question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
-          candidate: withPromptTrace(candidateFromQuery(query, prompt, i), prompt, config.reasoningFormat),
+          question: questionOfQuery(question, query, prompt),
+          candidate: rolloutOfQuery(query, prompt, i, config.reasoningFormat),
           groundTruth,
         },
       };

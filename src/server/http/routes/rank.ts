@@ -19,7 +19,13 @@ import { usageOf } from '../../serving/results.js';
 import { COMPARATIVE_PROMPT_VERSION } from '../../../roles/index.js';
 import { parseOr400 } from '../schemas.js';
 import { comparisonModelOf } from '../../controls/stamps.js';
-import { candidateFromQuery, labelParts, questionFromMessages, withPromptTrace } from './adapters.js';
+import {
+  labelParts,
+  questionFromMessages,
+  questionOfQuery,
+  rolloutOfQuery,
+  withPromptTrace,
+} from './adapters.js';
 
 export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, router } = ctx;
@@ -97,9 +103,9 @@ export function registerRankRoutes(app: FastifyInstance, ctx: ServerContext): vo
       const { groundTruth, question } = labelParts(body.labels[i] ?? '', schemas, ['labels', i]);
       return {
         // The last user turn, as /get_reward and /slime/rank ask (it also decides the grouping).
-        question: question ?? (prompt === undefined ? '' : questionFromMessages(prompt)),
+        question: questionOfQuery(question, q, prompt),
         groundTruth,
-        candidate: withPromptTrace(candidateFromQuery(q, prompt, i), prompt, ctx.config.reasoningFormat),
+        candidate: rolloutOfQuery(q, prompt, i, ctx.config.reasoningFormat),
       };
     });
     const { ranked, out } = await ranking.rankRollouts('/get_reward/rank', items, query, {
