@@ -41,8 +41,7 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([
 const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/tenants.ts › tenantBurst', 111],
   ['src/judge/compare.ts › comparePair', 110],
-  ['src/server/main.ts › main', 94],
-  ['src/server/admission/plan.ts › plan', 83],
+
   ['src/ablations/evaluate/run.ts › runEvaluation', 88],
   ['src/judge/ask.ts › askStructured', 82],
   ['src/server/observe/metrics.ts › registerReplicaGauges', 80],
