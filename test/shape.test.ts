@@ -40,7 +40,6 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([
  */
 const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/tenants.ts › tenantBurst', 111],
-  ['src/judge/compare.ts › comparePair', 110],
 
   ['src/ablations/evaluate/run.ts › runEvaluation', 88],
   ['src/judge/ask.ts › askStructured', 82],
