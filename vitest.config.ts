@@ -72,7 +72,10 @@ export default defineConfig({
           exclude: ['test/live/**', 'test/slow/**', ...PROCESS_SUITES, ...TIMING_SUITES, ...ISOLATED_SUITES],
         },
       },
-      { extends: true, test: { name: 'unit-isolated', include: ISOLATED_SUITES } },
+      {
+        extends: true,
+        test: { name: 'unit-isolated', include: ISOLATED_SUITES, maxWorkers: 2, isolate: true },
+      },
       // After unit (whose 2 workers would share the cores with the processes these start), one at a time.
       { extends: true, test: { sequence: { groupOrder: 1 }, name: 'process', include: PROCESS_SUITES } },
       {
