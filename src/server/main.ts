@@ -122,22 +122,23 @@ function primary(config: Config, workers: number): void {
   if (config.keys !== undefined) process.on('SIGHUP', () => supervisor.signalWorkers('SIGHUP'));
 }
 
-async function main(): Promise<void> {
-  const loaded = loadConfig();
-  const workers = loaded.workers === 'auto' ? availableParallelism() : loaded.workers;
-  if (workers > 1 && cluster.isPrimary) {
-    primary(loaded, workers);
-    return;
-  }
-  const config = workerShare(loaded, workers);
-  // The logger exists once the app does; the backends are built before it.
-  const logSink: {
-    error?: (err: unknown) => void;
-    warn?: (fields: Record<string, unknown>, message: string) => void;
-  } = {};
-  const metrics = createMetrics({ recentWindow: config.recentWindow });
-  // Outage / recovery lines, once the server's logger exists (the initial state is logged below).
-  const stateLog: { changed?: (degraded: boolean) => void } = {};
+/** Where the backends' lines go once the app's logger exists (the backends are built before it). */
+interface LogSink {
+  error?: (err: unknown) => void;
+  warn?: (fields: Record<string, unknown>, message: string) => void;
+}
+
+type Metrics = ReturnType<typeof createMetrics>;
+type Server = ReturnType<typeof buildApp>;
+type Router = ReturnType<typeof createRouter>;
+type RedisState = ReturnType<typeof createRedisState>;
+
+/** Shared state: in Redis when REDIS_URL is set (waiting briefly for it), else in this process. */
+async function connectState(
+  config: Config,
+  metrics: Metrics,
+  stateLog: { changed?: (degraded: boolean) => void },
+): Promise<{ redis: RedisState | undefined; state: SharedState; redisUp: boolean | undefined }> {
   const redis =
     config.redis === undefined
       ? undefined
@@ -153,7 +154,12 @@ async function main(): Promise<void> {
         });
   const state: SharedState = redis ?? createLocalState();
   const redisUp = redis === undefined ? undefined : await redis.connected(REDIS_CONNECT_WAIT_MS);
-  const router = createRouter({
+  return { redis, state, redisUp };
+}
+
+/** The judge router over the configured backends, their rate buckets in `state`. */
+function buildRouter(config: Config, state: SharedState, logSink: LogSink): Router {
+  return createRouter({
     ...config.judge,
     offline: createOfflineBackend,
     createBackend: (settings, name) =>
@@ -168,46 +174,30 @@ async function main(): Promise<void> {
         onInlineReasoning: (event) => logSink.warn?.({ ...event }, INLINE_TRACE_ADVICE),
       }),
   });
+}
 
-  let transcripts: TranscriptSink | undefined;
-  if (config.transcriptsPath !== undefined) {
-    transcripts = await createFileTranscriptSink(config.transcriptsPath, {
-      onError: (err) => {
-        metrics.transcriptErrors.inc();
-        logSink.error?.(err);
-      },
-    });
-  }
-  // The canary record shared by every replica (REDIS_URL): one Redis stream of canary outcomes.
-  const canaryLog =
-    config.redis === undefined
-      ? undefined
-      : createRedisCanaryLog({
-          url: config.redis.url,
-          prefix: config.redis.prefix,
-          timeoutMs: config.redis.timeoutMs,
-          onError: () => metrics.sharedStateErrors.labels('canaries').inc(),
-        });
-  const keyring = createKeyring({ apiKey: config.apiKey, keys: config.keys });
-  const server = buildApp({
-    config,
-    router,
-    metrics,
-    keyring,
-    workers,
-    transcripts,
-    state,
-    canaryLog,
-    logger: { level: config.logLevel },
-    metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
-    workerId: cluster.worker?.id,
-    relayCancel: cluster.isWorker ? createWorkerCancelRelay() : undefined,
+/** The canary record shared by every replica (REDIS_URL): one Redis stream of canary outcomes. */
+function canaryLogOf(config: Config, metrics: Metrics): ReturnType<typeof createRedisCanaryLog> | undefined {
+  if (config.redis === undefined) return undefined;
+  return createRedisCanaryLog({
+    url: config.redis.url,
+    prefix: config.redis.prefix,
+    timeoutMs: config.redis.timeoutMs,
+    onError: () => metrics.sharedStateErrors.labels('canaries').inc(),
   });
-  logSink.error = (err) => server.log.error({ err }, 'transcript write failed');
-  logSink.warn = (fields, message) => server.log.warn(fields, message);
-  if (redis !== undefined) {
+}
+
+/** Logs where shared state lives (and each outage and recovery after) and the offline banner. */
+function announce(
+  server: Server,
+  config: Config,
+  shared: { redis: RedisState | undefined; redisUp: boolean | undefined },
+  stateLog: { changed?: (degraded: boolean) => void },
+  router: Router,
+): void {
+  if (shared.redis !== undefined) {
     const url = redactRedisUrl(config.redis?.url ?? '');
-    if (redisUp === true) server.log.info({ redis: url }, 'shared state in Redis');
+    if (shared.redisUp === true) server.log.info({ redis: url }, 'shared state in Redis');
     else server.log.warn({ redis: url }, 'Redis unreachable: serving on local state until it answers');
     stateLog.changed = (degraded) => {
       if (degraded)
@@ -221,7 +211,25 @@ async function main(): Promise<void> {
     console.error(OFFLINE_BANNER);
     server.log.warn({ backend: 'offline' }, 'serving with the OFFLINE backend: not a real judge');
   }
+}
 
+interface Running {
+  server: Server;
+  config: Config;
+  router: Router;
+  state: SharedState;
+  transcripts: TranscriptSink | undefined;
+  keyring: ReturnType<typeof createKeyring>;
+  metrics: Metrics;
+}
+
+/**
+ * SIGTERM/SIGINT: stop accepting, let in-flight judgments finish within SHUTDOWN_GRACE_MS, flush
+ * transcripts, close backends and state, exit (1 if that failed or took past the hard-exit margin).
+ * SIGHUP and a poll reload REWARD_KEYS; an unhandled rejection is logged.
+ */
+function handleSignals(r: Running): void {
+  const { server, config } = r;
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals): void => {
     if (stopping) {
@@ -242,9 +250,9 @@ async function main(): Promise<void> {
       let code = 0;
       try {
         await server.close();
-        await transcripts?.close();
-        await Promise.all(router.backends().map(async (b) => b.close?.()));
-        await state.close();
+        await r.transcripts?.close();
+        await Promise.all(r.router.backends().map(async (b) => b.close?.()));
+        await r.state.close();
       } catch (err) {
         server.log.error({ err }, 'error during shutdown');
         code = 1;
@@ -257,14 +265,60 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
   if (config.keys !== undefined) {
     // A file that does not validate keeps the old keys (logged and counted: reward_keys_reloads_total).
-    const report = (outcome: ReturnType<typeof keyring.reload>): void =>
-      reportReload(outcome, metrics.tenants, server.log);
-    process.on('SIGHUP', () => report(keyring.reload()));
-    keyring.watch(KEYS_POLL_MS, report);
+    const report = (outcome: ReturnType<typeof r.keyring.reload>): void =>
+      reportReload(outcome, r.metrics.tenants, server.log);
+    process.on('SIGHUP', () => report(r.keyring.reload()));
+    r.keyring.watch(KEYS_POLL_MS, report);
   }
   process.on('unhandledRejection', (reason) => {
     server.log.error({ err: reason }, 'unhandled rejection');
   });
+}
+
+/** Reads config, wires the state, router and app, handles signals, listens. */
+async function main(): Promise<void> {
+  const loaded = loadConfig();
+  const workers = loaded.workers === 'auto' ? availableParallelism() : loaded.workers;
+  if (workers > 1 && cluster.isPrimary) {
+    primary(loaded, workers);
+    return;
+  }
+  const config = workerShare(loaded, workers);
+  const logSink: LogSink = {};
+  const metrics = createMetrics({ recentWindow: config.recentWindow });
+  // Outage / recovery lines, once the server's logger exists (the initial state is logged by announce).
+  const stateLog: { changed?: (degraded: boolean) => void } = {};
+  const shared = await connectState(config, metrics, stateLog);
+  const { state } = shared;
+  const router = buildRouter(config, state, logSink);
+  const transcripts =
+    config.transcriptsPath === undefined
+      ? undefined
+      : await createFileTranscriptSink(config.transcriptsPath, {
+          onError: (err) => {
+            metrics.transcriptErrors.inc();
+            logSink.error?.(err);
+          },
+        });
+  const keyring = createKeyring({ apiKey: config.apiKey, keys: config.keys });
+  const server = buildApp({
+    config,
+    router,
+    metrics,
+    keyring,
+    workers,
+    transcripts,
+    state,
+    canaryLog: canaryLogOf(config, metrics),
+    logger: { level: config.logLevel },
+    metricsText: cluster.isWorker ? joinCluster(metrics.registry) : undefined,
+    workerId: cluster.worker?.id,
+    relayCancel: cluster.isWorker ? createWorkerCancelRelay() : undefined,
+  });
+  logSink.error = (err) => server.log.error({ err }, 'transcript write failed');
+  logSink.warn = (fields, message) => server.log.warn(fields, message);
+  announce(server, config, shared, stateLog, router);
+  handleSignals({ server, config, router, state, transcripts, keyring, metrics });
 
   const address = await server.listen({ port: config.port, host: config.host });
   server.log.info({ url: address, ...startupFields(config, router.name) }, 'reward server listening');

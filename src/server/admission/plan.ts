@@ -125,6 +125,51 @@ function backendLimit(capacity: ReturnType<Admission['capacity']>, rpm: number, 
   }
 }
 
+interface RateInputs {
+  graph: CompiledGraph;
+  perJudgment: number;
+  callS: number;
+  tokens: Tokens | undefined;
+  drain: number;
+  capacity: ReturnType<Admission['capacity']>;
+}
+
+/** The throughput bottleneck, calls/s: the backend's limit, the run slots, or the TPM limit, slowest first. */
+function slowestRate(admission: Admission, limits: PlannerLimits, r: RateInputs): [Limiting, number] {
+  const { graph, perJudgment, callS, tokens, drain } = r;
+  const rates: Array<[Limiting, number]> = [
+    [backendLimit(r.capacity, admission.callRateLimit, drain), drain],
+    ['run_slots', (admission.maxConcurrent * perJudgment) / (Math.max(1, graph.criticalPathCalls) * callS)],
+  ];
+  if (limits.tpm !== undefined && tokens !== undefined && perJudgment > 0) {
+    const perCallTokens = (tokens.prompt + tokens.completion) / perJudgment;
+    if (perCallTokens > 0) rates.push(['backend_tpm', limits.tpm / 60 / perCallTokens]);
+  }
+  let slowest = rates[0] ?? ['backend_slots', drain];
+  for (const candidate of rates) if (candidate[1] < slowest[1]) slowest = candidate;
+  return slowest;
+}
+
+/** The limits a step of `input` would break whatever the wait: size, queue memory, the token budget. */
+function blockingLimits(
+  admission: Admission,
+  limits: PlannerLimits,
+  input: PlanInput,
+  budgetRemaining: number | undefined,
+  stepTokens: number | null,
+): Limiting[] {
+  const blocking: Limiting[] = [];
+  if (input.groupSize > limits.maxCandidates) blocking.push('max_candidates');
+  const queueable = admission.maxQueued * (input.tenant?.fraction ?? 1);
+  if (input.rollouts > admission.maxConcurrent + queueable) blocking.push('queue_memory');
+  if (
+    budgetRemaining !== undefined &&
+    (budgetRemaining <= 0 || (stepTokens !== null && stepTokens > budgetRemaining))
+  )
+    blocking.push('token_budget');
+  return blocking;
+}
+
 export function createPlanner(admission: Admission, limits: PlannerLimits): Planner {
   const byGraph = new Map<string, Tokens>();
   let perCall: Tokens | undefined;
@@ -167,26 +212,11 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
       const promptTokens = tokens === undefined ? null : Math.round(tokens.prompt * rollouts);
       const completionTokens = tokens === undefined ? null : Math.round(tokens.completion * rollouts);
 
-      // Throughput bottleneck, calls/s.
       const drain = admission.drainCallsPerS();
       const capacity = admission.capacity();
-      const rates: Array<[Limiting, number]> = [
-        [backendLimit(capacity, admission.callRateLimit, drain), drain],
-        [
-          'run_slots',
-          (admission.maxConcurrent * perJudgment) / (Math.max(1, graph.criticalPathCalls) * callS),
-        ],
-      ];
-      if (limits.tpm !== undefined && tokens !== undefined && perJudgment > 0) {
-        const perCallTokens = (tokens.prompt + tokens.completion) / perJudgment;
-        if (perCallTokens > 0) rates.push(['backend_tpm', limits.tpm / 60 / perCallTokens]);
-      }
-      let [bottleneck, rate] = rates[0] ?? ['backend_slots', drain];
-      for (const [name, r] of rates)
-        if (r < rate) {
-          bottleneck = name;
-          rate = r;
-        }
+      const slowest = slowestRate(admission, limits, { graph, perJudgment, callS, tokens, drain, capacity });
+      let bottleneck = slowest[0];
+      const rate = slowest[1];
       // What drains before the step's last call: the backlog ahead, or at the tenant's fair share what the
       // other tenants drain meanwhile (fair-shares.ts).
       const backlogWaitS = (admission.fair.completionCalls(flowOf(input.tenant), calls) - calls) / drain;
@@ -196,18 +226,9 @@ export function createPlanner(admission: Admission, limits: PlannerLimits): Plan
       if (tailS > drainS && graph.criticalPathCalls > 0) bottleneck = 'critical_path';
 
       const deadlineS = Math.min(input.timeoutS ?? Infinity, limits.requestDeadlineMs / 1000);
-      const blocking: Limiting[] = [];
-      if (groupSize > limits.maxCandidates) blocking.push('max_candidates');
-      const queueable = admission.maxQueued * (input.tenant?.fraction ?? 1);
-      if (rollouts > admission.maxConcurrent + queueable) blocking.push('queue_memory');
-      if (
-        budgetRemaining !== undefined &&
-        (budgetRemaining <= 0 ||
-          (promptTokens !== null &&
-            completionTokens !== null &&
-            promptTokens + completionTokens > budgetRemaining))
-      )
-        blocking.push('token_budget');
+      const stepTokens =
+        promptTokens === null || completionTokens === null ? null : promptTokens + completionTokens;
+      const blocking = blockingLimits(admission, limits, input, budgetRemaining, stepTokens);
       // Admission admits a request while the backlog with it drains inside ADMIT_WITHIN of its deadline.
       if (wallS > ADMIT_WITHIN * deadlineS) blocking.push(bottleneck);
       return {
