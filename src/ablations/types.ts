@@ -3,6 +3,7 @@
  * Types only: the computation is in `ablate/analysis.ts`, the rendering in `ablate/report.ts` and `plots.ts`.
  */
 import type { ReasoningFormat } from '../judge/candidate.js';
+import type { EpochSummary } from './ablate/epochs.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Router } from '../judge/types.js';
 import type { ProgressStream } from './progress.js';
@@ -29,6 +30,8 @@ export interface RunOptions {
   reasoningFormat?: ReasoningFormat | undefined;
   /** Stop taking new units when aborted; results already appended are kept for the next run. */
   signal?: AbortSignal | undefined;
+  /** Polled before each new unit: true stops taking units (a spend cap); units in flight finish and are kept. */
+  stop?: (() => boolean) | undefined;
   /** Progress bar target (stderr in the CLI); omitted → no progress output. */
   progress?: ProgressStream | undefined;
 }
@@ -239,6 +242,10 @@ export interface AblationResults {
   graphs: GraphResult[];
   /** Each graph against its budget-matched vote baselines (Holm over this family). */
   baselines: BaselineComparison[];
+  /** With `--epochs N` (N ≥ 2): each graph's rates per epoch and their spread (intervals are over epoch 1). */
+  epochs?: EpochSummary | undefined;
+  /** How the run was made: command, commit, times, and every node's resolved backend (CLI runs). */
+  manifest?: Record<string, unknown> | undefined;
 }
 
 export interface LatencySummary {
