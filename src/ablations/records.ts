@@ -2,7 +2,7 @@ import { open, readFile, truncate } from 'node:fs/promises';
 import { z } from 'zod';
 import { getRole } from '../roles/index.js';
 import type { Judgment } from '../judge/types.js';
-import type { DatasetItem } from './dataset.js';
+import { clusterKey, type DatasetItem } from './dataset.js';
 import { CallRecord } from './recording.js';
 
 /** One node message as kept for statistics: who said what stance in which round (no text). */
@@ -59,6 +59,8 @@ export const ItemRecord = z.object({
   /** The item's label and kind (absent in records written before they were kept). */
   label: z.union([z.literal(0), z.literal(1)]).optional(),
   kind: z.string().optional(),
+  /** The item's cluster (`clusterKey`: its ground truth's hash), so runs compare without the dataset. */
+  cluster: z.string().optional(),
   /** 0-based repeat of the item (`--epochs`); absent = 0. */
   epoch: z.number().int().min(0).optional(),
   /** The fence nonce the prompts carried (seeded by `--seed`); absent in older records. */
@@ -88,7 +90,7 @@ export function recordId(key: string, itemId: string, nonce?: string): string {
 
 /** What a research run adds to a record: the item's label and kind, the repeat, its nonce, the calls. */
 export interface RecordExtras {
-  item: Pick<DatasetItem, 'label' | 'kind'>;
+  item: Pick<DatasetItem, 'label' | 'kind' | 'ground_truth'>;
   epoch: number;
   nonce: string;
   calls: CallRecord[];
@@ -145,6 +147,7 @@ export function toRecord(judgment: Judgment, key: string, itemId: string, extras
   if (extras !== undefined) {
     record.label = extras.item.label;
     record.kind = extras.item.kind;
+    record.cluster = clusterKey(extras.item);
     record.epoch = extras.epoch;
     record.nonce = extras.nonce;
     record.calls = extras.calls;
