@@ -3,10 +3,8 @@
  * the command, the commit, when it ran, and for every node of every graph the backend, model and sampling
  * it was routed to — and where a run goes under `--out` so that a finished run is never overwritten.
  */
-import { execFile } from 'node:child_process';
-import { access } from 'node:fs/promises';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { access, readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import type { Config } from '../config.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Router } from '../judge/types.js';
@@ -121,15 +119,25 @@ export function manifestNodes(
   return out;
 }
 
-/** The checkout's commit (with `-dirty` when it has uncommitted changes), or null outside a git checkout. */
+/** The checkout's commit (read from .git, worktrees included), or null outside a git checkout. */
 export async function gitCommit(cwd = process.cwd()): Promise<string | null> {
-  const run = promisify(execFile);
   try {
-    const head = (await run('git', ['rev-parse', 'HEAD'], { cwd, timeout: 5000 })).stdout.trim();
-    const status = (
-      await run('git', ['status', '--porcelain', '--untracked-files=no'], { cwd, timeout: 5000 })
-    ).stdout;
-    return status.trim() === '' ? head : `${head}-dirty`;
+    let gitDir = join(cwd, '.git');
+    const dotGit = await readFile(gitDir, 'utf8').catch(() => null);
+    if (dotGit !== null && dotGit.startsWith('gitdir:')) gitDir = dotGit.slice(7).trim();
+    const head = (await readFile(join(gitDir, 'HEAD'), 'utf8')).trim();
+    if (!head.startsWith('ref:')) return head;
+    const ref = head.slice(4).trim();
+    const common = (await readFile(join(gitDir, 'commondir'), 'utf8').catch(() => null))?.trim();
+    const roots = [gitDir, ...(common === undefined ? [] : [resolve(gitDir, common)])];
+    for (const root of roots) {
+      const loose = await readFile(join(root, ref), 'utf8').catch(() => null);
+      if (loose !== null) return loose.trim();
+      const packed = await readFile(join(root, 'packed-refs'), 'utf8').catch(() => null);
+      const line = packed?.split('\n').find((l) => l.endsWith(` ${ref}`));
+      if (line !== undefined) return line.split(' ')[0] ?? null;
+    }
+    return null;
   } catch {
     return null;
   }

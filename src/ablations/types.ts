@@ -3,7 +3,6 @@
  * Types only: the computation is in `ablate/analysis.ts`, the rendering in `ablate/report.ts` and `plots.ts`.
  */
 import type { ReasoningFormat } from '../judge/candidate.js';
-import type { EpochSummary } from './ablate/epochs.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Router } from '../judge/types.js';
 import type { ProgressStream } from './progress.js';
@@ -257,4 +256,28 @@ export interface LatencySummary {
 /** Wall-clock facts that differ between runs; kept out of `results.json` (written to `timing.json`). */
 export interface Timing {
   graphs: Record<string, { latencyMs: LatencySummary; perRole: Record<string, LatencySummary> }>;
+}
+
+/** A rate over the epochs: each epoch's value, their mean and sample standard deviation. */
+export interface EpochRate {
+  perEpoch: (number | null)[];
+  mean: number | null;
+  sd: number | null;
+}
+
+export interface EpochSpread {
+  f1: EpochRate;
+  accuracy: EpochRate;
+  precision: EpochRate;
+  recall: EpochRate;
+  /** Items decided in every epoch, and among them those with the same verdict every time. */
+  decidedEveryEpoch: number;
+  sameVerdict: number;
+  /** Mean over those items of the reward's variance across epochs (0 = the judge never changed its mind). */
+  meanItemVariance: number | null;
+}
+
+export interface EpochSummary {
+  epochs: number;
+  graphs: Record<string, EpochSpread>;
 }

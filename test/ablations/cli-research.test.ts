@@ -79,9 +79,9 @@ const lines = async (path: string) =>
   (await readFile(path, 'utf8'))
     .split('\n')
     .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
+    .map((l) => JSON.parse(l) as { calls: unknown; label: unknown; kind: unknown; nonce: unknown });
 
-const prompts = (records: Record<string, unknown>[]) =>
+const prompts = (records: { calls: unknown }[]) =>
   records.map((r) => JSON.stringify((r.calls as { messages: unknown }[]).map((c) => c.messages))).sort();
 
 describe('the research workflow against the fake judge', () => {

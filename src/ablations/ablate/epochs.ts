@@ -6,30 +6,7 @@
 import { isFailure, type ItemRecord } from '../records.js';
 import { countInto, emptyConfusion, rates } from '../stats/confusion.js';
 import type { DatasetItem } from '../dataset.js';
-
-/** A rate over the epochs: each epoch's value, their mean and sample standard deviation. */
-export interface EpochRate {
-  perEpoch: (number | null)[];
-  mean: number | null;
-  sd: number | null;
-}
-
-export interface EpochSpread {
-  f1: EpochRate;
-  accuracy: EpochRate;
-  precision: EpochRate;
-  recall: EpochRate;
-  /** Items decided in every epoch, and among them those with the same verdict every time. */
-  decidedEveryEpoch: number;
-  sameVerdict: number;
-  /** Mean over those items of the reward's variance across epochs (0 = the judge never changed its mind). */
-  meanItemVariance: number | null;
-}
-
-export interface EpochSummary {
-  epochs: number;
-  graphs: Record<string, EpochSpread>;
-}
+import type { EpochRate, EpochSpread, EpochSummary } from '../types.js';
 
 function spreadOf(values: (number | null)[]): EpochRate {
   const known = values.filter((v): v is number => v !== null);

@@ -153,6 +153,23 @@ export interface AblationRun extends ResumableRun<AblationResults> {
   epochOutcomes: ReadonlyMap<string, readonly (readonly ItemRecord[])[]>;
 }
 
+/** Runs one planned judgment, recording its calls, and converts it to its record. */
+async function judgeTask(
+  { entry, item, input, key, epoch, nonce }: Task,
+  options: AblationOptions,
+): Promise<ItemRecord> {
+  const calls: CallRecord[] = [];
+  const router = recordingRouter(options.router, { calls, cache: options.cache, meter: options.meter });
+  const judgment = await judgeOnce(entry.graph, input, router, {
+    deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
+    signal: options.signal,
+    limits: options.limits,
+    reasoningFormat: options.reasoningFormat,
+    nonce,
+  });
+  return toRecord(judgment, key, item.id, { item, epoch, nonce, calls });
+}
+
 /**
  * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the
  * budget-matched vote baselines (which need the entries' measured spend). Items already in that file (same
@@ -184,18 +201,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   let ran = 0;
   let reused = 0;
 
-  const runTask = async ({ entry, item, input, key, epoch, nonce }: Task): Promise<ItemRecord> => {
-    const calls: CallRecord[] = [];
-    const router = recordingRouter(options.router, { calls, cache: options.cache, meter: options.meter });
-    const judgment = await judgeOnce(entry.graph, input, router, {
-      deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
-      signal: options.signal,
-      limits: options.limits,
-      reasoningFormat: options.reasoningFormat,
-      nonce,
-    });
-    return toRecord(judgment, key, item.id, { item, epoch, nonce, calls });
-  };
+  const runTask = (task: Task): Promise<ItemRecord> => judgeTask(task, options);
 
   /** Judges `batch` over every item and epoch (what is not stored yet); false when interrupted. */
   const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
