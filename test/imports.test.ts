@@ -70,6 +70,7 @@ const ABLATION_PARTS: ReadonlyMap<string, readonly string[]> = new Map([
   ['stats', []],
   ['shared', ['stats']],
   ['ablate', ['shared', 'stats']],
+  ['compare', ['shared', 'stats', 'ablate']],
   ['probe', ['shared', 'stats', 'ablate']],
   ['calibrate', ['shared', 'stats', 'ablate']],
   ['evaluate', ['shared', 'stats']],

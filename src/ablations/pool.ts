@@ -15,16 +15,20 @@ import type { RunOptions } from './types.js';
 /** Default per-judgment deadline of an ablation or probe run (ms). */
 export const DEFAULT_DEADLINE_MS = 120_000;
 
-/** Runs `worker` over `tasks` with at most `concurrency` in flight; stops taking tasks once `signal` aborts. */
+/**
+ * Runs `worker` over `tasks` with at most `concurrency` in flight; stops taking tasks once `signal` aborts
+ * or `stop` returns true (a spend cap: what is in flight finishes).
+ */
 export async function runPool<T>(
   tasks: readonly T[],
   concurrency: number,
   worker: (task: T) => Promise<void>,
   signal?: AbortSignal,
+  stop?: () => boolean,
 ): Promise<void> {
   let next = 0;
   const lane = async (): Promise<void> => {
-    while (next < tasks.length && signal?.aborted !== true) {
+    while (next < tasks.length && signal?.aborted !== true && stop?.() !== true) {
       const task = tasks[next++];
       if (task !== undefined) await worker(task);
     }
@@ -50,6 +54,8 @@ export async function judgeOnce(
     limits?: { minChars: number; maxChars: number } | undefined;
     /** REASONING_FORMAT, as serving has it (default `auto`). */
     reasoningFormat?: ReasoningFormat | undefined;
+    /** The fence nonce (seeded runs); random when absent. */
+    nonce?: string | undefined;
   },
 ): Promise<Judgment> {
   try {
@@ -59,6 +65,7 @@ export async function judgeOnce(
       signal: options.signal,
       limits: options.limits,
       reasoningFormat: options.reasoningFormat,
+      nonce: options.nonce,
     });
   } catch (err) {
     return failedJudgment(graph, {
@@ -98,15 +105,16 @@ export interface ResumableUnits<T, R> {
  */
 export async function runResumable<T, R>(
   units: ResumableUnits<T, R>,
-  options: Pick<RunOptions, 'concurrency' | 'signal' | 'progress'>,
+  options: Pick<RunOptions, 'concurrency' | 'signal' | 'progress' | 'stop'>,
 ): Promise<{ ran: number; reused: number; completed: boolean }> {
   const todo = units.tasks.filter((task) => {
     const previous = units.stored.get(units.idOf(task));
     return previous === undefined || (units.retryFailed === true && units.isFailure(previous));
   });
   const reused = units.tasks.length - todo.length;
+  // An empty stage (e.g. no baseline to add) prints no `0/0 100%` line.
   const progress =
-    options.progress === undefined
+    options.progress === undefined || units.tasks.length === 0
       ? undefined
       : createProgress({
           total: units.tasks.length,
@@ -130,10 +138,12 @@ export async function runResumable<T, R>(
         units.onRecord?.(record);
       },
       options.signal,
+      options.stop,
     );
   } finally {
     await sink.close();
   }
   progress?.done();
-  return { ran, reused, completed: options.signal?.aborted !== true };
+  const stopped = options.stop?.() === true && ran + reused < units.tasks.length;
+  return { ran, reused, completed: options.signal?.aborted !== true && !stopped };
 }

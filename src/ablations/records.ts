@@ -2,6 +2,8 @@ import { open, readFile, truncate } from 'node:fs/promises';
 import { z } from 'zod';
 import { getRole } from '../roles/index.js';
 import type { Judgment } from '../judge/types.js';
+import { clusterKey, type DatasetItem } from './dataset.js';
+import { CallRecord } from './recording.js';
 
 /** One node message as kept for statistics: who said what stance in which round (no text). */
 export const StanceMessage = z.object({
@@ -12,6 +14,11 @@ export const StanceMessage = z.object({
   stance: z.enum(['match', 'no_match']).nullable(),
   confidence: z.number().nullable(),
   failed: z.boolean().optional(),
+  /** HTTP attempts and re-asks of the node (absent in records written before they were kept). */
+  attempts: z.number().int().min(0).optional(),
+  reasks: z.number().int().min(0).optional(),
+  /** The judge's reasoning trace, when the node result carries one (reasoning judges). */
+  reasoning: z.string().optional(),
 });
 export type StanceMessage = z.infer<typeof StanceMessage>;
 
@@ -54,6 +61,17 @@ export const ItemRecord = z.object({
   roles: z.record(z.string(), RoleUsage),
   messages: z.array(StanceMessage),
   latencyMs: z.number().min(0),
+  /** The item's label and kind (absent in records written before they were kept). */
+  label: z.union([z.literal(0), z.literal(1)]).optional(),
+  kind: z.string().optional(),
+  /** The item's cluster (`clusterKey`: its ground truth's hash), so runs compare without the dataset. */
+  cluster: z.string().optional(),
+  /** 0-based repeat of the item (`--epochs`); absent = 0. */
+  epoch: z.number().int().min(0).optional(),
+  /** The fence nonce the prompts carried (seeded by `--seed`); absent in older records. */
+  nonce: z.string().optional(),
+  /** Every LLM call: messages sent, raw reply, reasoning (absent in older records). */
+  calls: z.array(CallRecord).optional(),
 });
 export type ItemRecord = z.infer<typeof ItemRecord>;
 
@@ -67,13 +85,29 @@ export function isFailure(record: Pick<ItemRecord, 'status'>): boolean {
   return FAILURE_STATUSES.has(record.status);
 }
 
-/** Identity of a finished (graph, item) in `items.jsonl`. */
-export function recordId(key: string, itemId: string): string {
-  return `${key}|${itemId}`;
+/**
+ * Identity of a finished (graph, item) in `items.jsonl`; with a nonce (seeded runs), of that repeat: a
+ * resumed run reuses a record only when it would have sent the same prompts.
+ */
+export function recordId(key: string, itemId: string, nonce?: string): string {
+  return nonce === undefined ? `${key}|${itemId}` : `${key}|${itemId}|${nonce}`;
+}
+
+/** What a research run adds to a record: the item's label and kind, the repeat, its nonce, the calls. */
+export interface RecordExtras {
+  item: Pick<DatasetItem, 'label' | 'kind' | 'ground_truth'>;
+  epoch: number;
+  nonce: string;
+  calls: CallRecord[];
+}
+
+/** The reasoning trace on a node result, when the engine reports one. */
+function reasoningOf(m: Judgment['transcript'][number]): string | undefined {
+  return 'reasoning' in m && typeof m.reasoning === 'string' ? m.reasoning : undefined;
 }
 
 /** Converts a judgment to its `items.jsonl` record. */
-export function toRecord(judgment: Judgment, key: string, itemId: string): ItemRecord {
+export function toRecord(judgment: Judgment, key: string, itemId: string, extras?: RecordExtras): ItemRecord {
   const roles: Record<string, RoleUsage> = {};
   for (const m of judgment.transcript) {
     const usage = (roles[m.role] ??= { calls: 0, promptTokens: 0, completionTokens: 0, latencyMs: 0 });
@@ -99,19 +133,32 @@ export function toRecord(judgment: Judgment, key: string, itemId: string): ItemR
     stopReason: judgment.stopReason,
     usage: { ...judgment.usage },
     roles,
-    messages: judgment.transcript.map((m) => ({
-      round: m.round,
-      nodeId: m.nodeId,
-      role: m.role,
-      stage: m.stage,
-      stance: m.stance,
-      confidence: m.confidence,
-      ...(m.error === undefined ? {} : { failed: true }),
-    })),
+    messages: judgment.transcript.map((m) => {
+      const reasoning = extras === undefined ? undefined : reasoningOf(m);
+      return {
+        round: m.round,
+        nodeId: m.nodeId,
+        role: m.role,
+        stage: m.stage,
+        stance: m.stance,
+        confidence: m.confidence,
+        ...(m.error === undefined ? {} : { failed: true }),
+        ...(extras === undefined ? {} : { attempts: m.attempts, reasks: m.reasks }),
+        ...(reasoning === undefined ? {} : { reasoning }),
+      };
+    }),
     latencyMs: judgment.latencyMs,
   };
   if (judgment.reason !== undefined) record.reason = judgment.reason;
   if (judgment.error !== undefined) record.error = { ...judgment.error };
+  if (extras !== undefined) {
+    record.label = extras.item.label;
+    record.kind = extras.item.kind;
+    record.cluster = clusterKey(extras.item);
+    record.epoch = extras.epoch;
+    record.nonce = extras.nonce;
+    record.calls = extras.calls;
+  }
   return record;
 }
 
@@ -175,7 +222,7 @@ export async function loadJsonl<T>(
 
 /** Reads an ablation's `items.jsonl` (see `loadJsonl`), keyed by (judgment key, item). */
 export function loadRecords(path: string): Promise<LoadedRecords> {
-  return loadJsonl(path, ItemRecord, (r) => recordId(r.key, r.item));
+  return loadJsonl(path, ItemRecord, (r) => recordId(r.key, r.item, r.nonce));
 }
 
 /** An append-only JSONL writer; writes are serialized so lines never interleave. */

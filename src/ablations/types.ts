@@ -29,6 +29,8 @@ export interface RunOptions {
   reasoningFormat?: ReasoningFormat | undefined;
   /** Stop taking new units when aborted; results already appended are kept for the next run. */
   signal?: AbortSignal | undefined;
+  /** Polled before each new unit: true stops taking units (a spend cap); units in flight finish and are kept. */
+  stop?: (() => boolean) | undefined;
   /** Progress bar target (stderr in the CLI); omitted → no progress output. */
   progress?: ProgressStream | undefined;
 }
@@ -250,6 +252,10 @@ export interface AblationResults {
   graphs: GraphResult[];
   /** Each graph against its budget-matched vote baselines (Holm over this family). */
   baselines: BaselineComparison[];
+  /** With `--epochs N` (N ≥ 2): each graph's rates per epoch and their spread (intervals are over epoch 1). */
+  epochs?: EpochSummary | undefined;
+  /** How the run was made: command, commit, times, and every node's resolved backend (CLI runs). */
+  manifest?: Record<string, unknown> | undefined;
 }
 
 export interface LatencySummary {
@@ -261,4 +267,28 @@ export interface LatencySummary {
 /** Wall-clock facts that differ between runs; kept out of `results.json` (written to `timing.json`). */
 export interface Timing {
   graphs: Record<string, { latencyMs: LatencySummary; perRole: Record<string, LatencySummary> }>;
+}
+
+/** A rate over the epochs: each epoch's value, their mean and sample standard deviation. */
+export interface EpochRate {
+  perEpoch: (number | null)[];
+  mean: number | null;
+  sd: number | null;
+}
+
+export interface EpochSpread {
+  f1: EpochRate;
+  accuracy: EpochRate;
+  precision: EpochRate;
+  recall: EpochRate;
+  /** Items decided in every epoch, and among them those with the same verdict every time. */
+  decidedEveryEpoch: number;
+  sameVerdict: number;
+  /** Mean over those items of the reward's variance across epochs (0 = the judge never changed its mind). */
+  meanItemVariance: number | null;
+}
+
+export interface EpochSummary {
+  epochs: number;
+  graphs: Record<string, EpochSpread>;
 }

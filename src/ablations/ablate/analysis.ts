@@ -76,7 +76,7 @@ export function scoreKind(decision: Decision): ScoreKind {
 }
 
 /** Paired per-cluster confusions of two graphs over the items both decided. */
-function pairedClusters(
+export function pairedClusters(
   set: ItemSet,
   mine: readonly ItemRecord[],
   theirs: readonly ItemRecord[],

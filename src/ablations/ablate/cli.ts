@@ -1,9 +1,11 @@
 /**
  * `npm run ablate -- --dataset F.jsonl --graphs a,b --out DIR [--limit N] [--concurrency C] [--seed S]`
  * Runs judge graphs over a labelled set on the configured backend (offline unless JUDGE_BASE_URL is set)
- * and writes items.jsonl, results.json, timing.json, report.md and SVG plots to DIR. Resumable.
+ * and writes items.jsonl, results.json (with its manifest), timing.json, report.md, transcripts.html and SVG
+ * plots to DIR — or to DIR/run-N when DIR holds a finished run. Resumable; `--max-tokens` caps a session.
  * `--canary-reference FILE` also writes the serving graph's per-row outcomes as a CANARY_REFERENCE.
  */
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../config.js';
 import {
@@ -18,6 +20,7 @@ import {
   runSettings,
   withInterrupts,
 } from '../cli-common.js';
+import { RESEARCH_OPTIONS, RESEARCH_USAGE, researchSession } from '../cli-session.js';
 import { writeCanaryReference } from './canary-reference.js';
 import { parseEffortMix } from './effort-variants.js';
 import { renderSummary } from './report.js';
@@ -31,7 +34,9 @@ const USAGE = `usage: npm run ablate -- --dataset FILE.jsonl --out DIR [options]
                        (by node id, role, or all=EFFORT); repeat for several mixes
   --out DIR            output directory; rerunning with the same DIR resumes
 ${RUN_USAGE}
-  --seed S             bootstrap seed (default 1)
+${RESEARCH_USAGE}
+  --seed S             seeds the fence nonces (same seed, same prompts) and the bootstrap (default 1)
+  --epochs N           judge every item N times, each with its own nonce; reports between-epoch spread
   --resamples R        bootstrap resamples (default ${DEFAULT_RESAMPLES}, minimum ${DEFAULT_RESAMPLES})
   --reference NAME     graph for paired comparisons, added if missing (default: default; "none" to skip)
   --no-baseline        do not add the equal-budget vote-N baseline
@@ -45,7 +50,9 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
       ...RUN_OPTIONS,
+      ...RESEARCH_OPTIONS,
       seed: { type: 'string' },
+      epochs: { type: 'string' },
       resamples: { type: 'string' },
       graphs: { type: 'string', default: 'default' },
       reference: { type: 'string', default: 'default' },
@@ -62,6 +69,7 @@ async function main(): Promise<number> {
   if (typeof settings === 'number') return settings;
   const { limit } = settings;
   const seed = intOption('seed', values.seed, 1, 0);
+  const epochs = intOption('epochs', values.epochs, 1);
   const resamples = intOption('resamples', values.resamples, DEFAULT_RESAMPLES, DEFAULT_RESAMPLES);
   const config = loadConfig();
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
@@ -73,11 +81,29 @@ async function main(): Promise<number> {
     reference: values.reference === 'none' ? null : values.reference,
     efforts: (values['reasoning-effort'] ?? []).map(parseEffortMix),
   });
+  const items = limit === undefined ? dataset.items : dataset.items.slice(0, limit);
+  const session = await researchSession(values, {
+    script: 'ablate',
+    out: settings.out,
+    graphs: entries,
+    items,
+    judgmentsPerGraph: items.length * epochs,
+    concurrency: settings.concurrency,
+    baselines: !values['no-baseline'],
+    transcriptsPath: config.transcriptsPath,
+    manifest: {
+      limit: limit ?? null,
+      epochs,
+      seed,
+      dataset: settings.dataset,
+      dataset_sha256: dataset.sha256,
+    },
+  });
+  if (session === null) return 0;
   const router = openRouter(config);
   console.error(
-    `graphs: ${entries.map((e) => `${e.label}${e.auto ? '*' : ''}`).join(', ')} · items: ${
-      limit === undefined ? dataset.items.length : Math.min(limit, dataset.items.length)
-    } · out: ${settings.out}`,
+    `graphs: ${entries.map((e) => `${e.label}${e.auto ? '*' : ''}`).join(', ')} · items: ${items.length}` +
+      `${epochs > 1 ? ` × ${epochs} epochs` : ''} · out: ${session.out}`,
   );
 
   return withInterrupts('judgments', router, async (signal) => {
@@ -85,10 +111,11 @@ async function main(): Promise<number> {
       dataset,
       entries,
       router,
-      outDir: settings.out,
+      outDir: session.out,
       concurrency: settings.concurrency,
       deadlineMs: settings.deadlineMs,
       seed,
+      epochs,
       resamples,
       limit,
       reference,
@@ -97,8 +124,14 @@ async function main(): Promise<number> {
       reasoningFormat: config.reasoningFormat,
       retryFailed: values['retry-failed'],
       signal,
+      stop: session.stop,
+      meter: session.meter,
+      cache: session.cache,
+      onRecord: session.onRecord,
+      manifest: (all, records) => session.manifest(all, router, config.judge, records),
       progress: process.stderr,
     });
+    await session.close(run.completed ? join(session.out, 'transcripts.html') : null, run.files);
     if (run.badLines.length > 0) {
       console.error(
         `ignored ${run.badLines.length} unreadable items.jsonl lines: ${run.badLines.slice(0, 10).join(', ')}`,
@@ -107,7 +140,6 @@ async function main(): Promise<number> {
     const canaryEntry = entries.find((e) => e.label === canaryGraph || e.aliases.includes(canaryGraph));
     const records = canaryEntry === undefined ? undefined : run.outcomes.get(canaryEntry.label);
     if (canaryOut !== undefined && canaryEntry !== undefined && records !== undefined && run.completed) {
-      const items = limit === undefined ? dataset.items : dataset.items.slice(0, limit);
       console.error(
         await writeCanaryReference(canaryOut, {
           graph: canaryEntry.graph,
@@ -118,10 +150,12 @@ async function main(): Promise<number> {
         }),
       );
     }
-    return finishResumable(
-      run,
-      { unit: 'judgments', verb: 'run', records: `${settings.out}/items.jsonl` },
-      renderSummary,
+    return session.finish(
+      finishResumable(
+        run,
+        { unit: 'judgments', verb: 'run', records: join(session.out, 'items.jsonl') },
+        renderSummary,
+      ),
     );
   });
 }

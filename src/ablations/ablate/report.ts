@@ -443,10 +443,51 @@ function dynamicsLines(d: NonNullable<GraphResult['dynamics']>): string[] {
   return out;
 }
 
+/** `mean ± sd` of a rate over the epochs. */
+function spreadCell(r: { mean: number | null; sd: number | null }): string {
+  return r.mean === null ? DASH : `${num(r.mean)} ± ${num(r.sd)}`;
+}
+
+/** Between-epoch variance beside epoch 1's intervals; null without repeats. */
+function epochSection(results: AblationResults): string | null {
+  const e = results.epochs;
+  if (e === undefined || e.epochs < 2) return null;
+  const rows = results.graphs.map((g) => {
+    const s = e.graphs[g.name];
+    return [
+      graphLabel(g),
+      withCi(g.metrics.point.f1, g.metrics.ci.f1),
+      s === undefined ? DASH : spreadCell(s.f1),
+      s === undefined ? DASH : spreadCell(s.accuracy),
+      s === undefined ? DASH : `${s.sameVerdict}/${s.decidedEveryEpoch}`,
+      s === undefined ? DASH : num(s.meanItemVariance),
+    ];
+  });
+  return [
+    `## Repeats (${e.epochs} epochs)`,
+    '',
+    `Every item was judged ${e.epochs} times, each with its own seeded nonce. The intervals are over epoch 1 ` +
+      '(items are the sampling unit); the spread between epochs is what the judge’s own noise moves a rate.',
+    '',
+    table(
+      [
+        'graph',
+        'F1 epoch 1 [95% CI]',
+        'F1 over epochs (mean ± sd)',
+        'accuracy over epochs',
+        'same verdict every epoch',
+        'mean item variance',
+      ],
+      rows,
+    ),
+  ].join('\n');
+}
+
 /** Only the summary table (what the CLI prints), after the warnings. */
 export function renderSummary(results: AblationResults, timing?: Timing): string {
   const warnings = results.warnings.map((w) => `WARNING: ${w}\n\n`).join('');
-  return `${warnings}${summaryTable(results, timing)}\n`;
+  const epochs = epochSection(results);
+  return `${warnings}${summaryTable(results, timing)}\n${epochs === null ? '' : `\n${epochs}\n`}`;
 }
 
 /** The report as Markdown. `timing` (run-dependent latencies) is optional. */
@@ -472,6 +513,8 @@ export function renderReport(results: AblationResults, timing?: Timing): string 
     viewsTable(results),
     '',
   ];
+  const epochs = epochSection(results);
+  if (epochs !== null) parts.push(epochs, '');
   const paired = pairedSection(results);
   if (paired !== null) parts.push(paired, '');
   const baselines = baselineSection(results);

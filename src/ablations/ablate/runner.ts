@@ -4,15 +4,18 @@ import { RewardError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import { compileSpec, getPreset, PRESETS, voteGraph } from '../../judge/presets.js';
 import { judgmentKey, keySettingsOf } from '../../judge/key.js';
+import { seededNonce } from '../../judge/nonce.js';
 import type { JudgmentInput } from '../../judge/types.js';
 import { PROMPT_VERSION } from '../../roles/index.js';
 import { analyze } from './analysis.js';
 import { withEfforts, type EffortMix } from './effort-variants.js';
+import { epochSummary } from './epochs.js';
 import { planBaselines, voteTokensPerCall, type PlannedBaseline } from './baselines.js';
 import type { Dataset, DatasetItem } from '../dataset.js';
 import { f1CostSvg, precisionRecallSvg } from '../plots.js';
 import { DEFAULT_DEADLINE_MS, judgeOnce, runResumable, toInput } from '../pool.js';
 import { isFailure, loadRecords, recordId, toRecord, type ItemRecord } from '../records.js';
+import { recordingRouter, type CallRecord, type ResponseCache, type SpendMeter } from '../recording.js';
 import { renderReport } from './report.js';
 import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from '../types.js';
 import { timingSummary } from './usage.js';
@@ -125,12 +128,53 @@ export interface AblationOptions extends RunOptions {
   retryFailed?: boolean | undefined;
   /** Called after each record is appended (tests use it to interrupt a run). */
   onRecord?: ((record: ItemRecord) => void) | undefined;
+  /** Judge every item this many times, each repeat with its own seeded nonce (default 1). */
+  epochs?: number | undefined;
+  /** Answer repeated requests from this cache (shared across output folders; opt-in). */
+  cache?: ResponseCache | undefined;
+  /** Counts the tokens every call spends (the spend cap reads it). */
+  meter?: SpendMeter | undefined;
+  /**
+   * Builds `results.json`'s `manifest` from the run's entries (baselines included) and records;
+   * `finished_at` is set when the results are written.
+   */
+  manifest?:
+    ((entries: readonly GraphEntry[], records: readonly ItemRecord[]) => Record<string, unknown>) | undefined;
+}
+
+/** One planned judgment of an ablation. */
+interface Task {
+  entry: GraphEntry;
+  item: DatasetItem;
+  input: JudgmentInput;
+  key: string;
+  epoch: number;
+  nonce: string;
 }
 
 /** `ran`/`reused` count judgments; the records file is `items.jsonl`. */
 export interface AblationRun extends ResumableRun<AblationResults> {
   /** Per entry label, its records aligned with the items run (empty when the run did not complete). */
   outcomes: ReadonlyMap<string, readonly ItemRecord[]>;
+  /** Per entry label, per epoch, its records aligned with the items (epoch 0 is `outcomes`). */
+  epochOutcomes: ReadonlyMap<string, readonly (readonly ItemRecord[])[]>;
+}
+
+/** Runs one planned judgment, recording its calls, and converts it to its record. */
+async function judgeTask(
+  { entry, item, input, key, epoch, nonce }: Task,
+  options: AblationOptions,
+): Promise<ItemRecord> {
+  const calls: CallRecord[] = [];
+  const router = recordingRouter(options.router, { calls, cache: options.cache, meter: options.meter });
+  const judgment = await judgeOnce(entry.graph, input, router, {
+    deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
+    signal: options.signal,
+    limits: options.limits,
+    reasoningFormat: options.reasoningFormat,
+    nonce,
+  });
+  return toRecord(judgment, key, item.id, { item, epoch, nonce, calls });
 }
 
 /**
@@ -157,45 +201,45 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   const itemsPath = join(options.outDir, 'items.jsonl');
   const loaded = await loadRecords(itemsPath);
   const stored = loaded.records;
-  const keys = new Map<string, string[]>();
+  /** Per label, per epoch, the record id of each item. */
+  const ids = new Map<string, string[][]>();
+  const epochs = options.epochs ?? 1;
+  const seed = options.seed ?? 1;
   let ran = 0;
   let reused = 0;
 
-  /** Judges `batch` over every item (what is not stored yet); false when interrupted. */
+  const runTask = (task: Task): Promise<ItemRecord> => judgeTask(task, options);
+
+  /** Judges `batch` over every item and epoch (what is not stored yet); false when interrupted. */
   const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
-    const tasks: { entry: GraphEntry; item: DatasetItem; input: JudgmentInput; key: string }[] = [];
+    const tasks: Task[] = [];
     const settings = keySettingsOf(options);
-    // Item-major order: an interrupted run has paired results across graphs for the items it finished.
-    for (const entry of batch) keys.set(entry.label, []);
-    for (const item of items) {
-      const input = toInput(item);
-      for (const entry of batch) {
-        const key = judgmentKey(entry.graph, input, options.router, settings, 'raw');
-        keys.get(entry.label)?.push(key);
-        tasks.push({ entry, item, input, key });
+    for (const entry of batch) ids.set(entry.label, []);
+    // Epoch-major, then item-major: an interrupted run has paired results across graphs for the items it
+    // finished, and a whole first epoch before any repeat.
+    for (let epoch = 0; epoch < epochs; epoch++) {
+      for (const item of items) {
+        const input = toInput(item);
+        for (const entry of batch) {
+          const key = judgmentKey(entry.graph, input, options.router, settings, 'raw');
+          const nonce = seededNonce(seed, key, item.id, String(epoch));
+          const perEpoch = ids.get(entry.label) ?? [];
+          (perEpoch[epoch] ??= []).push(recordId(key, item.id, nonce));
+          tasks.push({ entry, item, input, key, epoch, nonce });
+        }
       }
     }
     const session = await runResumable(
       {
         tasks,
-        idOf: ({ key, item }) => recordId(key, item.id),
+        idOf: ({ key, item, nonce }) => recordId(key, item.id, nonce),
         stored,
         isFailure,
         retryFailed: options.retryFailed,
         path: itemsPath,
         label,
         onRecord: options.onRecord,
-        run: async ({ entry, item, input, key }) =>
-          toRecord(
-            await judgeOnce(entry.graph, input, options.router, {
-              deadlineMs: options.deadlineMs ?? DEFAULT_DEADLINE_MS,
-              signal: options.signal,
-              limits: options.limits,
-              reasoningFormat: options.reasoningFormat,
-            }),
-            key,
-            item.id,
-          ),
+        run: runTask,
       },
       options,
     );
@@ -203,11 +247,11 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     reused += session.reused;
     return session.completed;
   };
-  const recordsOf = (label: string): ItemRecord[] => {
-    const list = keys.get(label) ?? [];
+  const recordsOf = (label: string, epoch = 0): ItemRecord[] => {
+    const list = ids.get(label)?.[epoch] ?? [];
     return items.map((item, i) => {
-      const record = stored.get(recordId(list[i] ?? '', item.id));
-      if (record === undefined) throw new Error(`no result for ${label} / ${item.id}`);
+      const record = stored.get(list[i] ?? '');
+      if (record === undefined) throw new Error(`no result for ${label} / ${item.id} (epoch ${epoch + 1})`);
       return record;
     });
   };
@@ -238,10 +282,14 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
       badLines: loaded.badLines,
       files: [itemsPath],
       outcomes: new Map(),
+      epochOutcomes: new Map(),
     };
   }
 
   const outcomes = new Map<string, ItemRecord[]>(entries.map((e) => [e.label, recordsOf(e.label)]));
+  const epochOutcomes = new Map(
+    entries.map((e) => [e.label, Array.from({ length: epochs }, (_, k) => recordsOf(e.label, k))]),
+  );
   const results = analyze({
     items,
     datasetSha256: options.dataset.sha256,
@@ -254,6 +302,11 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     promptVersion: PROMPT_VERSION,
     reference,
   });
+  if (epochs > 1) results.epochs = epochSummary(items, epochOutcomes);
+  if (options.manifest !== undefined) {
+    const records = [...epochOutcomes.values()].flat(2);
+    results.manifest = { ...options.manifest(entries, records), finished_at: new Date().toISOString() };
+  }
   const timing = timingSummary(entries, outcomes);
   const files = {
     results: join(options.outDir, 'results.json'),
@@ -275,5 +328,6 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
     badLines: loaded.badLines,
     files: [itemsPath, ...Object.values(files)],
     outcomes,
+    epochOutcomes,
   };
 }
