@@ -35,7 +35,12 @@ export type FakeReply =
    * A whole choice as given: `message` (content, `reasoning_content`, …), its finish_reason and usage
    * (`completion_tokens_details` and all). The reasoning judge (thinking.ts) answers with it.
    */
-  | { kind: 'completion'; message: Record<string, unknown>; finishReason: string; usage: Record<string, unknown> };
+  | {
+      kind: 'completion';
+      message: Record<string, unknown>;
+      finishReason: string;
+      usage: Record<string, unknown>;
+    };
 
 /** llama.cpp's 400 when the prompt does not fit the slot's context (server.cpp, `exceed_context_size_error`). */
 export function llamaContextOverflow(nPromptTokens: number, nCtx: number): FakeReply {

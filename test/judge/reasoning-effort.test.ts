@@ -128,7 +128,11 @@ describe('budgets learned per (backend, role, effort)', () => {
     const first = defaultMaxTokens('judge');
     const runs = MIN_LENGTH_SAMPLES + 4;
     for (let i = 0; i < runs; i++) {
-      const j = await runJudgment(graph, { ...input, candidate: `${input.candidate} (${i})` }, { router, deadline: soon() });
+      const j = await runJudgment(
+        graph,
+        { ...input, candidate: `${input.candidate} (${i})` },
+        { router, deadline: soon() },
+      );
       expect(j.status).toBe('ok');
     }
     expect(fake.calls[0]?.body.max_tokens).toBe(first);
