@@ -40,6 +40,14 @@ const REQUESTS: ReadonlyMap<string, { method: 'GET' | 'POST'; url: string; paylo
   ['/v1/reward', { method: 'POST', url: '/v1/reward', payload: group }],
   ['/v1/reward/batch', { method: 'POST', url: '/v1/reward/batch', payload: { groups: [group] } }],
   [
+    '/v1/reward/group-mean',
+    {
+      method: 'POST',
+      url: '/v1/reward/group-mean',
+      payload: { question: group.question, ground_truth: group.ground_truth },
+    },
+  ],
+  [
     '/v1/judge',
     { method: 'POST', url: '/v1/judge', payload: { ground_truth: GROUND_TRUTH, candidate: candidate(0) } },
   ],
@@ -81,6 +89,7 @@ const REQUESTS: ReadonlyMap<string, { method: 'GET' | 'POST'; url: string; paylo
 const EXPECTED_SCOPE: Record<string, string> = {
   '/v1/reward': 'reward',
   '/v1/reward/batch': 'reward',
+  '/v1/reward/group-mean': 'reward',
   '/v1/judge': 'reward',
   '/get_reward': 'reward',
   '/slime': 'reward',

@@ -75,6 +75,7 @@ describe('evictOldest', () => {
         'judge/stagger.ts',
         'server/admission/fair-shares.ts',
         'server/controls/cancel.ts',
+        'server/serving/group-means.ts',
         'server/serving/idempotency.ts',
         'state/local.ts',
         'state/redis-budget.ts',

@@ -16,6 +16,8 @@
  */
 import { createHash } from 'node:crypto';
 
+import { evictOldest } from '../../state/bounded.js';
+
 /** How long a judged reward counts towards its group's mean, ms (one hour: longer than a step). */
 export const GROUP_WINDOW_MS = 3_600_000;
 /** Groups kept at most. */
@@ -68,20 +70,12 @@ export function createGroupMeans(now: () => number): GroupMeans {
       let group = groups.get(key);
       if (group === undefined) {
         group = new Map();
-        while (groups.size >= MAX_GROUPS) {
-          const oldest = groups.keys().next().value;
-          if (oldest === undefined) break;
-          groups.delete(oldest);
-        }
+        evictOldest(groups, MAX_GROUPS - 1);
       } else groups.delete(key);
       groups.set(key, group);
       group.delete(judgmentId);
       group.set(judgmentId, { at, reward });
-      while (group.size > MAX_PER_GROUP) {
-        const oldest = group.keys().next().value;
-        if (oldest === undefined) break;
-        group.delete(oldest);
-      }
+      evictOldest(group, MAX_PER_GROUP);
     },
     mean(parts) {
       const group = groups.get(keyOf(parts));
