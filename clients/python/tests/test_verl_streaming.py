@@ -46,7 +46,11 @@ def step(tag: str):
     a = [f"{MATCHING} (a0 {tag})", f"{UNRELATED} (a1 {tag})", f"{MATCHING} {FAIL_MARKER} (a2 {tag})",
          f"{MATCHING} (a3 {tag})"]
     b = [f"{MATCHING} (b0 {tag})"] + [f"{UNRELATED} (b{k} {tag})" for k in (1, 2, 3)]
-    return [sample(r) for r in a] + [sample(r, GT_2) for r in b]
+    # A question of this step's own: the server's group ledger outlives a test, and other tests on the same
+    # server judge the same abstract and question.
+    gt_a = {**GT, "question": f"{GT['question']} [{tag}]"}
+    gt_b = {**GT_2, "question": f"{GT_2.get('question', QUESTION)} [{tag}]"}
+    return [sample(r, gt_a) for r in a] + [sample(r, gt_b) for r in b]
 
 
 EXPECTED = [1.0, 0.0, pytest.approx(2 / 3), 1.0, 1.0, 0.0, 0.0, 0.0]
