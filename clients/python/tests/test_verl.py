@@ -104,14 +104,16 @@ def test_a_failure_never_scores_another_prompts_mean(failing_server):
     nothing of its own group judged, it waits `group_wait_s`, then scores `unjudged_score`, flagged."""
     fn = verl_compute_score(RewardClient(failing_server.url, max_retries=0), max_rounds=0, group_wait_s=0.5,
                             poll_s=0.2, unjudged_score=0.5)
-    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=GT_2))
+    # Groups of this test's own: the server's group ledger outlives a test, and other tests judge GT.
+    gt, gt_2 = {**GT, "question": unique(QUESTION)}, {**GT_2, "question": unique(QUESTION_2)}
+    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=gt_2))
     assert out["score"] == 0.0 and out["judge_failed"] is False  # judged without an LLM: a real 0
-    out = asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=GT))
+    out = asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=gt))
     assert out == {"score": 0.5, "judge_failed": True, "group_unjudged": True, "cached": False,
                    "latency_s": out["latency_s"]}
     # ...and once a rollout of its own group is judged, its failures score that group's mean.
-    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=GT))
-    out = asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=GT))
+    out = asyncio.run(fn(data_source="x", solution_str=DEGENERATE, ground_truth=gt))
+    out = asyncio.run(fn(data_source="x", solution_str=unique(MATCHING), ground_truth=gt))
     assert (out["score"], out["judge_failed"], out["group_unjudged"]) == (0.0, True, False)
 
 

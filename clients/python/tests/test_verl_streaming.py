@@ -127,7 +127,8 @@ def test_a_group_none_of_whose_rollouts_could_be_judged_scores_the_same_for_all_
     workers = VerlRewardWorkers(SRC, str(path), "compute_score", num_workers=2)
     try:
         tag = uuid.uuid4().hex[:8]
-        answers = workers.stream([sample(f"{MATCHING} ({tag} {k})") for k in range(4)], lambda i: i % 2)
+        gt = {**GT, "question": f"{QUESTION} [{tag}]"}  # a group of its own (the server's ledger outlives a test)
+        answers = workers.stream([sample(f"{MATCHING} ({tag} {k})", gt) for k in range(4)], lambda i: i % 2)
     finally:
         workers.close()
     assert [kind for kind, _ in answers] == ["ok"] * 4, answers
