@@ -37,12 +37,33 @@ export const GraphNode = z.strictObject({
 });
 export type GraphNode = z.infer<typeof GraphNode>;
 
-export const Decision = z.discriminatedUnion('rule', [
+const DecisionObject = z.discriminatedUnion('rule', [
   z.strictObject({ rule: z.literal('evaluator'), node: NodeId }),
   z.strictObject({ rule: z.literal('majority'), nodes: z.array(NodeId).min(1).optional() }),
   z.strictObject({ rule: z.literal('unanimous'), nodes: z.array(NodeId).min(1).optional() }),
   z.strictObject({ rule: z.literal('confidence_weighted'), nodes: z.array(NodeId).min(1).optional() }),
 ]);
+const VOTING_RULES: readonly string[] = ['majority', 'unanimous', 'confidence_weighted'];
+/**
+ * `{"rule": …}`; a voting rule's name alone (`"decision": "majority"`) is shorthand for `{"rule": "majority"}`
+ * (every stance-bearing node votes). Any other string is refused with the object form named (issue 40).
+ */
+export const Decision = z.unknown().transform((input, ctx): z.infer<typeof DecisionObject> => {
+  if (typeof input === 'string' && !VOTING_RULES.includes(input)) {
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        `"${input}" is not a decision: write {"rule": "evaluator", "node": ID}, or {"rule": R, "nodes"?: [IDs]} ` +
+        `with R one of ${VOTING_RULES.join(', ')} (a voting rule's name alone is shorthand for {"rule": R})`,
+    });
+    return z.NEVER;
+  }
+  const parsed = DecisionObject.safeParse(typeof input === 'string' ? { rule: input } : input);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues)
+    ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+  return z.NEVER;
+});
 export type Decision = z.infer<typeof Decision>;
 
 export const EarlyStop = z.discriminatedUnion('kind', [

@@ -153,6 +153,25 @@ describe('graph validation', () => {
     expect(msg).toContain("node 'moderator'");
   });
 
+  it('takes a voting rule name as shorthand for the decision object, and names the object form otherwise (issue 40)', () => {
+    const nodes = [
+      { id: 'a', role: 'analyst', seed: 1, temperature: 0.7 },
+      { id: 'b', role: 'analyst', seed: 2, temperature: 0.7 },
+      { id: 'c', role: 'analyst', seed: 3, temperature: 0.7 },
+    ];
+    for (const rule of ['majority', 'unanimous', 'confidence_weighted'] as const) {
+      const short = compileGraph({ decision: rule, nodes });
+      expect(short.spec.decision).toEqual({ rule });
+      expect(short.hash).toBe(compileGraph({ decision: { rule }, nodes }).hash);
+    }
+    for (const bad of ['evaluator', 'plurality']) {
+      const msg = invalidMessage({ decision: bad, nodes });
+      expect(msg).toContain(`"${bad}" is not a decision`);
+      expect(msg).toContain('{"rule": "evaluator", "node": ID}');
+      expect(msg).not.toContain('expected object, received string');
+    }
+  });
+
   it('rejects a vote with a stance-less voter', () => {
     const msg = invalidMessage({
       decision: { rule: 'majority', nodes: ['moderator'] },

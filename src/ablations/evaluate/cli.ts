@@ -1,5 +1,5 @@
 /**
- * `npm run evaluate -- --input ideas.jsonl --out DIR [--criteria …] [--protocols …]`
+ * `npm run evaluate -- --input ideas.jsonl --out DIR [--criteria …] [--protocols …] [--limit N]`
  * The paper's absolute (1–5) and pairwise protocols over generated ideas on the configured backend (offline
  * unless JUDGE_BASE_URL is set); writes units.jsonl, results.json, report.md and evaluation.svg. Resumable.
  */
@@ -17,7 +17,7 @@ import {
   withInterrupts,
 } from '../cli-common.js';
 import { DEFAULT_EVALUATE_DEADLINE_MS, runEvaluation } from './run.js';
-import { loadEvaluateInput } from './input.js';
+import { limitQuestions, loadEvaluateInput } from './input.js';
 import { renderTable2 } from './report.js';
 import { PROTOCOLS, type Protocol } from './stats.js';
 import { DEFAULT_RESAMPLES } from '../stats/clustered.js';
@@ -28,6 +28,7 @@ const USAGE = `usage: npm run evaluate -- --input IDEAS.jsonl --out DIR [options
   --out DIR            output directory; rerunning with the same DIR resumes
   --criteria a,b       of ${CriterionName.options.join(', ')} (default: ${PAPER_CRITERIA.join(',')}; match needs ground_truth)
   --protocols a,b      absolute, pairwise (default: both)
+  --limit N            only the first N questions of the input (each with all its ideas)
   --concurrency C      units in flight (default 8)
   --seed S             bootstrap seed (default 1)
   --resamples R        bootstrap resamples (default ${DEFAULT_RESAMPLES}, minimum ${DEFAULT_RESAMPLES})
@@ -53,6 +54,7 @@ async function main(): Promise<number> {
       out: { type: 'string' },
       criteria: { type: 'string', default: PAPER_CRITERIA.join(',') },
       protocols: { type: 'string', default: PROTOCOLS.join(',') },
+      limit: { type: 'string' },
       concurrency: { type: 'string' },
       seed: { type: 'string' },
       resamples: { type: 'string' },
@@ -76,8 +78,10 @@ async function main(): Promise<number> {
   const criteria = list('criteria', values.criteria, CriterionName.options);
   const protocols: Protocol[] = list('protocols', values.protocols, PROTOCOLS);
   const config = loadConfig();
-  const input = await loadEvaluateInput(values.input, { skipInvalid: values['skip-invalid'] });
-  listSkipped(values.input, input.invalid);
+  const limit = values.limit === undefined ? undefined : intOption('limit', values.limit, 0);
+  const loaded = await loadEvaluateInput(values.input, { skipInvalid: values['skip-invalid'] });
+  listSkipped(values.input, loaded.invalid);
+  const input = limitQuestions(loaded, limit);
   const router = openRouter(config);
   console.error(
     `ideas: ${input.ideas.length} · questions: ${input.questions.length} · systems: ${input.systems.join(', ')} · out: ${out}`,

@@ -132,3 +132,22 @@ export async function loadEvaluateInput(
   const sha256 = createHash('sha256').update(bytes).digest('hex').slice(0, 16);
   return { ...parseEvaluateInput(bytes.toString('utf8'), { ...options, name: path }), sha256 };
 }
+
+/**
+ * `evaluate --limit N`: only the first N questions (in input order), each with every idea of it, so the
+ * pairwise protocol still sees every system's idea of a kept question. Systems and human criteria follow
+ * the kept ideas.
+ */
+export function limitQuestions(input: EvaluateInput, limit: number | undefined): EvaluateInput {
+  if (limit === undefined || limit >= input.questions.length) return input;
+  const questions = input.questions.slice(0, limit);
+  const kept = new Set(questions.map((q) => q.questionId));
+  const ideas = input.ideas.filter((i) => kept.has(i.questionId));
+  return {
+    ...input,
+    ideas,
+    questions,
+    systems: [...new Set(ideas.map((i) => i.system))],
+    humanCriteria: input.humanCriteria.filter((c) => ideas.some((i) => i.human[c] !== undefined)),
+  };
+}

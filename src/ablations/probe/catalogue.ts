@@ -362,21 +362,19 @@ export const PROBES: readonly ProbeDef[] = [
 ];
 
 export interface ProbeCase {
-  probe: ProbeName | 'original';
+  /** `placebo`: the untouched idea judged again with a fresh nonce (judge noise, issue 40 item 5). */
+  probe: ProbeName | 'original' | 'placebo';
   variant: number;
   /** Index into `items`. */
   index: number;
   candidate: string;
 }
 
-/** Builds every probe case (originals first) from the items. */
+/** Builds every probe case (originals first, then their placebos) from the items. */
 export function buildCases(items: readonly DatasetItem[]): ProbeCase[] {
-  const cases: ProbeCase[] = items.map((item, index) => ({
-    probe: 'original',
-    variant: 0,
-    index,
-    candidate: item.candidate,
-  }));
+  const cases: ProbeCase[] = (['original', 'placebo'] as const).flatMap((probe) =>
+    items.map((item, index) => ({ probe, variant: 0, index, candidate: item.candidate })),
+  );
   const firstOfGroundTruth = new Set<number>();
   const seen = new Set<string>();
   items.forEach((item, index) => {
