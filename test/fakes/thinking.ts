@@ -98,6 +98,8 @@ export interface ThinkingOptions {
   usage?: 'reported' | 'none' | undefined;
   /** Fixed trace tokens, whatever the effort. */
   traceTokens?: number | undefined;
+  /** Trace tokens per effort in place of TRACE_TOKENS (an effort it lacks thinks as its `medium`). */
+  traces?: Readonly<Partial<Record<string, number>>> | undefined;
 }
 
 export interface ThinkingJudge {
@@ -174,11 +176,12 @@ const budgetOf = (body: FakeChatRequest): number => {
   return typeof b === 'number' ? b : Infinity;
 };
 
-const effortTokens = (body: FakeChatRequest): number => {
+const effortTokens = (
+  body: FakeChatRequest,
+  traces: Readonly<Partial<Record<string, number>>> = TRACE_TOKENS,
+): number => {
   const effort = body['reasoning_effort'];
-  return typeof effort === 'string' && effort in TRACE_TOKENS
-    ? TRACE_TOKENS[effort as keyof typeof TRACE_TOKENS]
-    : TRACE_TOKENS.medium;
+  return (typeof effort === 'string' ? traces[effort] : undefined) ?? traces['medium'] ?? TRACE_TOKENS.medium;
 };
 
 export function createThinkingJudge(options: ThinkingOptions): ThinkingJudge {
@@ -188,7 +191,7 @@ export function createThinkingJudge(options: ThinkingOptions): ThinkingJudge {
     reply(body) {
       const answerJson = JSON.stringify(options.answer(body));
       const draft = JSON.stringify((options.draft ?? ((b) => flip(options.answer(b))))(body));
-      const full = traceText(options.traceTokens ?? effortTokens(body), draft);
+      const full = traceText(options.traceTokens ?? effortTokens(body, options.traces), draft);
       const answerTokens = Math.ceil(answerJson.length / 4);
       const budget = budgetOf(body);
       let trace = full.text;

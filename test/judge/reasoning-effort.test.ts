@@ -30,7 +30,10 @@ afterEach(async () => {
 });
 
 /** A reasoning judge on the fake, reached through the configuration as the server reads it. */
-async function start(env: Record<string, string>, traces = TRACE_TOKENS) {
+async function start(
+  env: Record<string, string>,
+  traces: Readonly<Partial<Record<string, number>>> = TRACE_TOKENS,
+) {
   const reasoning: number[] = [];
   const fake = await startFakeOpenAI({
     fallback: reasoningJudge(universalReply('match'), { traces, onReasoning: (t) => reasoning.push(t) }),
