@@ -99,4 +99,32 @@ describe('POST /verify: a failed or cancelled judgment is a number, masked, at i
     expect(body._ng_failure_class).toBe('cancelled');
     expect(nemoRl(body)).toEqual({ reward: 0.5, masked: true });
   });
+  it('shares one ledger with /v1/reward: a judgment of either route counts for the other', async () => {
+    const h = await harness({ env: { JUDGE_MAX_RETRIES: '0' }, fake: { fallback: judge } });
+    const judged = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: {
+        question: QUESTION,
+        ground_truth: GROUND_TRUTH,
+        candidates: [candidate(0, true), candidate(1, true), candidate(2, false)],
+      },
+    });
+    expect(judged.json().rewards).toEqual([1, 1, 0]);
+    const failed = nemoRl(
+      (
+        await h.app.inject({ method: 'POST', url: '/verify', payload: row(`${candidate(3, true)} ${FAIL}`) })
+      ).json(),
+    );
+    expect(failed.masked).toBe(true);
+    expect(failed.reward).toBeCloseTo(2 / 3, 12);
+    // ...and what /verify judged is in the mean a streamed trainer reads.
+    await h.app.inject({ method: 'POST', url: '/verify', payload: row(candidate(4, false)) });
+    const mean = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward/group-mean',
+      payload: { question: QUESTION, ground_truth: GROUND_TRUTH },
+    });
+    expect(mean.json()).toMatchObject({ mean: 0.5, n: 4 });
+  });
 });

@@ -20,6 +20,7 @@ import { createComparisonService, type ComparisonService } from '../serving/comp
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor, type FailureMonitor } from '../observe/failure-log.js';
 import { createIntegrity, type Integrity } from '../integrity/integrity.js';
+import { createGroupMeans } from '../serving/group-means.js';
 import { createJudgeService, type GraphChoice, type JudgeService } from '../serving/judge-service.js';
 import type { Metrics } from '../observe/metrics.js';
 import { createSharedJudgments } from '../serving/shared-judgments.js';
@@ -400,6 +401,7 @@ export function createAppServices(
     integrity,
     budget,
     access,
+    groupMeans: createGroupMeans(now),
   };
   return { ctx, planner, loopLag };
 }

@@ -9,6 +9,7 @@ import type { Router } from '../../judge/types.js';
 import type { SharedState } from '../../state/types.js';
 import type { Admission } from '../admission/admission.js';
 import type { CancelRegistry } from '../controls/cancel.js';
+import type { GroupMeans } from '../serving/group-means.js';
 import type { TokenBudget } from '../admission/budget.js';
 import type { ComparisonService } from '../serving/comparing.js';
 import type { Integrity } from '../integrity/integrity.js';
@@ -45,6 +46,11 @@ export interface ServerContext {
   budget?: TokenBudget | undefined;
   /** The tenants (REWARD_API_KEY, REWARD_KEYS): keys, scopes, budgets, rates, fair-queue flows. */
   access: Access;
+  /**
+   * Judged rewards per rollout group from every route (`/v1/reward`, `/v1/reward/batch`, `/verify`): a failed
+   * rollout's group value (`/v1/reward/group-mean`, `/verify`'s masked number).
+   */
+  groupMeans: GroupMeans;
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

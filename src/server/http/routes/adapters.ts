@@ -39,7 +39,6 @@ import {
   trainerScore,
   type Outcome,
 } from '../../serving/outcomes.js';
-import { createGroupMeans } from '../../serving/group-means.js';
 import { tenantOf } from '../../tenants/auth.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
@@ -238,8 +237,6 @@ function getRewardHoldUntil(ctx: ServerContext, request: FastifyRequest): number
 export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, config } = ctx;
   const failureReward = config.failureReward;
-  /** `/verify`'s judged rewards per group: a masked row's number is its group's mean (`maskedReward`). */
-  const verifyGroups = createGroupMeans(() => ctx.now());
 
   const graphFor = (query: unknown): GraphChoice => {
     const q = parseOr400(AdapterQuery, query, 'query string');
@@ -368,8 +365,8 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
       groundTruth: body.ground_truth,
     };
     const judgedReward = rewardOf(outcome);
-    if (judgedReward !== null) verifyGroups.record(group, judged.judgmentId ?? randomUUID(), judgedReward);
-    const reward = maskedReward(outcome, verifyGroups.mean(group).mean ?? undefined, failureReward);
+    if (judgedReward !== null) ctx.groupMeans.record(group, judged.judgmentId ?? randomUUID(), judgedReward);
+    const reward = maskedReward(outcome, ctx.groupMeans.mean(group).mean ?? undefined, failureReward);
     if (!isMasked(outcome)) return { ...body, reward, judge, ...stamps };
     // A failed or cancelled judgment is not a wrong answer: a number NeMo-RL can float() with the sample
     // masked (and the row routed to NeMo-Gym's failures file via _ng_failure_class).

@@ -10,7 +10,7 @@ import { requestControls } from '../request-controls.js';
 import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
-import { createGroupMeans, type GroupMeans } from '../../serving/group-means.js';
+import type { GroupMeans } from '../../serving/group-means.js';
 import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-service.js';
 import { tenantOf } from '../../tenants/auth.js';
 
@@ -31,7 +31,7 @@ function recordGroup(
 
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, router } = ctx;
-  const groupMeans = createGroupMeans(() => ctx.now());
+  const { groupMeans } = ctx;
 
   app.post('/v1/reward', async (request, reply) => {
     const body = parseOr400(schemas.Group, request.body);
