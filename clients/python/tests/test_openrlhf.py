@@ -79,12 +79,15 @@ def as_experience(output: Dict[str, Any]) -> float:
 def rollouts(tag: str) -> List[tuple]:
     """Group A (label with its question): judged 1, 0, 1 and a judge failure (mean 2/3); group B (plain label,
     the question from the prompt): 1, 0, 0, 0."""
-    a_label = {"ground_truth": GROUND_TRUTH, "question": QUESTION}
+    # Questions of this step's own: the server's group ledger outlives a test, and other tests on the same
+    # server judge the same abstract and question.
+    question_a, question_b = f"{QUESTION} [{tag}]", f"Can a small recurrent student inherit dialogue skill? [{tag}]"
+    a_label = {"ground_truth": GROUND_TRUTH, "question": question_a}
     a = [f"{MATCHING} (a0 {tag})", f"{UNRELATED} (a1 {tag})", f"{MATCHING} {FAIL_MARKER} (a2 {tag})",
          f"{MATCHING} (a3 {tag})"]
     b = [f"{MATCHING} (b0 {tag})"] + [f"{UNRELATED} (b{k} {tag})" for k in (1, 2, 3)]
-    return ([(chatml_prompt(QUESTION), f"{r}<|im_end|>", a_label) for r in a]
-            + [(chatml_prompt("Can a small recurrent student inherit dialogue skill?"), f"{r}<|im_end|>", GT_2) for r in b])
+    return ([(chatml_prompt(question_a), f"{r}<|im_end|>", a_label) for r in a]
+            + [(chatml_prompt(question_b), f"{r}<|im_end|>", GT_2) for r in b])
 
 
 def run_step(path: str, tag: str) -> List[Dict[str, Any]]:
