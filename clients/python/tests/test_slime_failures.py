@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 from conftest import FAIL_MARKER, MATCH_MARKER, FakeBackend, GROUND_TRUTH, MATCHING, QUESTION, UNRELATED
-from debate_reward.slime import final_assistant_text, slime_binary_rm
+from debate_reward._chat import split_final_assistant
+from debate_reward.slime import slime_binary_rm
 from trainers import SlimeSample, slime_fully_async, slime_rollout, slime_train_data
 
 SLOW_RESTART_S = float(os.environ.get("DEBATE_REWARD_TEST_RESTART_S", "30"))
@@ -122,4 +123,4 @@ def test_a_multi_turn_response_is_judged_on_its_final_assistant_turn(judged_serv
     [out] = slime_rollout(args(slime_binary_rm(judged_server.url), True), [group])
     assert [s.reward for s in out] == [0.0, 1.0, 0.0]
     assert not any(s.remove_sample for s in out)
-    assert final_assistant_text(cut) == ("", True)
+    assert split_final_assistant(cut) == ("", True)

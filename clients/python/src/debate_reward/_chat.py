@@ -172,12 +172,12 @@ def completion_answer(completion: Any) -> str:
 
 # A turn that is not the assistant's, with its control tokens (the rollout decoded with special tokens).
 _OTHER_TURN = re.compile(
-    r"<\|im_start\|>(?:user|tool|system|observation|function)\b"
-    r"|<\|start_header_id\|>(?:user|ipython|tool|system)<\|end_header_id\|>"
-    r"|<start_of_turn>(?:user|tool)\b"
-    r"|<\|start\|>(?:user|tool|functions\.[^<]*)"
+    r"<\|im_start\|>\s*(?!assistant\b)[A-Za-z_]+"
+    r"|<\|start_header_id\|>\s*(?!assistant\b)[A-Za-z_]+\s*<\|end_header_id\|>"
+    r"|<start_of_turn>\s*(?!model\b)[A-Za-z_]+"
+    r"|<\|start\|>(?!assistant\b)[^<]*"
     r"|<[|\uFF5C]tool\u2581outputs?\u2581begin[|\uFF5C]>|<[|\uFF5C]User[|\uFF5C]>"
-    r"|\[TOOL_RESULTS\]|<\|observation\|>|<\|user\|>"
+    r"|\[TOOL_RESULTS\]|\[INST\]|<\|observation\|>|<\|user\|>"
 )
 # The header that opens the assistant's next turn.
 _ASSISTANT_TURN = re.compile(
@@ -186,7 +186,7 @@ _ASSISTANT_TURN = re.compile(
     r"|<start_of_turn>model[ \t]*\n?"
     r"|<\|start\|>assistant"
     r"|<[|\uFF5C]Assistant[|\uFF5C]>|<[|\uFF5C]tool\u2581outputs?\u2581end[|\uFF5C]>"
-    r"|\[/TOOL_RESULTS\]|<\|assistant\|>\n?"
+    r"|\[/TOOL_RESULTS\]|\[/INST\]|<\|assistant\|>\n?"
 )
 # Decoded without special tokens (verl's reward managers: `skip_special_tokens=True`): the Hermes-style tool
 # response block of Qwen2.5/Qwen3/QwQ/Hermes templates (plain-text tags), then the role word left of the
@@ -196,20 +196,26 @@ _TOOL_RESPONSE_CLOSE = re.compile(r"</tool_response>")
 _LEADING_ROLE = re.compile(r"\A\s*(?:assistant|model)[ \t]*\n")
 
 
-def final_assistant_text(text: str) -> str:
-    """The final assistant turn of a decoded multi-turn rollout: what follows the last tool / user turn (with
-    its chat tokens) or the last `</tool_response>` (decoded without them); "" when the rollout ends inside
-    such a turn (cut off after a tool call: nothing was answered). A single-turn rollout is returned as is."""
+def split_final_assistant(text: str) -> Tuple[str, bool]:
+    """(the final assistant turn of a decoded multi-turn rollout, whether the text has turns): what follows the
+    last turn that is not the assistant's (a tool, user or system turn with its chat tokens; a Mistral
+    `[INST]`) or the last `</tool_response>` (decoded without them); "" when the rollout ends inside such a
+    turn (cut off after a tool call: nothing was answered). A single-turn rollout is returned as is."""
     last_other = None
     for m in _OTHER_TURN.finditer(text):
         last_other = m
     if last_other is not None:
         reply = _ASSISTANT_TURN.search(text, last_other.end())
-        return "" if reply is None else text[reply.end():]
+        return ("" if reply is None else text[reply.end():]), True
     closes = list(_TOOL_RESPONSE_CLOSE.finditer(text))
     opens = list(_TOOL_RESPONSE_OPEN.finditer(text))
     if not opens and not closes:
-        return text
+        return text, False
     if opens and (not closes or opens[-1].start() > closes[-1].start()):
-        return ""  # a tool response that never closed: the rollout was cut off inside it
-    return _LEADING_ROLE.sub("", text[closes[-1].end():], count=1)
+        return "", True  # a tool response that never closed: the rollout was cut off inside it
+    return _LEADING_ROLE.sub("", text[closes[-1].end():], count=1), True
+
+
+def final_assistant_text(text: str) -> str:
+    """The final assistant turn of a decoded multi-turn rollout (`split_final_assistant`)."""
+    return split_final_assistant(text)[0]

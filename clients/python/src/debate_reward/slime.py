@@ -50,7 +50,14 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 from urllib.parse import urlencode
 
 from ._adapt import async_client
-from ._chat import label_parts, question_from_prompt, strip_chat_tokens, trace_opened_by, with_prompt_trace
+from ._chat import (
+    label_parts,
+    question_from_prompt,
+    split_final_assistant,
+    strip_chat_tokens,
+    trace_opened_by,
+    with_prompt_trace,
+)
 from ._pool import Item, Outcome, Pool
 from .client import SCHEDULES, Graph
 from .errors import JudgeFailedError, RewardProtocolError, RewardServerError, RewardUnavailableError
@@ -363,49 +370,19 @@ def install_abort_hook(reward: SlimeReward, module: Optional[ModuleType] = None)
     return original
 
 
-# The turn boundaries a multi-turn slime response (a custom generate function's tool loop: assistant turns,
-# tool outputs, more assistant turns, all decoded into `sample.response`) holds: group 1 a role header's role,
-# group 2 a marker after which the assistant speaks again, group 3 one after which a tool's output follows.
-_TURN = re.compile(
-    r"<\|im_start\|>\s*([A-Za-z_]+)"
-    r"|<\|start_header_id\|>\s*([A-Za-z_]+)\s*<\|end_header_id\|>"
-    r"|<start_of_turn>\s*([A-Za-z_]+)"
-    r"|<\|start\|>\s*([A-Za-z_]+)"
-    r"|(<[|\uFF5C]Assistant[|\uFF5C]>|<[|\uFF5C]tool\u2581outputs\u2581end[|\uFF5C]>|\[/TOOL_RESULTS\]|\[/INST\])"
-    r"|(<[|\uFF5C]User[|\uFF5C]>|<[|\uFF5C]tool\u2581outputs?\u2581begin[|\uFF5C]>|\[TOOL_RESULTS\]|\[INST\])"
-)
-_ASSISTANT_ROLES = ("assistant", "model")
-
-
-def final_assistant_text(response: str) -> Tuple[str, bool]:
-    """(the answer, whether the response has turns): for a multi-turn response, the text of its last turn
-    when that turn is the assistant's, else "" (it ends on a tool's output or a user turn: nothing answered,
-    a real 0, `empty`) — never an earlier turn, a preamble before a tool call, or a tool's output (a search
-    returning the abstract). A response without turn markers is the answer as it is. The rule of `/verify`
-    and the TRL adapter (`completion_answer`), on decoded text."""
-    last = None
-    for last in _TURN.finditer(response):
-        pass
-    if last is None:
-        return response, False
-    role = next((g for g in last.groups()[:4] if g is not None), None)
-    speaks = last.group(5) is not None or (role is not None and role.lower() in _ASSISTANT_ROLES)
-    return (response[last.end():] if speaks else ""), True
-
-
 def _item(sample: Any, i: int) -> Item:
     """One rollout as `/slime` would judge it: the label's (or the prompt's) question, and the response
     without control tokens behind the trace opener a string prompt ends with (`<think>` from a Qwen3 or
     DeepSeek-R1 template), so a rollout cut off inside its trace is `truncated_reasoning`, a real 0. A
     multi-turn response (tool calls and their outputs decoded into it) is judged on its final assistant
-    turn only (`final_assistant_text`)."""
+    turn only (`split_final_assistant`, the rule of every adapter)."""
     prompt, response, label = _fields(sample, i)
     ground_truth, question = label_parts(label)
     if question is None:
         question = question_from_prompt(prompt)
     if not isinstance(ground_truth, str) or not isinstance(question, str) or not isinstance(response, str):
         raise TypeError(f"samples[{i}]: the label's ground truth and question, and the response, must be strings")
-    answer, turns = final_assistant_text(response)
+    answer, turns = split_final_assistant(response)
     opener = None if turns else trace_opened_by(prompt)
     return Item(question, ground_truth, with_prompt_trace(strip_chat_tokens(answer), opener))
 
