@@ -412,6 +412,25 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let maxInflight = 0;
   let completionSeq = 0;
   let closing = false;
+  /** A chat.completion body with one assistant `message` (its other fields as given) and `usage`. */
+  const completionBody = (
+    body: FakeChatRequest,
+    message: Record<string, unknown>,
+    finishReason: string,
+    usage: Record<string, unknown>,
+  ): string => {
+    completionSeq += 1;
+    return JSON.stringify({
+      id: `chatcmpl-fake-${completionSeq}`,
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: options.replyModel ?? (typeof body.model === 'string' ? body.model : 'fake-model'),
+      choices: [
+        { index: 0, message: { role: 'assistant', ...message }, logprobs: null, finish_reason: finishReason },
+      ],
+      usage,
+    });
+  };
   const blockCache =
     options.blockCache === undefined || options.blockCache === false
       ? undefined
@@ -526,23 +545,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         return;
       }
       case 'completion': {
-        completionSeq += 1;
-        const payload = JSON.stringify({
-          id: `chatcmpl-fake-${completionSeq}`,
-          object: 'chat.completion',
-          created: Math.floor(Date.now() / 1000),
-          model: options.replyModel ?? (typeof body.model === 'string' ? body.model : 'fake-model'),
-          choices: [
-            {
-              index: 0,
-              message: { role: 'assistant', refusal: null, ...reply.message },
-              logprobs: null,
-              finish_reason: reply.finishReason,
-            },
-          ],
-          usage: { prompt_tokens: estimateTokens(promptChars(body)), ...reply.usage },
-        });
-        sendJson(res, call, 200, payload);
+        const usage = { prompt_tokens: estimateTokens(promptChars(body)), ...reply.usage };
+        sendJson(
+          res,
+          call,
+          200,
+          completionBody(body, { refusal: null, ...reply.message }, reply.finishReason, usage),
+        );
         return;
       }
       case 'json':
@@ -565,28 +574,18 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
                   cached_tokens: Math.min(promptTokens, Math.floor(cachedChars / 4)),
                 },
               };
-        completionSeq += 1;
-        const payload = JSON.stringify({
-          id: `chatcmpl-fake-${completionSeq}`,
-          object: 'chat.completion',
-          created: Math.floor(Date.now() / 1000),
-          model: options.replyModel ?? (typeof body.model === 'string' ? body.model : 'fake-model'),
-          choices: [
-            {
-              index: 0,
-              message: { role: 'assistant', content, refusal: null },
-              logprobs: null,
-              finish_reason: reply.finishReason ?? 'stop',
-            },
-          ],
-          usage: {
-            prompt_tokens: promptTokens,
-            completion_tokens: completionTokens,
-            total_tokens: promptTokens + completionTokens,
-            ...details,
-          },
-        });
-        sendJson(res, call, 200, payload);
+        const usage = {
+          prompt_tokens: promptTokens,
+          completion_tokens: completionTokens,
+          total_tokens: promptTokens + completionTokens,
+          ...details,
+        };
+        sendJson(
+          res,
+          call,
+          200,
+          completionBody(body, { content, refusal: null }, reply.finishReason ?? 'stop', usage),
+        );
         return;
       }
     }
