@@ -296,6 +296,14 @@ def marker_backend(built: Path) -> Iterator[FakeBackend]:
 
 
 @pytest.fixture(scope="session")
+def slow_marker_backend(built: Path) -> Iterator[FakeBackend]:
+    """The marker judge at 300 ms a call: a step's rollouts are still in flight when a test restarts the server."""
+    backend = FakeBackend(latency_ms=300, extra_args=("--match-marker", MATCH_MARKER, "--fail-marker", FAIL_MARKER))
+    yield backend
+    backend.stop()
+
+
+@pytest.fixture(scope="session")
 def marker_server(server_factory, marker_backend: FakeBackend) -> ServerProcess:
     """A judge that decides by marker: `MATCHING` 1, other ideas 0, a rollout holding `FAIL_MARKER` fails
     (HTTP 500 from the judge, no judge retries): one group can hold all three."""

@@ -24,7 +24,7 @@ from typing import Any, Dict, List
 import pytest
 
 import debate_reward.openrlhf as openrlhf_module
-from conftest import FAIL_MARKER, GROUND_TRUTH, MATCH_MARKER, MATCHING, QUESTION, UNRELATED, FakeBackend
+from conftest import FAIL_MARKER, GROUND_TRUTH, MATCHING, QUESTION, UNRELATED
 
 GT_2 = UNRELATED + " And nothing else."
 
@@ -115,13 +115,6 @@ def check(outputs: List[Dict[str, Any]]) -> None:
 def test_reward_func_through_openrlhfs_calling_code(marker_server, monkeypatch):
     monkeypatch.setenv("DEBATE_REWARD_URL", marker_server.url)
     check(run_step(openrlhf_module.__file__, uuid.uuid4().hex[:8]))
-
-
-@pytest.fixture(scope="module")
-def slow_marker_backend(built):
-    backend = FakeBackend(latency_ms=300, extra_args=("--match-marker", MATCH_MARKER, "--fail-marker", FAIL_MARKER))
-    yield backend
-    backend.stop()
 
 
 @pytest.mark.parametrize("down_s", [3.0, pytest.param(30.0, marks=pytest.mark.slow)])

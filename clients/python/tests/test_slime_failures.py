@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
-from conftest import FAIL_MARKER, MATCH_MARKER, FakeBackend, GROUND_TRUTH, MATCHING, QUESTION, UNRELATED
+from conftest import FAIL_MARKER, GROUND_TRUTH, MATCHING, QUESTION, UNRELATED
 from debate_reward._chat import split_final_assistant
 from debate_reward.slime import slime_binary_rm
 from trainers import SlimeSample, slime_fully_async, slime_rollout, slime_train_data
@@ -26,14 +26,10 @@ SLOW_RESTART_S = float(os.environ.get("DEBATE_REWARD_TEST_RESTART_S", "30"))
 
 
 @pytest.fixture(scope="module")
-def judged_server(server_factory, built):
+def judged_server(server_factory, slow_marker_backend):
     """A judge at 300 ms a call (requests are in flight when the server dies) deciding by marker."""
-    backend = FakeBackend(latency_ms=300, extra_args=("--match-marker", MATCH_MARKER, "--fail-marker", FAIL_MARKER))
-    try:
-        yield server_factory({"JUDGE_BASE_URL": backend.base_url, "JUDGE_API_KEY": "t", "JUDGE_MODEL": "m",
-                              "JUDGE_MAX_RETRIES": "0"})
-    finally:
-        backend.stop()
+    return server_factory({"JUDGE_BASE_URL": slow_marker_backend.base_url, "JUDGE_API_KEY": "t", "JUDGE_MODEL": "m",
+                           "JUDGE_MAX_RETRIES": "0"})
 
 
 def groups(tag: str) -> List[List[SlimeSample]]:

@@ -21,12 +21,10 @@ import debate_reward.verl as verl_module
 from conftest import (
     FAIL_MARKER,
     GROUND_TRUTH,
-    MATCH_MARKER,
     MATCHING,
     PY_ROOT,
     QUESTION,
     UNRELATED,
-    FakeBackend,
 )
 from debate_reward.verl import SCORE_KEYS, verl_compute_score
 from verl_stream import VerlRewardWorkers
@@ -78,13 +76,6 @@ def test_a_failure_on_a_worker_that_judged_only_another_prompt_scores_its_own_gr
         check(workers.stream(step(uuid.uuid4().hex[:8]), placement.__getitem__, send_at))
     finally:
         workers.close()
-
-
-@pytest.fixture(scope="module")
-def slow_marker_backend(built):
-    backend = FakeBackend(latency_ms=300, extra_args=("--match-marker", MATCH_MARKER, "--fail-marker", FAIL_MARKER))
-    yield backend
-    backend.stop()
 
 
 @pytest.mark.parametrize("down_s", [3.0, pytest.param(30.0, marks=pytest.mark.slow)])
