@@ -10,6 +10,7 @@
 import { foldText } from '../text/fold.js';
 import { answerSpan } from '../text/reasoning.js';
 import { FAMILIES, FORMAT_TABLE, type ReasoningFormatName } from '../text/reasoning-formats.js';
+import { jsonBody } from './reply.js';
 
 /** Where a reply's trace came from. */
 export type TraceSource = 'field' | 'inline';
@@ -36,14 +37,6 @@ const FORMATS: readonly ReasoningFormatName[] = [
     ([name]) => name,
   ),
 ];
-
-const FENCED = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/;
-
-/** The JSON text of a reply as the executor reads it: trimmed, one ```json fence removed. */
-export function jsonBody(text: string): string {
-  const body = text.trim();
-  return FENCED.exec(body)?.[1] ?? body;
-}
 
 /** Whether `text` is already a JSON object (no trace in front of it): then nothing is split off. */
 function isJsonObject(text: string): boolean {

@@ -15,14 +15,19 @@ const REASK_ECHO_CHARS = 2_000;
 
 export type ParsedReply<T = unknown> = { ok: true; value: T } | { ok: false; error: string };
 
+const FENCED = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/;
+
+/** The JSON text of a reply as the executor reads it: trimmed, one ```json fence removed. */
+export function jsonBody(text: string): string {
+  const body = text.trim();
+  return FENCED.exec(body)?.[1] ?? body;
+}
+
 /** Strict JSON of the role's schema; a single ```json fenced block is tolerated (some servers add it). */
 export function parseReply<T>(text: string, schema: z.ZodType<T>): ParsedReply<T> {
-  let body = text.trim();
-  const fenced = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/.exec(body);
-  if (fenced?.[1] !== undefined) body = fenced[1];
   let json: unknown;
   try {
-    json = JSON.parse(body);
+    json = JSON.parse(jsonBody(text));
   } catch {
     return { ok: false, error: 'reply is not valid JSON' };
   }
