@@ -326,6 +326,15 @@ function createServing(
   return { service, comparisons };
 }
 
+/** Warns in the log when judgments fail at more than `FAILURE_WARN_RATE` (failure-monitor.ts). */
+function failureWarnings(config: ServiceDeps['config'], app: FastifyInstance) {
+  return createFailureMonitor({
+    rate: config.failureWarnRate,
+    intervalMs: config.failureWarnIntervalMs,
+    warn: (fields, message) => app.log.warn(fields, message),
+  });
+}
+
 /**
  * Every service of the app, in dependency order; `metrics`, `state` and `defaultGraph` are the ones
  * `buildApp` resolved before creating `app` (whose logger the services warn through).
@@ -347,11 +356,7 @@ export function createAppServices(
     plannerLimits(config, () => integrity.background()),
   );
   callHooks.push((event) => planner.observeCall(event));
-  const failures = createFailureMonitor({
-    rate: config.failureWarnRate,
-    intervalMs: config.failureWarnIntervalMs,
-    warn: (fields, message) => app.log.warn(fields, message),
-  });
+  const failures = failureWarnings(config, app);
   const onRefusal = admissionRefusalLog(app.log, now);
   // REWARD_API_KEY and REWARD_KEYS: who a key is, what it may do, its budget, rate and fair share.
   const access = createAccess({
