@@ -74,8 +74,8 @@ describe('presets', () => {
   });
 
   it('the debate family differs only in the rule under study (issue 40 item 7)', () => {
-    const [full, opening, consensus] = ['debate', 'debate-opening', 'debate-consensus'].map(
-      (n) => getPreset(n)!,
+    const [full, opening, consensus] = ['debate', 'debate-opening', 'debate-consensus'].map((n) =>
+      getPreset(n)!,
     );
     // Rounds and the stop rule: rebuttals, openings only, rebuttals stopped on agreement.
     expect([full!.spec.rounds, opening!.spec.rounds, consensus!.spec.rounds]).toEqual([3, 1, 3]);
