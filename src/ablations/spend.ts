@@ -70,12 +70,16 @@ export interface GraphEstimate {
   label: string;
   callsPerJudgment: number;
   tokensPerJudgment: number;
+  /** The most calls one judgment can make: above the measured mean when a debate or a cascade stops early. */
+  maxCallsPerJudgment: number;
 }
 
 export interface Estimate {
   graphs: GraphEstimate[];
   judgments: number;
   calls: number;
+  /** Calls if no graph stopped early (each at its maximum per judgment). */
+  maxCalls: number;
   tokens: number;
 }
 
@@ -100,20 +104,32 @@ export async function estimateSpend(
       await judgeOnce(graph, toInput(item), router, { deadlineMs: 60_000 });
     }
     const n = Math.max(1, probe.length);
-    out.push({ label, callsPerJudgment: meter.calls / n, tokensPerJudgment: meter.tokens / n });
+    out.push({
+      label,
+      callsPerJudgment: meter.calls / n,
+      tokensPerJudgment: meter.tokens / n,
+      maxCallsPerJudgment: graph.llmCallsPerJudgment,
+    });
   }
   const calls = out.reduce((a, g) => a + g.callsPerJudgment * judgmentsPerGraph, 0);
+  const maxCalls = out.reduce((a, g) => a + g.maxCallsPerJudgment * judgmentsPerGraph, 0);
   const tokens = out.reduce((a, g) => a + g.tokensPerJudgment * judgmentsPerGraph, 0);
-  return { graphs: out, judgments: judgmentsPerGraph * graphs.length, calls, tokens };
+  return { graphs: out, judgments: judgmentsPerGraph * graphs.length, calls, maxCalls, tokens };
 }
 
 /** The dry-run report: per graph and in total, plus what the budget-matched baselines may add. */
 export function renderEstimate(e: Estimate, cap: SpendCap, baselines: boolean): string {
+  // The offline backend's debaters agree more than a real judge's: an early stop measured on it is a floor.
+  const stopsEarly = (g: GraphEstimate): boolean => g.maxCallsPerJudgment > g.callsPerJudgment + 1e-9;
   const lines = e.graphs.map(
     (g) =>
-      `  ${g.label}: ${g.callsPerJudgment.toFixed(2)} calls, ~${Math.round(g.tokensPerJudgment)} tokens per judgment`,
+      `  ${g.label}: ${g.callsPerJudgment.toFixed(2)} calls${stopsEarly(g) ? ` (up to ${g.maxCallsPerJudgment} when it does not stop early)` : ''}, ` +
+      `~${Math.round(g.tokensPerJudgment)} tokens per judgment`,
   );
-  const total = `estimate: ${e.judgments} judgments, ${Math.round(e.calls)} LLM calls, ~${Math.round(e.tokens)} tokens`;
+  const bound = e.graphs.some(stopsEarly)
+    ? ` (at most ${Math.round(e.maxCalls)} if nothing stops early)`
+    : '';
+  const total = `estimate: ${e.judgments} judgments, ${Math.round(e.calls)} LLM calls${bound}, ~${Math.round(e.tokens)} tokens`;
   const extra = baselines
     ? '\n  + the budget-matched vote baselines: up to about twice that again (each matches a graph’s measured spend)'
     : '';

@@ -61,6 +61,30 @@ function without(id: string, decision?: GraphSpecInput['decision']): GraphSpecIn
   };
 }
 
+/** Rebuttal rounds of the full debate: each debater answers the other's previous turns twice. */
+const DEBATE_ROUNDS = 3;
+
+/**
+ * The debate family (issue 40 item 7): an Analyst and a Critic argue, then the Evaluator reads every turn and
+ * decides. Round 1 is the openings, written independently (neither debater sees the other's turn of the same
+ * round); from round 2 on each reads every earlier turn (a debate is public) and answers it. The three presets
+ * differ only in the rule under study, so `ablate` compares the rules themselves: `debate` (rebuttals),
+ * `debate-opening` (openings only), `debate-consensus` (rebuttals that stop once the debaters agree).
+ */
+function debate(summary: string, rounds: number, earlyStop?: GraphSpecInput['early_stop']): GraphSpecInput {
+  return {
+    description: `Analyst and Critic debate, the Evaluator reads every turn and decides: ${summary}`,
+    rounds,
+    ...(earlyStop === undefined ? {} : { early_stop: earlyStop }),
+    decision: { rule: 'evaluator', node: 'evaluator' },
+    nodes: [
+      { id: 'analyst', role: 'analyst', temperature: 0 },
+      { id: 'critic', role: 'critic', temperature: 0 },
+      evaluator,
+    ],
+  };
+}
+
 const SPECS: ReadonlyArray<readonly [string, GraphSpecInput]> = [
   ['analysts-2', analysts(2)],
   ['ordinary', ordinary],
@@ -121,6 +145,23 @@ const SPECS: ReadonlyArray<readonly [string, GraphSpecInput]> = [
         { id: 'critic', role: 'critic', sees: ['proposer'], temperature: 0 },
       ],
     },
+  ],
+  [
+    'debate',
+    debate(
+      `independent openings, then ${DEBATE_ROUNDS - 1} rebuttal rounds, each answering the other's turns`,
+      DEBATE_ROUNDS,
+    ),
+  ],
+  ['debate-opening', debate('the openings only (one round, written independently), no rebuttal', 1)],
+  [
+    'debate-consensus',
+    debate(
+      `the rebuttal debate (up to ${DEBATE_ROUNDS} rounds) stopped after the first round in which ` +
+        'Analyst and Critic hold the same stance',
+      DEBATE_ROUNDS,
+      { kind: 'unanimous' },
+    ),
   ],
   [
     'round-robin-3',

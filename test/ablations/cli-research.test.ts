@@ -2,7 +2,8 @@
  * The research workflow end to end (issue 40), each CLI a child process against the fake OpenAI-compatible
  * judge on loopback, on the shared set (../shared/datasets/openreview-pairs.jsonl; datasets/sample.jsonl
  * when the shared set is absent) at a small size: manifest, run kept beside a finished one, seeded prompts,
- * epochs, transcripts, TRANSCRIPTS_PATH, compare, dry run, spend cap and resume.
+ * epochs, transcripts, TRANSCRIPTS_PATH, compare, dry run, spend cap and resume; the debate family compared
+ * at equal budget (issue 40 item 7).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -10,7 +11,15 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeOpenAI, universalReply, type FakeChatRequest, type FakeOpenAI } from '../fakes/openai.js';
+import { matchedVoteSize } from '../../src/ablations/ablate/baselines.js';
+import type { AblationResults } from '../../src/ablations/types.js';
+import {
+  startFakeOpenAI,
+  universalReply,
+  type FakeChatRequest,
+  type FakeOpenAI,
+  type RecordedCall,
+} from '../fakes/openai.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const SHARED = '../shared/datasets/openreview-pairs.jsonl';
@@ -21,6 +30,22 @@ const tempDir = useTempDirs('cli-research-');
 function hashJudge(body: FakeChatRequest): { kind: 'json'; body: Record<string, unknown> } {
   const text = (body.messages ?? []).map((m) => m.content).join('\n');
   const byte = createHash('sha256').update(text).digest()[0] ?? 0;
+  return { kind: 'json', body: universalReply(byte % 2 === 0 ? 'match' : 'no_match', 0.8) };
+}
+
+/**
+ * The Critic concedes (match) or objects (no_match) by the candidate alone, whatever the nonce or round: on
+ * a candidate it concedes, an Analyst that says match agrees from the openings; on the others the debaters
+ * disagree every round. Every other call is the hash judge.
+ */
+function debateJudge(
+  body: FakeChatRequest,
+  call: RecordedCall,
+): { kind: 'json'; body: Record<string, unknown> } {
+  if (call.role !== 'critic') return hashJudge(body);
+  const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
+  const candidate = /<<<CANDIDATE_[\w-]+>>>\n(.*)\n/.exec(user)?.[1] ?? '';
+  const byte = createHash('sha256').update(candidate).digest()[0] ?? 0;
   return { kind: 'json', body: universalReply(byte % 2 === 0 ? 'match' : 'no_match', 0.8) };
 }
 
@@ -182,5 +207,84 @@ describe('the research workflow against the fake judge', () => {
     expect(last.code, last.stderr).toBe(0);
     expect(await lines(join(out, 'items.jsonl'))).toHaveLength(6);
     expect(existsSync(join(out, 'run-2'))).toBe(false);
+  }, 120_000);
+});
+
+describe('the debate family at equal budget (issue 40 item 7)', () => {
+  it('compares rebuttals, openings only and a stop on consensus, each against its budget-matched vote', async () => {
+    const dir = await tempDir();
+    const out = join(dir, 'out');
+    fake.setScript([], debateJudge);
+    try {
+      const args = ['--dataset', DATASET, '--graphs', 'debate,debate-opening,debate-consensus'];
+      const run = await cli(ABLATE, [
+        ...args,
+        '--reference',
+        'debate',
+        '--limit',
+        '6',
+        '--seed',
+        '1',
+        '--out',
+        out,
+      ]);
+      expect(run.code, run.stderr).toBe(0);
+      const results = JSON.parse(await readFile(join(out, 'results.json'), 'utf8')) as AblationResults;
+      const graph = (name: string) => results.graphs.find((g) => g.name === name)!;
+      const [full, opening, consensus] = ['debate', 'debate-opening', 'debate-consensus'].map(graph);
+
+      // At most 7 calls each for the rebuttal debates, 3 for the openings; the full debate spends its 7.
+      expect([
+        full!.llmCallsPerJudgment,
+        opening!.llmCallsPerJudgment,
+        consensus!.llmCallsPerJudgment,
+      ]).toEqual([7, 3, 7]);
+      expect(full!.usage.callsPerJudgment).toBe(7);
+      expect(opening!.usage.callsPerJudgment).toBe(3);
+      // The consensus debate stopped in the first round the debaters agreed in, else ran all 3 rounds.
+      const stops = consensus!.dynamics!;
+      const agreed = stops.stopReasons['unanimous'] ?? 0;
+      const argued = stops.stopReasons['max_rounds'] ?? 0;
+      expect(agreed).toBeGreaterThan(0);
+      expect(argued).toBeGreaterThan(0);
+      expect(agreed + argued).toBe(6);
+      const used = Object.entries(stops.roundsUsed).map(([r, n]) => [Number(r), n] as const);
+      expect(used.filter(([r]) => r < 3).reduce((a, [, n]) => a + n, 0)).toBe(agreed);
+      // 2 debaters a round, then the Evaluator.
+      const mean = used.reduce((a, [r, n]) => a + (2 * r + 1) * n, 0) / 6;
+      expect(mean).toBeLessThan(7);
+      expect(consensus!.usage.callsPerJudgment).toBeCloseTo(mean, 9);
+      expect(full!.dynamics!.stopReasons).toEqual({ max_rounds: 6 });
+
+      // Each graph's vote baseline matches what it measurably spent, not its maximum.
+      expect(full!.budget!.byCalls!.baseline).toBe('vote-7');
+      expect(opening!.budget!.byCalls!.baseline).toBe('vote-3');
+      expect(consensus!.budget!.meanCalls).toBeCloseTo(mean, 9);
+      expect(consensus!.budget!.byCalls!.baseline).toBe(`vote-${matchedVoteSize(mean)}`);
+      for (const g of [full!, opening!, consensus!]) {
+        expect(
+          results.baselines.some((b) => b.graph === g.name && b.against === g.budget!.byCalls!.baseline),
+        ).toBe(true);
+      }
+      // Paired with the rebuttal debate: the rule is the only difference.
+      expect(results.reference).toBe('debate');
+      expect(opening!.paired).not.toBeNull();
+      expect(consensus!.paired).not.toBeNull();
+
+      // The report shows the maximum, the mean actually spent, and the rounds used with their stop reasons.
+      const report = await readFile(join(out, 'report.md'), 'utf8');
+      expect(report).toMatch(
+        /### debate-consensus\n\ngraph `debate-consensus` hash `[0-9a-f]{16}` · 7 LLM calls max/,
+      );
+      expect(report).toContain(`Spend per LLM-reaching judgment: ${mean.toFixed(2)} calls`);
+      const roundsText = used.map(([r, n]) => `${r}: ${n}`).join(', ');
+      expect(report).toMatch(
+        new RegExp(
+          `rounds used ${roundsText}; stop reasons (unanimous: ${agreed}, max_rounds: ${argued}|max_rounds: ${argued}, unanimous: ${agreed});`,
+        ),
+      );
+    } finally {
+      fake.setScript([], hashJudge);
+    }
   }, 120_000);
 });

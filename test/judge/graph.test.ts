@@ -34,6 +34,9 @@ describe('presets', () => {
     'single-judge',
     'vote-3',
     'proposer-critic',
+    'debate',
+    'debate-opening',
+    'debate-consensus',
     'round-robin-3',
     'lexical',
   ];
@@ -62,8 +65,38 @@ describe('presets', () => {
     expect(counts['vote-3']).toEqual([3, 1]);
     expect(counts['single-judge']).toEqual([1, 1]);
     expect(counts['proposer-critic']).toEqual([6, 6]);
+    // Analyst ∥ Critic per round, then the Evaluator: 2 calls a round + 1, one call of latency a round + 1.
+    expect(counts['debate']).toEqual([7, 4]);
+    expect(counts['debate-opening']).toEqual([3, 2]);
+    expect(counts['debate-consensus']).toEqual([7, 4]);
     expect(counts['round-robin-3']).toEqual([3, 1]);
     expect(counts['lexical']).toEqual([0, 0]);
+  });
+
+  it('the debate family differs only in the rule under study (issue 40 item 7)', () => {
+    const [full, opening, consensus] = ['debate', 'debate-opening', 'debate-consensus'].map((n) =>
+      getPreset(n)!,
+    );
+    // Rounds and the stop rule: rebuttals, openings only, rebuttals stopped on agreement.
+    expect([full!.spec.rounds, opening!.spec.rounds, consensus!.spec.rounds]).toEqual([3, 1, 3]);
+    expect(full!.spec.early_stop).toBeUndefined();
+    expect(opening!.spec.early_stop).toBeUndefined();
+    expect(consensus!.spec.early_stop).toEqual({ kind: 'unanimous' });
+    for (const g of [full!, opening!, consensus!]) {
+      // Same nodes and decision: only `rounds` / `early_stop` differ.
+      expect(g.spec.nodes).toEqual(full!.spec.nodes);
+      expect(g.spec.decision).toEqual({ rule: 'evaluator', node: 'evaluator' });
+      // The openings are independent (no same-round input); later rounds see every earlier turn.
+      expect(g.debate.map((r) => [r.node.id, r.node.role, r.deps])).toEqual([
+        ['analyst', 'analyst', []],
+        ['critic', 'critic', []],
+      ]);
+      expect(g.final.map((r) => [r.node.id, r.role.name, r.deps])).toEqual([
+        ['evaluator', 'evaluator', ['analyst', 'critic']],
+      ]);
+      expect(g.voters).toEqual(['analyst', 'critic', 'evaluator']);
+    }
+    expect(new Set([full!.hash, opening!.hash, consensus!.hash]).size).toBe(3);
   });
 
   it('unknown names are not found, including prototype keys', () => {

@@ -31,7 +31,8 @@ describe('runJudgment on the fake backend', () => {
       expect(j.reward, name).toBe(1);
       expect(j.score, name).toBeGreaterThan(0.5);
       // Unanimous debates stop after round 1; everything else makes its full budget.
-      const expected = name === 'proposer-critic' ? 2 : graph.llmCallsPerJudgment;
+      const oneRound = graph.debate.length + graph.final.length;
+      const expected = graph.spec.early_stop?.kind === 'unanimous' ? oneRound : graph.llmCallsPerJudgment;
       expect(fake.callCount - before, name).toBe(expected);
       expect(j.usage.calls, name).toBe(expected);
     }
@@ -300,6 +301,84 @@ describe('runJudgment on the fake backend', () => {
     const j = await runJudgment(getPreset('proposer-critic')!, input, { router, deadline: soon() });
     expect(fake.callCount).toBe(4);
     expect(j.stopReason).toBe('unanimous');
+    expect(j.verdict).toBe('match');
+  });
+});
+
+/** The user message of a recorded call. */
+const userOf = (call: { body: { messages?: { role: string; content: string }[] } }): string =>
+  call.body.messages?.find((m) => m.role === 'user')?.content ?? '';
+
+/** Transcript order as `round:node`. */
+const turns = (j: { transcript: { round: number; nodeId: string }[] }): string[] =>
+  j.transcript.map((m) => `${m.round}:${m.nodeId}`);
+
+describe('the debate family on the fake backend (issue 40 item 7)', () => {
+  /** Analyst says match, Critic says `critic` (agree or not), the Evaluator says match. */
+  const debaters =
+    (critic: FakeReply): ((body: unknown, call: { role: string | undefined }) => FakeReply) =>
+    (_body, call) =>
+      call.role === 'critic' ? critic : match;
+  const REBUTTALS = [
+    '1:analyst',
+    '1:critic',
+    '2:analyst',
+    '2:critic',
+    '3:analyst',
+    '3:critic',
+    '3:evaluator',
+  ];
+
+  it('debate-consensus stops after the openings when the debaters agree', async () => {
+    const { fake, router } = await setup({ fallback: debaters(match) });
+    const j = await runJudgment(getPreset('debate-consensus')!, input, { router, deadline: soon() });
+    expect(j.status).toBe('ok');
+    expect(j.stopReason).toBe('unanimous');
+    expect(j.rounds).toBe(1);
+    expect(fake.callCount).toBe(3);
+    expect(j.usage.calls).toBe(3);
+    expect(turns(j)).toEqual(['1:analyst', '1:critic', '1:evaluator']);
+    // The Evaluator read both openings.
+    const evaluatorPrompt = userOf(fake.calls.find((c) => c.role === 'evaluator')!);
+    expect(evaluatorPrompt).toContain('"node":"analyst"');
+    expect(evaluatorPrompt).toContain('"node":"critic"');
+  });
+
+  it('debate-consensus runs every round when the debaters disagree, each answering the other', async () => {
+    const { fake, router } = await setup({ fallback: debaters(noMatch) });
+    const j = await runJudgment(getPreset('debate-consensus')!, input, { router, deadline: soon() });
+    expect(j.status).toBe('ok');
+    expect(j.stopReason).toBe('max_rounds');
+    expect(j.rounds).toBe(3);
+    expect(fake.callCount).toBe(7);
+    expect(turns(j)).toEqual(REBUTTALS);
+    const prompts = fake.calls.map((c) => [c.role, userOf(c)] as const);
+    // Openings are independent: neither round-1 debater sees a debate.
+    for (const [, user] of prompts.slice(0, 2)) expect(user).not.toContain('Debate so far');
+    // A round-2 rebuttal reads the other's opening (and its own), not yet any round-2 turn.
+    const analyst2 = prompts.filter(([role]) => role === 'analyst')[1]![1];
+    expect(analyst2).toContain('"node":"critic","role":"critic","round":1');
+    expect(analyst2).not.toContain('"round":2');
+    // The Evaluator reads all six turns.
+    const evaluatorPrompt = prompts.find(([role]) => role === 'evaluator')![1];
+    expect(evaluatorPrompt.match(/"node":"(analyst|critic)"/g)).toHaveLength(6);
+  });
+
+  it('debate runs every rebuttal round even when the debaters agree from the start', async () => {
+    const { fake, router } = await setup({ fallback: debaters(match) });
+    const j = await runJudgment(getPreset('debate')!, input, { router, deadline: soon() });
+    expect(j.stopReason).toBe('max_rounds');
+    expect(fake.callCount).toBe(7);
+    expect(turns(j)).toEqual(REBUTTALS);
+  });
+
+  it('debate-opening makes the two openings and the verdict, whatever the debaters say', async () => {
+    const { fake, router } = await setup({ fallback: debaters(noMatch) });
+    const j = await runJudgment(getPreset('debate-opening')!, input, { router, deadline: soon() });
+    expect(j.stopReason).toBe('single_round');
+    expect(fake.callCount).toBe(3);
+    expect(turns(j)).toEqual(['1:analyst', '1:critic', '1:evaluator']);
+    for (const c of fake.calls.slice(0, 2)) expect(userOf(c)).not.toContain('Debate so far');
     expect(j.verdict).toBe('match');
   });
 });
