@@ -87,6 +87,9 @@ describe('calibrate --suggest', () => {
     expect(base?.measured?.member).toBe(`${strictGraph}/judge`);
     expect(base?.measured?.fprChange).toBe(-1);
     expect(base?.measured?.fnrChange).toBe(1);
+    // Chosen on the selection clusters; the held-out ones (disjoint) show the same bias.
+    expect(run.results!.split?.heldOut.clusters).toBeGreaterThan(0);
+    expect(base?.heldOut).toMatchObject({ bias: 'permissive', confirmed: true });
     // The strict variant overshoots: it is now strict, and the suggestion walks it back to neutral.
     expect(suggestions.find((s) => s.member === `${strictGraph}/judge`)).toMatchObject({
       bias: 'strict',
@@ -95,5 +98,6 @@ describe('calibrate --suggest', () => {
     });
     const report = await readFile(join(dir, 'out', 'report.md'), 'utf8');
     expect(report).toContain('single-judge/judge is permissive: `strictness: "strict"`');
+    expect(report).toMatch(/held out \(\d+ items\): permissive, confirmed/);
   }, 30_000);
 });

@@ -1,11 +1,12 @@
 /**
  * The calibration report's numbers: members alone, their pairwise error correlation, Condorcet
- * predictions beside each observed vote committee, and cost per correct judgment. Pure.
+ * predictions beside each observed vote committee, and cost per correct judgment, all over every item; the
+ * budgeted committee and the strictness suggestions chosen on a selection part of the items and scored on
+ * the disjoint held-out part (holdout.ts). Pure.
  */
 import type { DatasetItem } from '../dataset.js';
 import { isFailure } from '../records.js';
 import { countInto, emptyConfusion, ratio, total, type Confusion } from '../stats/confusion.js';
-import { clusteredClopperPearson, type BinomialInterval } from './binomial.js';
 import {
   betaBinomialPrediction,
   independentPrediction,
@@ -17,7 +18,20 @@ import {
   type VotedItem,
   type Voter,
 } from './condorcet.js';
+import { committeeGraph, compilableCommittees, type CommitteeGraph } from './emit.js';
+import {
+  clusteredRates,
+  HOLDOUT_FRACTION,
+  scorePlanHeldOut,
+  splitByCluster,
+  subsetRuns,
+  subsetTable,
+  type PlanHeldOut,
+  type Rates,
+  type SplitSummary,
+} from './holdout.js';
 import { planCommittee, type Plan, type PlanCandidate } from './plan.js';
+import { suggestStrictness, type Suggestion } from './suggest.js';
 import {
   calibrateMember,
   errorCorrelations,
@@ -30,14 +44,10 @@ import {
 export type PredictionModel = 'independent' | 'joint' | 'beta_binomial';
 export const PREDICTION_MODELS: readonly PredictionModel[] = ['independent', 'joint', 'beta_binomial'];
 
-export interface Observed {
+export interface Observed extends Rates {
   /** Items the graph decided (failures excluded: a failure is not a verdict). */
   n: number;
   failures: number;
-  accuracy: BinomialInterval;
-  tpr: BinomialInterval;
-  tnr: BinomialInterval;
-  precision: BinomialInterval;
 }
 
 export interface RulePrediction {
@@ -111,23 +121,30 @@ export interface CalibrationResults {
   costInputs: { costFp: number | null; costFn: number | null; usdPerMillionTokens: number | null };
   /** The graph with the lowest review impact per item (null without costs). */
   cheapest: string | null;
-  /** `--plan`: the budgeted majority committee (null when not asked). */
-  plan: Plan | null;
-  /** `--suggest`: the strictness variant that moves each biased member toward balance. */
+  /**
+   * With `--plan` or `--suggest`: the split of the items by ground-truth cluster into the part the plan and
+   * the suggestions are chosen on and the held-out part they are scored on (null when neither was asked).
+   */
+  split: SplitSummary | null;
+  /** `--plan`: the budgeted majority committee chosen on the selection items (null when not asked). */
+  plan: PlanResult | null;
+  /** `--suggest`: the strictness variant that moves each biased member toward balance (selection items). */
   suggestions: Suggestion[] | null;
+  /** Set by the run: where the plan's graph was written and the command that evaluates it. */
+  committeeGraph?: EmittedGraph | null | undefined;
 }
 
-export interface Suggestion {
-  member: string;
-  bias: 'permissive' | 'strict';
-  /** The node's strictness in the run (`neutral` when unset) and the variant to try. */
-  current: 'lenient' | 'neutral' | 'strict';
-  suggested: 'lenient' | 'strict' | 'neutral';
-  /**
-   * When the run also holds the same node id and role with the suggested strictness in another graph:
-   * that member and its FPR/FNR minus this one's (negative = fewer errors of that kind).
-   */
-  measured: { member: string; fprChange: number | null; fnrChange: number | null } | null;
+/** The plan, its committees replayed on the held-out items, and the best committee as a runnable graph. */
+export interface PlanResult extends Plan {
+  heldOut: PlanHeldOut;
+  graph: CommitteeGraph | null;
+}
+
+export interface EmittedGraph {
+  file: string;
+  /** The held-out items as a dataset file the command reads. */
+  dataset: string;
+  command: string;
 }
 
 export interface CalibrateOptions {
@@ -145,6 +162,8 @@ export interface CalibrateOptions {
   /** `--plan --budget X [--plan-size K]`: budget per judgment (USD with a price, else tokens). */
   plan?: { budget: number; size: number } | undefined;
   suggest?: boolean | undefined;
+  /** Share of the ground-truth clusters held out from the plan's and suggestions' choice (default 0.5). */
+  holdout?: number | undefined;
 }
 
 function meanOf(values: readonly (number | null)[]): number {
@@ -187,29 +206,7 @@ function observe(
     perCluster.set(key, cm);
     countInto(cm, item.label, record.verdict === 'match' ? 1 : 0);
   });
-  const clusters = [...perCluster.values()];
-  const rate = (hits: (c: Confusion) => number, trials: (c: Confusion) => number) =>
-    clusteredClopperPearson(
-      clusters.map((c) => ({ hits: hits(c), trials: trials(c) })),
-      level,
-    );
-  return {
-    n: tp + tn + fp + fn,
-    failures,
-    accuracy: rate((c) => c.tp + c.tn, total),
-    tpr: rate(
-      (c) => c.tp,
-      (c) => c.tp + c.fn,
-    ),
-    tnr: rate(
-      (c) => c.tn,
-      (c) => c.tn + c.fp,
-    ),
-    precision: rate(
-      (c) => c.tp,
-      (c) => c.tp + c.fp,
-    ),
-  };
+  return { n: tp + tn + fp + fn, failures, ...clusteredRates(perCluster.values(), level) };
 }
 
 function committee(
@@ -389,65 +386,90 @@ export function planCandidates(
   return out;
 }
 
-type Level = 'lenient' | 'neutral' | 'strict';
-const STRICTER: Readonly<Record<Level, Level>> = { lenient: 'neutral', neutral: 'strict', strict: 'strict' };
-const LENIENTER: Readonly<Record<Level, Level>> = {
-  strict: 'neutral',
-  neutral: 'lenient',
-  lenient: 'lenient',
-};
-
-/** One step toward balance: a permissive member gets stricter, a strict one more lenient. */
-export function suggestStrictness(
-  members: readonly MemberCalibration[],
-  runs: readonly GraphRun[],
-): Suggestion[] {
-  const strictnessOf = (m: MemberCalibration): Level =>
-    runs.find((r) => r.label === m.member.graph)?.graph.byId.get(m.member.nodeId)?.node.strictness ??
-    'neutral';
-  const out: Suggestion[] = [];
-  for (const m of members) {
-    const bias = m.bias.label;
-    if (bias !== 'permissive' && bias !== 'strict') continue;
-    const current = strictnessOf(m);
-    const suggested = bias === 'permissive' ? STRICTER[current] : LENIENTER[current];
-    if (suggested === current) continue;
-    const other = members.find(
-      (o) =>
-        o.member.graph !== m.member.graph &&
-        o.member.nodeId === m.member.nodeId &&
-        o.member.role === m.member.role &&
-        o.member.round === m.member.round &&
-        strictnessOf(o) === suggested,
-    );
-    const diff = (a: number | null, b: number | null): number | null =>
-      a === null || b === null ? null : a - b;
-    out.push({
-      member: m.member.key,
-      bias,
-      current,
-      suggested,
-      measured:
-        other === undefined
-          ? null
-          : {
-              member: other.member.key,
-              fprChange: diff(other.fpr.rate, m.fpr.rate),
-              fnrChange: diff(other.fnr.rate, m.fnr.rate),
-            },
-    });
-  }
-  return out;
-}
-
-export function calibrate(options: CalibrateOptions): CalibrationResults {
-  const level = options.level ?? 0.95;
-  const { table, runs } = options;
+function calibrateAll(table: VoteTable, level: number): MemberCalibration[] {
   const members: MemberCalibration[] = [];
   for (let m = 0; m < table.members.length; m++) {
     const c = calibrateMember(table, m, level);
     if (c !== null) members.push(c);
   }
+  return members;
+}
+
+/** The parts of the items `--plan` and `--suggest` see: chosen on `selection`, scored on `heldOut`. */
+interface Parts {
+  split: SplitSummary;
+  selection: VoteTable;
+  selectionRuns: GraphRun[];
+  chosenOn: MemberCalibration[];
+  heldOut: VoteTable;
+}
+
+function committeeDescription(plan: Plan, parts: Parts, heldOut: PlanHeldOut): string {
+  const acc = heldOut.best?.accuracy;
+  const scored =
+    acc?.rate == null
+      ? 'not scored on held-out items (too few)'
+      : `held-out accuracy ${(100 * acc.rate).toFixed(1)} % over ${heldOut.best?.n ?? 0} items`;
+  return (
+    `majority of ${plan.size} seats chosen by calibrate --plan (budget ${plan.budget} ${plan.unit}/judgment) on ` +
+    `${parts.split.selection.items} items, seed ${parts.split.seed}; ${scored}`
+  );
+}
+
+function budgetedPlan(options: CalibrateOptions, parts: Parts, level: number): PlanResult | null {
+  if (options.plan === undefined) return null;
+  const plan = planCommittee({
+    table: parts.selection,
+    members: parts.chosenOn,
+    candidates: planCandidates(parts.selectionRuns, parts.selection, options.usdPerMillionTokens),
+    size: options.plan.size,
+    budget: options.plan.budget,
+    unit: options.usdPerMillionTokens === undefined ? 'tokens' : 'usd',
+    admissible: compilableCommittees(options.table, options.runs),
+  });
+  const heldOut = scorePlanHeldOut(plan, parts.heldOut, parts.split, level);
+  const graph =
+    plan.best === null
+      ? null
+      : committeeGraph(
+          plan.best.members,
+          options.table,
+          options.runs,
+          committeeDescription(plan, parts, heldOut),
+        );
+  return { ...plan, heldOut, graph };
+}
+
+/** `--plan` and `--suggest`: chosen on the selection clusters, scored on the held-out ones. */
+function selectAndHoldOut(
+  options: CalibrateOptions,
+  level: number,
+): Pick<CalibrationResults, 'split' | 'plan' | 'suggestions'> {
+  if (options.plan === undefined && options.suggest !== true) {
+    return { split: null, plan: null, suggestions: null };
+  }
+  const { table, runs } = options;
+  const split = splitByCluster(table.items, options.seed, options.holdout ?? HOLDOUT_FRACTION);
+  const selection = subsetTable(table, split.selection);
+  const parts: Parts = {
+    split: split.summary,
+    selection,
+    selectionRuns: subsetRuns(runs, split.selection),
+    chosenOn: calibrateAll(selection, level),
+    heldOut: subsetTable(table, split.heldOut),
+  };
+  const heldOutMembers = split.summary.scored ? calibrateAll(parts.heldOut, level) : null;
+  return {
+    split: split.summary,
+    plan: budgetedPlan(options, parts, level),
+    suggestions: options.suggest === true ? suggestStrictness(parts.chosenOn, runs, heldOutMembers) : null,
+  };
+}
+
+export function calibrate(options: CalibrateOptions): CalibrationResults {
+  const level = options.level ?? 0.95;
+  const { table, runs } = options;
+  const members = calibrateAll(table, level);
   const correlations = errorCorrelations(table, { seed: options.seed, resamples: options.resamples, level });
   const committees: CommitteeResult[] = [];
   for (const run of runs) {
@@ -481,17 +503,6 @@ export function calibrate(options: CalibrateOptions): CalibrationResults {
       usdPerMillionTokens: options.usdPerMillionTokens ?? null,
     },
     cheapest,
-    suggestions: options.suggest === true ? suggestStrictness(members, runs) : null,
-    plan:
-      options.plan === undefined
-        ? null
-        : planCommittee({
-            table,
-            members,
-            candidates: planCandidates(runs, table, options.usdPerMillionTokens),
-            size: options.plan.size,
-            budget: options.plan.budget,
-            unit: options.usdPerMillionTokens === undefined ? 'tokens' : 'usd',
-          }),
+    ...selectAndHoldOut(options, level),
   };
 }

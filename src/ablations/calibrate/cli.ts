@@ -2,7 +2,8 @@
  * `npm run calibrate -- --dataset F.jsonl --graphs a,b --out DIR [--cost-fp X --cost-fn Y] [...]`
  * Runs the graphs over a labelled set (resumable, in DIR/runs) and calibrates every member alone, their
  * pairwise error correlation and Condorcet predictions beside the observed committees; writes
- * DIR/calibration.json and DIR/report.md.
+ * DIR/calibration.json and DIR/report.md. `--plan` chooses a committee on part of the ground-truth clusters,
+ * scores it on the rest, writes it as DIR/committee.graph.json and prints the `ablate` command that runs it.
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../config.js';
@@ -17,6 +18,8 @@ import {
   runSettings,
   withInterrupts,
 } from '../cli-common.js';
+import type { CalibrationResults } from './analyze.js';
+import { HOLDOUT_FRACTION } from './holdout.js';
 import { PHI_RESAMPLES, runCalibration } from './run.js';
 import { resolveGraphs } from '../ablate/runner.js';
 
@@ -25,7 +28,7 @@ const USAGE = `usage: npm run calibrate -- --dataset FILE.jsonl --out DIR [optio
   --graphs a,b,c       presets or graph JSON files (default: vote-3,round-robin-3,proposer-critic)
   --out DIR            output directory; rerunning with the same DIR resumes
 ${RUN_USAGE}
-  --seed S             bootstrap seed (default 1)
+  --seed S             seeds the fence nonces, the bootstrap and the held-out split (default 1)
   --resamples R        bootstrap resamples per pairwise φ interval (default ${PHI_RESAMPLES})
   --cost-fp USD        cost of acting on a false match (review impact)
   --cost-fn USD        cost of missing a true match (review impact)
@@ -34,13 +37,66 @@ ${RUN_USAGE}
   --budget X           budget per judgment (USD with --usd-per-mtok, else tokens)
   --plan-size K        seats in the planned committee (default 3)
   --suggest            name the strictness variant that moves each biased member toward balance
+  --holdout F          share of the ground-truth clusters --plan and --suggest hold out: they choose on
+                       the rest and are scored on these (default ${HOLDOUT_FRACTION})
 Backend: JUDGE_BASE_URL / JUDGE_MODEL / REWARD_CONFIG as for the server (offline when unset).`;
+
+function fractionOption(value: string | undefined): number {
+  if (value === undefined) return HOLDOUT_FRACTION;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0 || n >= 1)
+    throw new Error(`--holdout must be between 0 and 1, got "${value}"`);
+  return n;
+}
 
 function moneyOption(name: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a number ≥ 0, got "${value}"`);
   return n;
+}
+
+function fixed3(x: number | null | undefined): string {
+  return x == null ? '—' : x.toFixed(3);
+}
+
+function printPlan(r: CalibrationResults): void {
+  const split = r.split;
+  if (split !== null) {
+    console.log(
+      `split by ground-truth cluster (seed ${split.seed}): chosen on ${split.selection.items} items (${split.selection.clusters} clusters), scored on ${split.heldOut.items} held-out items (${split.heldOut.clusters} clusters)`,
+    );
+    for (const w of split.warnings) console.error(`warning: ${w}`);
+  }
+  const plan = r.plan;
+  if (plan?.best == null) return;
+  const held = plan.heldOut.best?.accuracy;
+  console.log(
+    `plan: ${plan.best.members.join(' + ')} (accuracy ${plan.best.predicted.accuracy.toFixed(3)} on the items it was chosen on; held-out ${fixed3(held?.rate)} [${fixed3(held?.lo)}, ${fixed3(held?.hi)}]; held-out decorrelation gain ${fixed3(plan.heldOut.decorrelationGain)})`,
+  );
+  if (r.committeeGraph != null) {
+    console.log(`committee graph: ${r.committeeGraph.file}; evaluate it on the held-out items with:`);
+    console.log(`  ${r.committeeGraph.command}`);
+  }
+}
+
+function printResults(r: CalibrationResults): void {
+  for (const c of r.committees) {
+    const i = c.check.independent;
+    const b = c.check.beta_binomial;
+    console.log(
+      `${c.graph}: observed accuracy ${c.observed.accuracy.rate?.toFixed(3) ?? '—'} [${c.observed.accuracy.lo?.toFixed(3) ?? '—'}, ${c.observed.accuracy.hi?.toFixed(3) ?? '—'}]; independent ${i.accuracy?.toFixed(3) ?? '—'}${i.overPromises === true ? ' (over-promises)' : ''}; beta-binomial ${b.accuracy?.toFixed(3) ?? '—'}${b.inside === true ? ' (inside CI)' : ''}`,
+    );
+  }
+  printPlan(r);
+  for (const s of r.suggestions ?? []) {
+    const held =
+      s.heldOut === null
+        ? ''
+        : `; held out: ${s.heldOut.bias ?? '—'}${s.heldOut.confirmed ? ' (confirmed)' : ''}`;
+    console.log(`suggest: ${s.member} (${s.bias}) → strictness "${s.suggested}"${held}`);
+  }
+  if (r.cheapest !== null) console.log(`cheapest overall (review impact): ${r.cheapest}`);
 }
 
 async function main(): Promise<number> {
@@ -57,6 +113,7 @@ async function main(): Promise<number> {
       suggest: { type: 'boolean', default: false },
       budget: { type: 'string' },
       'plan-size': { type: 'string' },
+      holdout: { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
@@ -94,6 +151,7 @@ async function main(): Promise<number> {
       usdPerMillionTokens: moneyOption('usd-per-mtok', values['usd-per-mtok']),
       plan,
       suggest: values.suggest,
+      holdout: fractionOption(values.holdout),
       signal,
       progress: process.stderr,
     });
@@ -101,22 +159,7 @@ async function main(): Promise<number> {
       console.error('stopped before every judgment finished; rerun the same command to resume.');
       return 130;
     }
-    const r = run.results;
-    for (const c of r.committees) {
-      const i = c.check.independent;
-      const b = c.check.beta_binomial;
-      console.log(
-        `${c.graph}: observed accuracy ${c.observed.accuracy.rate?.toFixed(3) ?? '—'} [${c.observed.accuracy.lo?.toFixed(3) ?? '—'}, ${c.observed.accuracy.hi?.toFixed(3) ?? '—'}]; independent ${i.accuracy?.toFixed(3) ?? '—'}${i.overPromises === true ? ' (over-promises)' : ''}; beta-binomial ${b.accuracy?.toFixed(3) ?? '—'}${b.inside === true ? ' (inside CI)' : ''}`,
-      );
-    }
-    if (r.plan?.best != null) {
-      console.log(
-        `plan: ${r.plan.best.members.join(' + ')} (accuracy ${r.plan.best.predicted.accuracy.toFixed(3)}, decorrelation gain ${r.plan.decorrelationGain?.toFixed(3) ?? '—'})`,
-      );
-    }
-    for (const s of r.suggestions ?? [])
-      console.log(`suggest: ${s.member} (${s.bias}) → strictness "${s.suggested}"`);
-    if (r.cheapest !== null) console.log(`cheapest overall (review impact): ${r.cheapest}`);
+    printResults(run.results);
     console.log(`written: ${run.files.slice(0, 2).join(', ')}`);
     return 0;
   });

@@ -77,8 +77,11 @@ export function planCommittee(options: {
   size: number;
   budget: number;
   unit: 'usd' | 'tokens';
+  /** Committees the engine can run (e.g. no identical parallel members); default every one. */
+  admissible?: ((picked: readonly PlanCandidate[]) => boolean) | undefined;
 }): Plan {
   const { table, candidates, size, budget } = options;
+  const admissible = options.admissible ?? (() => true);
   const rowOf = new Map(table.members.map((m, i) => [m.key, i]));
   const calOf = new Map(options.members.map((m) => [m.member.key, m]));
   const positives = table.items.filter((i) => i.label === 1).length;
@@ -108,7 +111,7 @@ export function planCommittee(options: {
     if (considered >= MAX_PLAN_COMMITTEES) break;
     const picked = combo.map((i) => candidates[i]).filter((c): c is PlanCandidate => c !== undefined);
     const cost = picked.reduce((s, c) => s + c.cost, 0);
-    if (cost > budget) continue;
+    if (cost > budget || !admissible(picked)) continue;
     considered++;
     const s = score(picked, cost);
     if (s === null) continue;

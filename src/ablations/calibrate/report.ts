@@ -1,8 +1,10 @@
 /** `report.md` of a calibration run. */
 import type { BinomialInterval } from './binomial.js';
 import type { Prediction } from './condorcet.js';
-import type { CalibrationResults, CommitteeResult } from './analyze.js';
-import type { Plan, PlannedCommittee } from './plan.js';
+import type { CalibrationResults, CommitteeResult, EmittedGraph, PlanResult } from './analyze.js';
+import type { HeldOutScore, SplitSummary } from './holdout.js';
+import type { PlannedCommittee } from './plan.js';
+import type { Suggestion } from './suggest.js';
 
 function pct(x: number | null | undefined): string {
   return x == null ? '—' : (100 * x).toFixed(1);
@@ -56,22 +58,74 @@ function committeeLines(c: CommitteeResult): string[] {
   return lines;
 }
 
-function planLines(p: Plan): string[] {
-  const unit = p.unit === 'usd' ? 'USD' : 'tokens';
-  const show = (c: PlannedCommittee | null): string =>
-    c === null
-      ? '—'
-      : `${c.members.join(' + ')}: ${pred(c.predicted)}, ${num(c.cost, p.unit === 'usd' ? 6 : 0)} ${unit}/judgment`;
+function splitLines(split: SplitSummary): string[] {
+  const side = (p: SplitSummary['selection']) =>
+    `${p.items} items (${p.clusters} ground-truth clusters, ${p.positives} positives, ${p.negatives} negatives)`;
   return [
+    '## Selection and held-out items',
+    '',
+    `The committee plan and the strictness suggestions are chosen on one part of the items and scored on the other;` +
+      ` items sharing a ground truth stay on one side (seed ${split.seed}, ${Math.round(split.fraction * 100)} % of the clusters held out).`,
+    '',
+    `- chosen on: ${side(split.selection)}`,
+    `- held out: ${side(split.heldOut)}`,
+    ...split.warnings.map((w) => `- **warning:** ${w}`),
+  ];
+}
+
+function heldOutCell(s: HeldOutScore | null): string {
+  return s === null
+    ? '—'
+    : `${ci(s.accuracy)} (P ${pct(s.precision.rate)}, R ${pct(s.tpr.rate)}; ${s.n} items)`;
+}
+
+function planLines(p: PlanResult, emitted: EmittedGraph | null | undefined): string[] {
+  const unit = p.unit === 'usd' ? 'USD' : 'tokens';
+  const cost = (c: PlannedCommittee) => `${num(c.cost, p.unit === 'usd' ? 6 : 0)} ${unit}/judgment`;
+  const row = (what: string, c: PlannedCommittee | null, held: HeldOutScore | null): string =>
+    c === null
+      ? `| ${what} | — | — | — | — |`
+      : `| ${what} | ${c.members.join(' + ')} | ${cost(c)} | ${pred(c.predicted)} | ${heldOutCell(held)} |`;
+  const h = p.heldOut;
+  const lines = [
     `## Budgeted committee (majority of ${p.size}, budget ${p.budget} ${unit} per judgment)`,
     '',
-    `${p.candidates.length} candidate seats, ${p.considered} committees within budget, scored on the measured joint vote distribution.`,
+    `${p.candidates.length} candidate seats, ${p.considered} runnable committees within budget, scored on the` +
+      ' measured joint vote distribution of the selection items; the chosen ones replayed on the held-out items.',
     '',
-    `- best: ${show(p.best)}`,
-    `- what an independence-based planner picks: ${show(p.independenceChoice)}`,
-    `- best single member within budget: ${show(p.bestSingle)}`,
-    `- committee gain over the best single member: ${pct(p.committeeGain)} points; of it from decorrelation (best − independence pick): ${pct(p.decorrelationGain)} points`,
+    '| committee | members | cost | accuracy where chosen (P, R) | held-out accuracy [CI] (P, R) |',
+    '|---|---|---|---|---|',
+    row('best', p.best, h.best),
+    row('independence-based pick', p.independenceChoice, h.independenceChoice),
+    row('best single member', p.bestSingle, h.bestSingle),
+    '',
+    `Where chosen: committee gain over the best single member ${pct(p.committeeGain)} points, of it from decorrelation` +
+      ` ${pct(p.decorrelationGain)}. Held out: ${pct(h.committeeGain)} and ${pct(h.decorrelationGain)} points;` +
+      ` the best committee's accuracy fell by ${pct(h.optimism)} points from where it was chosen (the optimism of` +
+      ' scoring a choice on the items it was chosen on).',
   ];
+  if (p.graph !== null) {
+    lines.push(
+      '',
+      'Runnable graph: ' +
+        p.graph.seats.map((s) => `\`${s.id}\` ← ${s.member}`).join(', ') +
+        (emitted == null ? '.' : ` in \`${emitted.file}\`. Evaluate it on the held-out items:`),
+    );
+    if (emitted != null) lines.push('', '```sh', emitted.command, '```');
+  }
+  return lines;
+}
+
+function suggestionLine(s: Suggestion): string {
+  const effect =
+    s.measured === null
+      ? 'not measured: add a graph with this node at that strictness to the run'
+      : `measured in ${s.measured.member}: FPR ${pct(s.measured.fprChange)}, FNR ${pct(s.measured.fnrChange)} points`;
+  const held =
+    s.heldOut === null
+      ? ''
+      : `; held out (${s.heldOut.n} items): ${s.heldOut.bias ?? '—'}${s.heldOut.confirmed ? ', confirmed' : ', not confirmed'}`;
+  return `- ${s.member} is ${s.bias}: \`strictness: "${s.suggested}"\` (now ${s.current}); ${effect}${held}`;
 }
 
 export function renderCalibrationReport(r: CalibrationResults): string {
@@ -147,20 +201,13 @@ export function renderCalibrationReport(r: CalibrationResults): string {
       `Review impact = FP × ${k.costFp ?? 0} + FN × ${k.costFn ?? 0} (+ token cost) per decided item; cheapest overall: **${r.cheapest}**.`,
     );
   }
-  if (r.plan !== null) lines.push('', ...planLines(r.plan));
+  if (r.split !== null) lines.push('', ...splitLines(r.split));
+  if (r.plan !== null) lines.push('', ...planLines(r.plan, r.committeeGraph));
   if (r.suggestions !== null) {
-    lines.push('', '## Strictness suggestions', '');
+    lines.push('', '## Strictness suggestions (chosen on the selection items)', '');
     if (r.suggestions.length === 0)
       lines.push('No member has a bias the data show (every interval contains balanced).');
-    for (const s of r.suggestions) {
-      const effect =
-        s.measured === null
-          ? 'not measured: add a graph with this node at that strictness to the run'
-          : `measured in ${s.measured.member}: FPR ${pct(s.measured.fprChange)}, FNR ${pct(s.measured.fnrChange)} points`;
-      lines.push(
-        `- ${s.member} is ${s.bias}: \`strictness: "${s.suggested}"\` (now ${s.current}); ${effect}`,
-      );
-    }
+    for (const s of r.suggestions) lines.push(suggestionLine(s));
   }
   lines.push('');
   return lines.join('\n');

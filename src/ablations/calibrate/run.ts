@@ -1,15 +1,18 @@
 /**
  * A calibration run: the graphs run over the dataset through the ablation runner (resumable, in
  * `OUT/runs/`), then every member is calibrated from the stored records; writes `calibration.json`
- * and `report.md` to OUT.
+ * and `report.md` to OUT, and with `--plan` the chosen committee as `committee.graph.json` beside the
+ * held-out items (`holdout.jsonl`) the printed `npm run ablate` command evaluates it on.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PROMPT_VERSION } from '../../roles/index.js';
-import { clusterIndex, type Dataset } from '../dataset.js';
+import { clusterIndex, type Dataset, type DatasetItem } from '../dataset.js';
 import type { GraphEntry, RunOptions } from '../types.js';
 import { runAblation } from '../ablate/runner.js';
-import { calibrate, type CalibrationResults } from './analyze.js';
+import { calibrate, type CalibrationResults, type EmittedGraph } from './analyze.js';
+import { ablateCommand, COMMITTEE_EVAL_DIR, COMMITTEE_GRAPH_FILE, HOLDOUT_FILE } from './emit.js';
+import { HOLDOUT_FRACTION, splitByCluster } from './holdout.js';
 import { voteTable, type GraphRun } from './members.js';
 import { renderCalibrationReport } from './report.js';
 
@@ -26,6 +29,8 @@ export interface CalibrationOptions extends RunOptions {
   usdPerMillionTokens?: number | undefined;
   plan?: { budget: number; size: number } | undefined;
   suggest?: boolean | undefined;
+  /** Share of the ground-truth clusters held out from `plan` and `suggest` (default 0.5). */
+  holdout?: number | undefined;
 }
 
 export interface CalibrationRun {
@@ -75,9 +80,34 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
     usdPerMillionTokens: options.usdPerMillionTokens,
     plan: options.plan,
     suggest: options.suggest,
+    holdout: options.holdout,
   });
+  results.committeeGraph = await writeCommitteeGraph(results, items, options);
   const files = { json: join(options.outDir, 'calibration.json'), report: join(options.outDir, 'report.md') };
   await writeFile(files.json, `${JSON.stringify(results, null, 2)}\n`);
   await writeFile(files.report, renderCalibrationReport(results));
-  return { completed: true, results, files: [...Object.values(files), ...ablation.files] };
+  const emitted =
+    results.committeeGraph === null ? [] : [results.committeeGraph.file, results.committeeGraph.dataset];
+  return { completed: true, results, files: [...Object.values(files), ...emitted, ...ablation.files] };
+}
+
+/** Writes the plan's graph and the held-out items it is to be evaluated on; null without a planned committee. */
+async function writeCommitteeGraph(
+  results: CalibrationResults,
+  items: readonly DatasetItem[],
+  options: CalibrationOptions,
+): Promise<EmittedGraph | null> {
+  const graph = results.plan?.graph;
+  if (graph == null) return null;
+  const seed = options.seed ?? 1;
+  // The same split `calibrate` made (a pure function of the items, the seed and the share).
+  const { heldOut } = splitByCluster(items, seed, options.holdout ?? HOLDOUT_FRACTION);
+  const paths = {
+    graph: join(options.outDir, COMMITTEE_GRAPH_FILE),
+    dataset: join(options.outDir, HOLDOUT_FILE),
+    out: join(options.outDir, COMMITTEE_EVAL_DIR),
+  };
+  await writeFile(paths.graph, `${JSON.stringify(graph.spec, null, 2)}\n`);
+  await writeFile(paths.dataset, heldOut.map((i) => `${JSON.stringify(items[i])}\n`).join(''));
+  return { file: paths.graph, dataset: paths.dataset, command: ablateCommand(paths, seed) };
 }
