@@ -22,7 +22,7 @@ import { createFailureMonitor, type FailureMonitor } from '../observe/failure-lo
 import { createIntegrity, type Integrity } from '../integrity/integrity.js';
 import { createGroupMeans } from '../serving/group-means.js';
 import { createJudgeService, type GraphChoice, type JudgeService } from '../serving/judge-service.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from '../observe/metric-types.js';
 import { createSharedJudgments } from '../serving/shared-judgments.js';
 import { createCancelRegistry, type CancelRegistry } from '../controls/cancel.js';
 import type { CancelRelay } from '../controls/cancel-relay.js';

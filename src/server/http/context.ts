@@ -14,7 +14,7 @@ import type { TokenBudget } from '../admission/budget.js';
 import type { ComparisonService } from '../serving/comparing.js';
 import type { Integrity } from '../integrity/integrity.js';
 import type { GraphChoice, JudgeService } from '../serving/judge-service.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from '../observe/metric-types.js';
 import type { Schemas } from './schemas.js';
 import type { Access } from '../tenants/access.js';
 import { tenantOf } from '../tenants/auth.js';

@@ -45,7 +45,7 @@ import {
 } from './canary-ledger.js';
 import { doubtOf, type Doubt } from './canary-schedule.js';
 import { createDriftTracker, type DriftTracker } from './drift.js';
-import type { DriftReading, IntegrityMetrics } from '../observe/metrics.js';
+import type { DriftReading, IntegrityMetrics } from '../observe/metric-types.js';
 import type { TranscriptSink } from '../observe/transcripts.js';
 
 export interface IntegrityOptions {

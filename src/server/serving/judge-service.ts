@@ -42,7 +42,7 @@ import {
   type IdempotencyRecords,
   type Recalled,
 } from './idempotency.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from '../observe/metric-types.js';
 import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import type { Lane } from '../admission/priority.js';
 import type { TenantWork } from '../admission/fair-shares.js';
