@@ -21,7 +21,8 @@ import { configuredModels, presetChoice, type ServerContext } from './context.js
 import { createFailureMonitor, type FailureMonitor } from '../observe/failure-log.js';
 import { createIntegrity, type Integrity } from '../integrity/integrity.js';
 import { createGroupMeans } from '../serving/group-means.js';
-import { createJudgeService, type GraphChoice, type JudgeService } from '../serving/judge-service.js';
+import { createJudgeService } from '../serving/judge-service.js';
+import type { GraphChoice, JudgeService } from '../serving/judge-types.js';
 import type { Metrics } from '../observe/metric-types.js';
 import { createSharedJudgments } from '../serving/shared-judgments.js';
 import { createCancelRegistry, type CancelRegistry } from '../controls/cancel.js';

@@ -13,7 +13,7 @@ import type { GroupMeans } from '../serving/group-means.js';
 import type { TokenBudget } from '../admission/budget.js';
 import type { ComparisonService } from '../serving/comparing.js';
 import type { Integrity } from '../integrity/integrity.js';
-import type { GraphChoice, JudgeService } from '../serving/judge-service.js';
+import type { GraphChoice, JudgeService } from '../serving/judge-types.js';
 import type { Metrics } from '../observe/metric-types.js';
 import type { Schemas } from './schemas.js';
 import type { Access } from '../tenants/access.js';
