@@ -12,7 +12,7 @@ import type { CancelRegistry } from '../controls/cancel.js';
 import type { GroupMeans } from '../serving/group-means.js';
 import type { TokenBudget } from '../admission/budget.js';
 import type { ComparisonService } from '../serving/comparing.js';
-import type { Integrity } from '../integrity/integrity.js';
+import type { Integrity } from '../integrity/integrity-types.js';
 import type { GraphChoice, JudgeService } from '../serving/judge-types.js';
 import type { Metrics } from '../observe/metric-types.js';
 import type { Schemas } from './schemas.js';
