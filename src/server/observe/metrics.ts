@@ -35,15 +35,14 @@ import { driftGauges, engineGauges, replicaGauges } from './scrape-gauges.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
 
-function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
-  let driftSource: () => readonly DriftReading[] = () => [];
-  let canarySource: () => CanaryReading = () => ({ rate: 0, shares: [], fleetCusum: null });
+/** The canary schedule and the fleet test, read from `source` at every scrape. */
+function registerCanaryGauges(registers: Registry[], source: () => CanaryReading): void {
   new Gauge({
     name: 'reward_canary_rate',
     help: 'Canaries per computed real judgment now: CANARY_RATE, up to CANARY_BOOST times it while a replica or the fleet is in doubt.',
     registers,
     collect() {
-      this.set(canarySource().rate);
+      this.set(source().rate);
     },
   });
   new Gauge({
@@ -53,7 +52,7 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     registers,
     collect() {
       this.reset();
-      for (const s of canarySource().shares) this.labels(s.backend, s.replica).set(s.share);
+      for (const s of source().shares) this.labels(s.backend, s.replica).set(s.share);
     },
   });
   new Gauge({
@@ -62,11 +61,15 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     registers,
     collect() {
       this.reset();
-      const s = canarySource().fleetCusum;
+      const s = source().fleetCusum;
       if (s !== null) this.set(s);
     },
   });
-  const driftGauge = driftGauges(registers, () => driftSource());
+}
+
+/** One graph's drift over the recent window, read from `source` at every scrape (absent where null). */
+function registerDriftGauges(registers: Registry[], source: () => readonly DriftReading[]): void {
+  const driftGauge = driftGauges(registers, source);
   driftGauge(
     'reward_drift_accept_rate',
     'Share of reward 1 among the recent window of computed judgments with a reward, by graph.',
@@ -87,6 +90,13 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     'Share of rejected_input (degenerate candidates) over the recent window of computed judgments, by graph.',
     (d) => d.rejectedInputRate,
   );
+}
+
+function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
+  let driftSource: () => readonly DriftReading[] = () => [];
+  let canarySource: () => CanaryReading = () => ({ rate: 0, shares: [], fleetCusum: null });
+  registerCanaryGauges(registers, () => canarySource());
+  registerDriftGauges(registers, () => driftSource());
   return {
     canaryJudgments: new Counter({
       name: 'reward_canary_judgments_total',
@@ -178,7 +188,17 @@ function registerReplicaGauges(
       for (const r of snapshots()) this.labels(r.backend, r.replica, controlLaw(r)).set(1);
     },
   });
-  // The engine's own numbers, from its last fresh /metrics reading: no series without one.
+  registerEngineGauges(registers, snapshots);
+  registerReplicaThroughput(registers, snapshots, capacitySource);
+  replicaGauge(
+    'reward_backend_replica_quarantined',
+    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
+    (r) => (r.quarantined === true ? 1 : 0),
+  );
+}
+
+/** The engine's own numbers per replica, from its last fresh /metrics reading: no series without one. */
+function registerEngineGauges(registers: Registry[], snapshots: () => ReplicaSnapshot[]): void {
   const engineGauge = engineGauges(registers, snapshots);
   engineGauge(
     'reward_backend_replica_engine_running',
@@ -205,6 +225,14 @@ function registerReplicaGauges(
     'Whether the engine’s gauges are believed (1) or contradict our own in-flight calls and are ignored (0: steered and estimated from completions); no series without engine metrics.',
     (r) => (r.control?.gauge === undefined ? undefined : r.control.gauge === 'trusted' ? 1 : 0),
   );
+}
+
+/** What each replica completed per second at capacity (measured by admission) and attempted, by outcome. */
+function registerReplicaThroughput(
+  registers: Registry[],
+  snapshots: () => ReplicaSnapshot[],
+  capacitySource: () => readonly MeasuredReplica[],
+): void {
   new Gauge({
     name: 'reward_backend_replica_completions_per_second',
     help: 'Calls the replica completed per second while at its capacity, measured (admission’s drain rate; no series before a measurement).',
@@ -230,11 +258,6 @@ function registerReplicaGauges(
       }
     },
   });
-  replicaGauge(
-    'reward_backend_replica_quarantined',
-    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
-    (r) => (r.quarantined === true ? 1 : 0),
-  );
 }
 
 /** Builds a fresh Registry with every metric plus prom-client's default process metrics (less three). */
@@ -249,9 +272,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   return {
     registry,
     ...requestMetrics(registers),
+    ...answerMetrics(registers),
     ...judgmentMetrics(registers, options.recentWindow ?? 512),
     ...callMetrics(registers, labels),
-    ...admissionMetrics(registers),
+    ...backlogMetrics(registers),
+    ...refusalMetrics(registers),
     ...backendMetrics(registers),
     ...comparisonMetrics(registers),
     ...stateMetrics(registers),
@@ -260,19 +285,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   };
 }
 
-/** HTTP requests and what they answer besides judgments: errors, replays, rejections, cancels, transcripts. */
+/** HTTP requests: counted and timed by route pattern, error answers by code. */
 function requestMetrics(
   registers: Registry[],
-): Pick<
-  Metrics,
-  | 'requests'
-  | 'requestErrors'
-  | 'requestDuration'
-  | 'idempotencyLookups'
-  | 'transcriptErrors'
-  | 'rejectedInputs'
-  | 'cancelledJudgments'
-> {
+): Pick<Metrics, 'requests' | 'requestErrors' | 'requestDuration'> {
   const requests = new Counter({
     name: 'reward_requests_total',
     help: 'HTTP requests answered, by route pattern and status code.',
@@ -292,6 +308,13 @@ function requestMetrics(
     buckets: LATENCY_BUCKETS,
     registers,
   });
+  return { requests, requestErrors, requestDuration };
+}
+
+/** What requests are answered besides judgments: replays, rejections, cancels, transcripts. */
+function answerMetrics(
+  registers: Registry[],
+): Pick<Metrics, 'idempotencyLookups' | 'transcriptErrors' | 'rejectedInputs' | 'cancelledJudgments'> {
   const idempotencyLookups = new Counter({
     name: 'reward_idempotency_lookups_total',
     help: 'Requests carrying an idempotency id: hit (same id and items answered within the window, by this process or, with REDIS_URL, another) or miss.',
@@ -316,15 +339,7 @@ function requestMetrics(
     labelNames: ['route'] as const,
     registers,
   });
-  return {
-    requests,
-    requestErrors,
-    requestDuration,
-    idempotencyLookups,
-    transcriptErrors,
-    rejectedInputs,
-    cancelledJudgments,
-  };
+  return { idempotencyLookups, transcriptErrors, rejectedInputs, cancelledJudgments };
 }
 
 /** Computed judgments by graph, the judgment cache and the recent mean reward. */
@@ -459,20 +474,12 @@ function callMetrics(
   };
 }
 
-/** Admission: the backlog, its predicted wait against the deadline, holds, refusals and the token budget. */
-function admissionMetrics(
+/** Admission's backlog: running and waiting judgments, its predicted wait against the deadline, holds. */
+function backlogMetrics(
   registers: Registry[],
 ): Pick<
   Metrics,
-  | 'inflightJudgments'
-  | 'queueDepth'
-  | 'predictedWait'
-  | 'heldRequests'
-  | 'requestDeadline'
-  | 'drainRate'
-  | 'admissionRefusals'
-  | 'budgetRemainingTokens'
-  | 'budgetLimitTokens'
+  'inflightJudgments' | 'queueDepth' | 'predictedWait' | 'heldRequests' | 'requestDeadline' | 'drainRate'
 > {
   const inflightJudgments = new Gauge({
     name: 'reward_inflight_judgments',
@@ -504,6 +511,13 @@ function admissionMetrics(
     help: 'Estimated judge capacity in backend calls per second (measured while backlogged, else modelled).',
     registers,
   });
+  return { inflightJudgments, queueDepth, predictedWait, heldRequests, requestDeadline, drainRate };
+}
+
+/** Admission's refusals and the token budget (JUDGE_TOKEN_BUDGET) it gates by. */
+function refusalMetrics(
+  registers: Registry[],
+): Pick<Metrics, 'admissionRefusals' | 'budgetRemainingTokens' | 'budgetLimitTokens'> {
   const admissionRefusals = new Counter({
     name: 'reward_admission_refusals_total',
     help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late), memory (queue full) or priority (HIGH_PRIORITY_SHARE).',
@@ -526,17 +540,7 @@ function admissionMetrics(
     aggregator: 'min',
     registers,
   });
-  return {
-    inflightJudgments,
-    queueDepth,
-    predictedWait,
-    heldRequests,
-    requestDeadline,
-    drainRate,
-    admissionRefusals,
-    budgetRemainingTokens,
-    budgetLimitTokens,
-  };
+  return { admissionRefusals, budgetRemainingTokens, budgetLimitTokens };
 }
 
 /**
