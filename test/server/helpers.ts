@@ -11,7 +11,8 @@ import type { BreakerOptions } from '../../src/judge/replicas.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { Router } from '../../src/judge/types.js';
 import { buildApp } from '../../src/server/http/app.js';
-import { createMetrics, type Metrics } from '../../src/server/observe/metrics.js';
+import { createMetrics } from '../../src/server/observe/metrics.js';
+import type { Metrics } from '../../src/server/observe/metric-types.js';
 import type { TranscriptSink } from '../../src/server/observe/transcripts.js';
 import type { Keyring } from '../../src/server/tenants/keyring.js';
 import {

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { servingJudge } from '../../src/server/integrity/integrity.js';
+import { servingJudge } from '../../src/server/integrity/fleet-reference.js';
 import { getPreset } from '../../src/judge/presets.js';
 import { counterValue } from './helpers.js';
 import {

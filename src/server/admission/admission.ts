@@ -27,7 +27,7 @@
 import { RewardError } from '../../errors.js';
 import type { Flow } from '../../judge/fair-queue.js';
 import type { JudgeObserver } from '../../judge/types.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from '../observe/metric-types.js';
 import { AdmissionReadings } from './admission-readings.js';
 import type {
   AdmissionDecision,

@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RewardError } from '../../errors.js';
 import type { ServerContext } from './context.js';
 import { toHttpFailure } from './http-errors.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from '../observe/metric-types.js';
 
 function retryAfter(details: unknown): number | undefined {
   if (details === null || typeof details !== 'object') return undefined;

@@ -19,10 +19,12 @@ import { createPlanner, type Planner, type PlannerLimits } from '../admission/pl
 import { createComparisonService, type ComparisonService } from '../serving/comparing.js';
 import { configuredModels, presetChoice, type ServerContext } from './context.js';
 import { createFailureMonitor, type FailureMonitor } from '../observe/failure-log.js';
-import { createIntegrity, type Integrity } from '../integrity/integrity.js';
+import { createIntegrity } from '../integrity/integrity.js';
+import type { Integrity } from '../integrity/integrity-types.js';
 import { createGroupMeans } from '../serving/group-means.js';
-import { createJudgeService, type GraphChoice, type JudgeService } from '../serving/judge-service.js';
-import type { Metrics } from '../observe/metrics.js';
+import { createJudgeService } from '../serving/judge-service.js';
+import type { GraphChoice, JudgeService } from '../serving/judge-types.js';
+import type { Metrics } from '../observe/metric-types.js';
 import { createSharedJudgments } from '../serving/shared-judgments.js';
 import { createCancelRegistry, type CancelRegistry } from '../controls/cancel.js';
 import type { CancelRelay } from '../controls/cancel-relay.js';

@@ -16,7 +16,7 @@ import type { Backend, JudgeObserver, Judgment, Router } from '../../judge/types
 import type { CanaryRow } from '../../settings/canary-dataset.js';
 import type { CanaryEvent, CanaryOutcome } from './canary-ledger.js';
 import { createCanarySchedule, type Doubt, type ReplicaShare } from './canary-schedule.js';
-import type { IntegrityMetrics } from '../observe/metrics.js';
+import type { IntegrityMetrics } from '../observe/metric-types.js';
 
 /** What a judgment run beside real work (a canary, an audit) runs with: outside the judge service. */
 export interface BackgroundJudging {

@@ -5,7 +5,7 @@
  * candidates). Read at scrape time and by `GET /v1/integrity`; O(window) per read.
  */
 import type { Judgment } from '../../judge/types.js';
-import type { DriftReading } from '../observe/metrics.js';
+import type { DriftReading } from '../observe/metric-types.js';
 
 export interface DriftTracker {
   record(graph: string, candidateChars: number, judgment: Judgment): void;

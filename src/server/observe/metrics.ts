@@ -2,180 +2,47 @@
  * Every Prometheus metric of the service (DESIGN §7), on its own Registry so each app (and each test) gets
  * fresh counters. Labels take bounded values only: route patterns, status codes, preset names or `custom`,
  * roles, models from config (capped), outcomes and statuses.
+ *
+ * The one table of the metrics' definitions (name, help, type, labels), group by group. Beside it: their
+ * shapes (`metric-types.ts`), the label bounds (`metric-labels.ts`), the Registry and its default process
+ * metrics (`registry.ts`), the scrape-time gauges' callbacks (`scrape-gauges.ts`) and the running mean
+ * behind reward_recent_mean (`recent-window.ts`).
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-import type { PairJudgment } from '../../judge/compare.js';
 import { REJECTION_REASONS } from '../../judge/degenerate.js';
-import type { Backend, CallEvent, Judgment, ReplicaSnapshot, RetryEvent } from '../../judge/types.js';
-import type { StateObserver } from '../../state/types.js';
+import type { Backend, ReplicaSnapshot } from '../../judge/types.js';
+import {
+  boundedLabel,
+  controlLaw,
+  MAX_LABEL_VALUES,
+  MAX_TENANT_LABELS,
+  type CallLabels,
+} from './metric-labels.js';
+import type {
+  CanaryReading,
+  ClusterMetrics,
+  DriftReading,
+  IntegrityMetrics,
+  MeasuredReplica,
+  Metrics,
+  MetricsOptions,
+  TenantMetrics,
+} from './metric-types.js';
+import { recentMeans } from './recent-window.js';
+import { createRegistry } from './registry.js';
+import { driftGauges, engineGauges, replicaGauges } from './scrape-gauges.js';
 
-/**
- * prom-client's default gauges whose `_total` suffix breaks the Prometheus rule that only counters end in
- * `_total` (`promtool check metrics`). Each is the sum over `type` of the labelled gauge of the same name
- * without the suffix (`sum(nodejs_active_handles)`), so leaving them out loses nothing.
- */
-const MISNAMED_DEFAULT_GAUGES = [
-  'nodejs_active_handles_total',
-  'nodejs_active_requests_total',
-  'nodejs_active_resources_total',
-];
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
-/** Distinct model / role label values kept before the rest are reported as `other`. */
-const MAX_LABEL_VALUES = 32;
 
-/** Caps the number of distinct values a label can take (a routing file or inline graph names models). */
-function boundedLabel(max: number): (value: string) => string {
-  const seen = new Set<string>();
-  return (value) => {
-    if (seen.has(value)) return value;
-    if (seen.size >= max) return 'other';
-    seen.add(value);
-    return value;
-  };
-}
-
-/** One replica's measured rate at capacity (admission/capacity.ts), as the metrics read it. */
-export interface MeasuredReplica {
-  backend: string;
-  replica: string;
-  /** Calls completed per second while at capacity; undefined before a measurement. */
-  measured: number | undefined;
-}
-
-/** The in-flight control of a replica, as a label (bounded). */
-const controlLaw = (r: ReplicaSnapshot): 'engine' | 'gradient' | 'fixed' | 'aimd' =>
-  r.inflightControl === 'fixed' || r.inflightControl === 'aimd'
-    ? r.inflightControl
-    : (r.control?.law ?? 'gradient');
-
-/** Running mean of the last `size` rewards (ring buffer). */
-class RecentWindow {
-  readonly #values: Float64Array;
-  #count = 0;
-  #next = 0;
-  #sum = 0;
-  constructor(size: number) {
-    this.#values = new Float64Array(size);
-  }
-  push(value: number): number {
-    if (this.#count === this.#values.length) this.#sum -= this.#values[this.#next] ?? 0;
-    else this.#count += 1;
-    this.#values[this.#next] = value;
-    this.#sum += value;
-    this.#next = (this.#next + 1) % this.#values.length;
-    return this.#sum / this.#count;
-  }
-}
-
-export interface Metrics {
-  registry: Registry;
-  requests: Counter<'route' | 'code'>;
-  requestDuration: Histogram<'route'>;
-  /** Error answers by route pattern and RW_* code (the HTTP status alone hides e.g. a prompt mismatch). */
-  requestErrors: Counter<'route' | 'code'>;
-  judgments: Counter<'graph' | 'status' | 'verdict'>;
-  judgmentDuration: Histogram<'graph'>;
-  llmCalls: Counter<'role' | 'model' | 'outcome'>;
-  llmCallDuration: Histogram<'role' | 'model'>;
-  llmTokens: Counter<'role' | 'model' | 'kind'>;
-  cachedPromptTokens: Counter<'backend' | 'role'>;
-  cacheLookups: Counter<'result'>;
-  inflightJudgments: Gauge;
-  queueDepth: Gauge;
-  /** Seconds the admitted backlog needs at the measured drain rate. */
-  predictedWait: Gauge;
-  /** REQUEST_DEADLINE_MS in seconds, set once at start-up. */
-  requestDeadline: Gauge;
-  /** Estimated judge capacity, backend calls per second. */
-  drainRate: Gauge;
-  admissionRefusals: Counter<'reason'>;
-  idempotencyLookups: Counter<'result'>;
-  recentMean: Gauge<'graph'>;
-  /** Transcript lines that could not be written (the reward is still answered). */
-  transcriptErrors: Counter;
-  /** Computed judgments in which a deciding reply contradicts itself (confidence < 0.5), by graph. */
-  incoherentJudgments: Counter<'graph'>;
-  /** Backend retries wanted, by backend and result (`allowed` or `denied` by the retry budget). */
-  backendRetries: Counter<'backend' | 'result'>;
-  /** Feeds reward_backend_retries_total; pass as the engine's JudgeObserver.onRetry. */
-  observeRetry(event: RetryEvent): void;
-  comparisons: Counter<'criterion' | 'status'>;
-  positionBiasEvents: Counter<'criterion'>;
-  comparisonDuration: Histogram<'criterion'>;
-  comparisonCacheLookups: Counter<'result'>;
-  rankPositionBiasRate: Histogram<'route' | 'criterion'>;
-  /** Counts one computed pairwise comparison (both orders) under its criterion. */
-  observeComparison(criterion: string, judgment: PairJudgment): void;
-  /** 1 while REDIS_URL is set but Redis is unreachable (judging continues on local state). */
-  sharedStateDegraded: Gauge;
-  sharedStateErrors: Counter<'op'>;
-  /** JUDGE_TOKEN_BUDGET: tokens left in the current window (absent without a budget). */
-  budgetRemainingTokens: Gauge<'window_s'>;
-  /** JUDGE_TOKEN_BUDGET: the budget of a window (absent without a budget), for alerts on the share left. */
-  budgetLimitTokens: Gauge<'window_s'>;
-  /** Feeds the reward_shared_state_* metrics; pass to `createRedisState`. */
-  stateObserver: StateObserver;
-  /** Feeds the reward_llm_* metrics; pass as the engine's JudgeObserver.onCall. */
-  observeCall(event: CallEvent): void;
-  /** Counts one computed judgment under its graph label (a preset name or `custom`). */
-  observeJudgment(graph: string, judgment: Judgment): void;
-  /** Reads the backends' per-replica state at every scrape (reward_backend_replica_*). */
-  watchBackends(source: () => readonly Backend[]): void;
-  /** Reads admission's measured capacity per replica at every scrape (completions per second). */
-  watchCapacity(source: () => readonly MeasuredReplica[]): void;
-  /** Requests held before admission while the fleet's capacity is measured. */
-  heldRequests: Gauge;
-  /** Candidates answered `rejected_input` (a real 0, no LLM call), by reason; every reason starts at 0. */
-  rejectedInputs: Counter<'reason'>;
-  /** Judgments (and comparisons) POST /v1/cancel aborted, by route of the cancelled request. */
-  cancelledJudgments: Counter<'route'>;
-  /** Canaries, quarantine, audits and drift (docs/integrity.md). */
-  integrity: IntegrityMetrics;
-  /** Tenants of REWARD_KEYS: their requests, spend and budgets. */
-  tenants: TenantMetrics;
-}
-
-/** One graph's drift gauges over the recent window; null where undefined (no judgment, no variance). */
-export interface DriftReading {
-  graph: string;
-  acceptRate: number | null;
-  candidateChars: number | null;
-  lengthRewardCorrelation: number | null;
-  rejectedInputRate: number | null;
-}
-
-/** The canary schedule and the fleet test now (read at every scrape). */
-export interface CanaryReading {
-  /** Canaries per computed real judgment now (CANARY_RATE, up to its ceiling while in doubt). */
-  rate: number;
-  /** Each replica's share of its backend's current canaries. */
-  shares: ReadonlyArray<{ backend: string; replica: string; share: number }>;
-  /** The pooled fleet CUSUM; null while its reference is being collected. */
-  fleetCusum: number | null;
-}
-
-export interface IntegrityMetrics {
-  canaryJudgments: Counter<'backend' | 'replica' | 'outcome'>;
-  canaryMemberStances: Counter<'node' | 'role' | 'label' | 'outcome'>;
-  suspectJudgments: Counter<'backend' | 'replica'>;
-  canaryFleetAlert: Gauge;
-  auditJudgments: Counter<'outcome' | 'first_verdict'>;
-  /** Read at every scrape (reward_drift_*). */
-  watchDrift(source: () => readonly DriftReading[]): void;
-  /** Read at every scrape (reward_canary_rate, reward_canary_share, reward_canary_fleet_cusum). */
-  watchCanaries(source: () => CanaryReading): void;
-}
-
-function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
-  let driftSource: () => readonly DriftReading[] = () => [];
-  let canarySource: () => CanaryReading = () => ({ rate: 0, shares: [], fleetCusum: null });
+/** The canary schedule and the fleet test, read from `source` at every scrape. */
+function registerCanaryGauges(registers: Registry[], source: () => CanaryReading): void {
   new Gauge({
     name: 'reward_canary_rate',
     help: 'Canaries per computed real judgment now: CANARY_RATE, up to CANARY_BOOST times it while a replica or the fleet is in doubt.',
     registers,
     collect() {
-      this.set(canarySource().rate);
+      this.set(source().rate);
     },
   });
   new Gauge({
@@ -185,7 +52,7 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     registers,
     collect() {
       this.reset();
-      for (const s of canarySource().shares) this.labels(s.backend, s.replica).set(s.share);
+      for (const s of source().shares) this.labels(s.backend, s.replica).set(s.share);
     },
   });
   new Gauge({
@@ -194,25 +61,15 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     registers,
     collect() {
       this.reset();
-      const s = canarySource().fleetCusum;
+      const s = source().fleetCusum;
       if (s !== null) this.set(s);
     },
   });
-  const driftGauge = (name: string, help: string, read: (d: DriftReading) => number | null): void => {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['graph'] as const,
-      registers,
-      collect() {
-        this.reset();
-        for (const d of driftSource()) {
-          const value = read(d);
-          if (value !== null) this.labels(d.graph).set(value);
-        }
-      },
-    });
-  };
+}
+
+/** One graph's drift over the recent window, read from `source` at every scrape (absent where null). */
+function registerDriftGauges(registers: Registry[], source: () => readonly DriftReading[]): void {
+  const driftGauge = driftGauges(registers, source);
   driftGauge(
     'reward_drift_accept_rate',
     'Share of reward 1 among the recent window of computed judgments with a reward, by graph.',
@@ -233,6 +90,13 @@ function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
     'Share of rejected_input (degenerate candidates) over the recent window of computed judgments, by graph.',
     (d) => d.rejectedInputRate,
   );
+}
+
+function createIntegrityMetrics(registers: Registry[]): IntegrityMetrics {
+  let driftSource: () => readonly DriftReading[] = () => [];
+  let canarySource: () => CanaryReading = () => ({ rate: 0, shares: [], fleetCusum: null });
+  registerCanaryGauges(registers, () => canarySource());
+  registerDriftGauges(registers, () => driftSource());
   return {
     canaryJudgments: new Counter({
       name: 'reward_canary_judgments_total',
@@ -277,11 +141,6 @@ const CIRCUIT_STATE = { closed: 0, half_open: 1, open: 2 } as const satisfies Re
   number
 >;
 
-export interface MetricsOptions {
-  /** Judgments behind reward_recent_mean (default 512). */
-  recentWindow?: number | undefined;
-}
-
 /**
  * The per-replica series read from the backends at every scrape (`snapshots`; labels: backend names and
  * replica hosts, both from config): up, circuit state, in flight, waiting, the in-flight limit and what sets
@@ -293,18 +152,7 @@ function registerReplicaGauges(
   snapshots: () => ReplicaSnapshot[],
   capacitySource: () => readonly MeasuredReplica[],
 ): void {
-  const replicaGauge = (name: string, help: string, read: (r: ReplicaSnapshot) => number): void => {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['backend', 'replica'] as const,
-      registers,
-      collect() {
-        this.reset();
-        for (const r of snapshots()) this.labels(r.backend, r.replica).set(read(r));
-      },
-    });
-  };
+  const replicaGauge = replicaGauges(registers, snapshots);
   replicaGauge(
     'reward_backend_replica_up',
     'Whether the replica takes calls: 1 while its circuit is closed or half-open, 0 while open.',
@@ -340,28 +188,18 @@ function registerReplicaGauges(
       for (const r of snapshots()) this.labels(r.backend, r.replica, controlLaw(r)).set(1);
     },
   });
-  // The engine's own numbers, from its last fresh /metrics reading: no series without one.
-  const engineGauge = (
-    name: string,
-    help: string,
-    read: (r: ReplicaSnapshot) => number | undefined,
-  ): void => {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['backend', 'replica'] as const,
-      // WORKERS>1: every worker reads the same engine.
-      aggregator: 'max',
-      registers,
-      collect() {
-        this.reset();
-        for (const r of snapshots()) {
-          const v = read(r);
-          if (v !== undefined) this.labels(r.backend, r.replica).set(v);
-        }
-      },
-    });
-  };
+  registerEngineGauges(registers, snapshots);
+  registerReplicaThroughput(registers, snapshots, capacitySource);
+  replicaGauge(
+    'reward_backend_replica_quarantined',
+    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
+    (r) => (r.quarantined === true ? 1 : 0),
+  );
+}
+
+/** The engine's own numbers per replica, from its last fresh /metrics reading: no series without one. */
+function registerEngineGauges(registers: Registry[], snapshots: () => ReplicaSnapshot[]): void {
+  const engineGauge = engineGauges(registers, snapshots);
   engineGauge(
     'reward_backend_replica_engine_running',
     'Sequences in the engine’s batch (vllm:num_requests_running, sglang:num_running_reqs, llamacpp:requests_processing).',
@@ -387,6 +225,14 @@ function registerReplicaGauges(
     'Whether the engine’s gauges are believed (1) or contradict our own in-flight calls and are ignored (0: steered and estimated from completions); no series without engine metrics.',
     (r) => (r.control?.gauge === undefined ? undefined : r.control.gauge === 'trusted' ? 1 : 0),
   );
+}
+
+/** What each replica completed per second at capacity (measured by admission) and attempted, by outcome. */
+function registerReplicaThroughput(
+  registers: Registry[],
+  snapshots: () => ReplicaSnapshot[],
+  capacitySource: () => readonly MeasuredReplica[],
+): void {
   new Gauge({
     name: 'reward_backend_replica_completions_per_second',
     help: 'Calls the replica completed per second while at its capacity, measured (admission’s drain rate; no series before a measurement).',
@@ -412,18 +258,11 @@ function registerReplicaGauges(
       }
     },
   });
-  replicaGauge(
-    'reward_backend_replica_quarantined',
-    'Whether the canaries’ sequential test has taken the replica out of real work (1) or not (0).',
-    (r) => (r.quarantined === true ? 1 : 0),
-  );
 }
 
 /** Builds a fresh Registry with every metric plus prom-client's default process metrics (less three). */
 export function createMetrics(options: MetricsOptions = {}): Metrics {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(name);
+  const registry = createRegistry();
   const registers = [registry];
   const labels: CallLabels = {
     model: boundedLabel(MAX_LABEL_VALUES),
@@ -433,9 +272,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   return {
     registry,
     ...requestMetrics(registers),
+    ...answerMetrics(registers),
     ...judgmentMetrics(registers, options.recentWindow ?? 512),
     ...callMetrics(registers, labels),
-    ...admissionMetrics(registers),
+    ...backlogMetrics(registers),
+    ...refusalMetrics(registers),
     ...backendMetrics(registers),
     ...comparisonMetrics(registers),
     ...stateMetrics(registers),
@@ -444,26 +285,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   };
 }
 
-/** Label values capped per label (models, roles and backends come from config and inline graphs). */
-interface CallLabels {
-  model: (value: string) => string;
-  role: (value: string) => string;
-  backend: (value: string) => string;
-}
-
-/** HTTP requests and what they answer besides judgments: errors, replays, rejections, cancels, transcripts. */
+/** HTTP requests: counted and timed by route pattern, error answers by code. */
 function requestMetrics(
   registers: Registry[],
-): Pick<
-  Metrics,
-  | 'requests'
-  | 'requestErrors'
-  | 'requestDuration'
-  | 'idempotencyLookups'
-  | 'transcriptErrors'
-  | 'rejectedInputs'
-  | 'cancelledJudgments'
-> {
+): Pick<Metrics, 'requests' | 'requestErrors' | 'requestDuration'> {
   const requests = new Counter({
     name: 'reward_requests_total',
     help: 'HTTP requests answered, by route pattern and status code.',
@@ -483,6 +308,13 @@ function requestMetrics(
     buckets: LATENCY_BUCKETS,
     registers,
   });
+  return { requests, requestErrors, requestDuration };
+}
+
+/** What requests are answered besides judgments: replays, rejections, cancels, transcripts. */
+function answerMetrics(
+  registers: Registry[],
+): Pick<Metrics, 'idempotencyLookups' | 'transcriptErrors' | 'rejectedInputs' | 'cancelledJudgments'> {
   const idempotencyLookups = new Counter({
     name: 'reward_idempotency_lookups_total',
     help: 'Requests carrying an idempotency id: hit (same id and items answered within the window, by this process or, with REDIS_URL, another) or miss.',
@@ -507,15 +339,7 @@ function requestMetrics(
     labelNames: ['route'] as const,
     registers,
   });
-  return {
-    requests,
-    requestErrors,
-    requestDuration,
-    idempotencyLookups,
-    transcriptErrors,
-    rejectedInputs,
-    cancelledJudgments,
-  };
+  return { idempotencyLookups, transcriptErrors, rejectedInputs, cancelledJudgments };
 }
 
 /** Computed judgments by graph, the judgment cache and the recent mean reward. */
@@ -650,20 +474,12 @@ function callMetrics(
   };
 }
 
-/** Admission: the backlog, its predicted wait against the deadline, holds, refusals and the token budget. */
-function admissionMetrics(
+/** Admission's backlog: running and waiting judgments, its predicted wait against the deadline, holds. */
+function backlogMetrics(
   registers: Registry[],
 ): Pick<
   Metrics,
-  | 'inflightJudgments'
-  | 'queueDepth'
-  | 'predictedWait'
-  | 'heldRequests'
-  | 'requestDeadline'
-  | 'drainRate'
-  | 'admissionRefusals'
-  | 'budgetRemainingTokens'
-  | 'budgetLimitTokens'
+  'inflightJudgments' | 'queueDepth' | 'predictedWait' | 'heldRequests' | 'requestDeadline' | 'drainRate'
 > {
   const inflightJudgments = new Gauge({
     name: 'reward_inflight_judgments',
@@ -695,6 +511,13 @@ function admissionMetrics(
     help: 'Estimated judge capacity in backend calls per second (measured while backlogged, else modelled).',
     registers,
   });
+  return { inflightJudgments, queueDepth, predictedWait, heldRequests, requestDeadline, drainRate };
+}
+
+/** Admission's refusals and the token budget (JUDGE_TOKEN_BUDGET) it gates by. */
+function refusalMetrics(
+  registers: Registry[],
+): Pick<Metrics, 'admissionRefusals' | 'budgetRemainingTokens' | 'budgetLimitTokens'> {
   const admissionRefusals = new Counter({
     name: 'reward_admission_refusals_total',
     help: 'Requests refused with 503 RW_OVERLOADED, by reason: deadline (predicted completion too late), memory (queue full) or priority (HIGH_PRIORITY_SHARE).',
@@ -717,17 +540,7 @@ function admissionMetrics(
     aggregator: 'min',
     registers,
   });
-  return {
-    inflightJudgments,
-    queueDepth,
-    predictedWait,
-    heldRequests,
-    requestDeadline,
-    drainRate,
-    admissionRefusals,
-    budgetRemainingTokens,
-    budgetLimitTokens,
-  };
+  return { admissionRefusals, budgetRemainingTokens, budgetLimitTokens };
 }
 
 /**
@@ -869,38 +682,6 @@ function stateMetrics(
   };
 }
 
-/** One `RecentWindow` of `size` per graph label: pushes a reward, answers the graph's running mean. */
-function recentMeans(size: number): (graph: string, reward: number) => number {
-  const windows = new Map<string, RecentWindow>();
-  return (graph, reward) => {
-    let window = windows.get(graph);
-    if (window === undefined) {
-      window = new RecentWindow(size);
-      windows.set(graph, window);
-    }
-    return window.push(reward);
-  };
-}
-
-/** Tenant label values kept (REWARD_KEYS names; reloads can add some) before the rest are `other`. */
-const MAX_TENANT_LABELS = 256;
-
-/** Per-tenant metrics (REWARD_KEYS, docs/operations.md): the `tenant` label takes configured names only. */
-export interface TenantMetrics {
-  /** Judge tokens spent for the tenant's judgments (as its budget counts them). */
-  tokens: Counter<'tenant'>;
-  /** Reasoning tokens of the tenant's judgments (part of `tokens`; estimated where not reported). */
-  reasoningTokens: Counter<'tenant'>;
-  /** Authenticated requests by tenant, route pattern and HTTP status. */
-  requests: Counter<'tenant' | 'route' | 'code'>;
-  budgetRemainingTokens: Gauge<'tenant'>;
-  budgetLimitTokens: Gauge<'tenant'>;
-  /** Reloads of the keys file by outcome (`ok`, `invalid`). */
-  keyReloads: Counter<'outcome'>;
-  /** A tenant's name as a label value: itself, or `other` past MAX_TENANT_LABELS names. */
-  label(name: string): string;
-}
-
 function createTenantMetrics(registers: Registry[]): TenantMetrics {
   const reloads = new Counter({
     name: 'reward_keys_reloads_total',
@@ -943,13 +724,6 @@ function createTenantMetrics(registers: Registry[]): TenantMetrics {
     keyReloads: reloads,
     label: boundedLabel(MAX_TENANT_LABELS),
   };
-}
-
-/** The primary's own metrics under WORKERS>1, merged into every worker's /metrics answer. */
-export interface ClusterMetrics {
-  registry: Registry;
-  workers: Gauge;
-  restarts: Counter<'reason'>;
 }
 
 export function createClusterMetrics(): ClusterMetrics {

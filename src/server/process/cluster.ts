@@ -13,7 +13,7 @@ import cluster, { type Worker } from 'node:cluster';
 import type { Config } from '../../config.js';
 import type { BackendSettings } from '../../settings/routing-file.js';
 import { createPrimaryCancelRelay } from '../controls/cancel-relay.js';
-import type { ClusterMetrics } from '../observe/metrics.js';
+import type { ClusterMetrics } from '../observe/metric-types.js';
 import { createMetricsMerger } from './cluster-metrics.js';
 
 export { joinCluster } from './cluster-metrics.js';

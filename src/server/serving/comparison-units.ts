@@ -25,7 +25,7 @@ import { cancelledJudgment, isCancelled } from '../controls/cancel.js';
 import { admitWhole, callObserver, type Ticket, type WorkShape } from '../admission/admission.js';
 import type { Lane } from '../admission/priority.js';
 import { cappedLane, type TenantWork } from '../admission/fair-shares.js';
-import type { ServingOptions } from './judge-service.js';
+import type { ServingOptions } from './judge-types.js';
 import { withSpend } from './tenant-work.js';
 import { createFlightDeadlines, type FlightDeadline } from './flight-deadlines.js';
 import { DeadlineReached } from './request-scope.js';

@@ -25,7 +25,7 @@ import type {
   RequestScope,
   TournamentGroup,
 } from './comparing.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from '../observe/metric-types.js';
 import { rewardOf, trainerFailure, type Outcome } from './outcomes.js';
 import { rankOutcomes, type RankedOutcomes } from './rank-outcomes.js';
 

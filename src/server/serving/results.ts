@@ -1,7 +1,7 @@
 /** Response shapes of DESIGN §5: per-item results, group statistics (Dr. GRPO advantages), usage. */
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { Usage } from '../../judge/types.js';
-import type { JudgedItem } from './judge-service.js';
+import type { JudgedItem } from './judge-types.js';
 import { judgmentOutcome, rewardOf, scoreOf, statusOf } from './outcomes.js';
 import { votesOf, type Vote } from '../controls/stamps.js';
 

@@ -8,7 +8,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Config } from '../../config.js';
 import { createLocalBudget } from '../../state/local.js';
 import type { SharedState } from '../../state/types.js';
-import type { TenantMetrics } from '../observe/metrics.js';
+import type { TenantMetrics } from '../observe/metric-types.js';
 import { createAuth, type Auth } from './auth.js';
 import { createKeyring, type Keyring, type ReloadOutcome } from './keyring.js';
 import { createTenants, type Tenants } from './tenants.js';

@@ -11,7 +11,7 @@ import { RewardError } from '../../errors.js';
 import type { BucketStore, BudgetStore } from '../../state/types.js';
 import { callTokens, createTokenBudget, type BudgetStatus, type TokenBudget } from '../admission/budget.js';
 import type { TenantWork } from '../admission/fair-shares.js';
-import type { TenantMetrics } from '../observe/metrics.js';
+import type { TenantMetrics } from '../observe/metric-types.js';
 import type { Keyring, Tenant } from './keyring.js';
 
 export interface TenantsOptions {

@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { RewardError } from '../../../errors.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
 import { clientDeadlineMs, requestControls } from '../request-controls.js';
-import type { GraphChoice, JudgedItem } from '../../serving/judge-service.js';
+import type { GraphChoice, JudgedItem } from '../../serving/judge-types.js';
 import {
   afterAssistantHeader,
   lastUserTurn,

@@ -11,7 +11,7 @@ import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
 import type { GroupMeans } from '../../serving/group-means.js';
-import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-service.js';
+import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-types.js';
 import { tenantOf } from '../../tenants/auth.js';
 
 /** Every judged reward of `judged` (one group's items) into its group's ledger. */
