@@ -112,9 +112,8 @@ export async function runResumable<T, R>(
     return previous === undefined || (units.retryFailed === true && units.isFailure(previous));
   });
   const reused = units.tasks.length - todo.length;
-  // An empty stage (e.g. no baseline to add) prints no `0/0 100%` line.
   const progress =
-    options.progress === undefined || units.tasks.length === 0
+    options.progress === undefined
       ? undefined
       : createProgress({
           total: units.tasks.length,
