@@ -84,11 +84,11 @@ describe('calibrate --suggest', () => {
     const suggestions = run.results!.suggestions!;
     const base = suggestions.find((s) => s.member === 'single-judge/judge');
     expect(base).toMatchObject({ bias: 'permissive', current: 'neutral', suggested: 'strict' });
-    expect(base?.measured?.member).toBe(`${strictGraph}/judge`);
+    expect(base?.measured?.member).toBe('strict-judge/judge');
     expect(base?.measured?.fprChange).toBe(-1);
     expect(base?.measured?.fnrChange).toBe(1);
     // The strict variant overshoots: it is now strict, and the suggestion walks it back to neutral.
-    expect(suggestions.find((s) => s.member === `${strictGraph}/judge`)).toMatchObject({
+    expect(suggestions.find((s) => s.member === 'strict-judge/judge')).toMatchObject({
       bias: 'strict',
       current: 'strict',
       suggested: 'neutral',
