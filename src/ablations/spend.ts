@@ -51,7 +51,7 @@ export function spendCap(values: {
 
 /**
  * The stop rule of a capped run: take no new judgment once what was spent plus one more judgment per lane
- * (`reservePerUnit` tokens each, the estimate) would pass the cap. Judgments in flight finish and are kept,
+ * (`reservePerUnit` tokens each: the costliest judgment of the estimate) would pass the cap. Judgments in flight finish and are kept,
  * so the same command run again resumes. Without a cap, never stops.
  */
 export function capStop(
@@ -70,6 +70,8 @@ export interface GraphEstimate {
   label: string;
   callsPerJudgment: number;
   tokensPerJudgment: number;
+  /** The most one sampled judgment spent: what a capped run holds back per lane (means hide costly cases). */
+  maxTokensPerJudgment: number;
 }
 
 export interface Estimate {
@@ -95,12 +97,20 @@ export async function estimateSpend(
   const out: GraphEstimate[] = [];
   for (const { label, graph } of graphs) {
     const meter = createSpendMeter();
+    let most = 0;
     for (const item of probe) {
+      const before = meter.tokens;
       const router = recordingRouter(offline, { calls: [], meter });
       await judgeOnce(graph, toInput(item), router, { deadlineMs: 60_000 });
+      most = Math.max(most, meter.tokens - before);
     }
     const n = Math.max(1, probe.length);
-    out.push({ label, callsPerJudgment: meter.calls / n, tokensPerJudgment: meter.tokens / n });
+    out.push({
+      label,
+      callsPerJudgment: meter.calls / n,
+      tokensPerJudgment: meter.tokens / n,
+      maxTokensPerJudgment: most,
+    });
   }
   const calls = out.reduce((a, g) => a + g.callsPerJudgment * judgmentsPerGraph, 0);
   const tokens = out.reduce((a, g) => a + g.tokensPerJudgment * judgmentsPerGraph, 0);

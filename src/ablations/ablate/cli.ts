@@ -18,7 +18,6 @@ import {
   RUN_USAGE,
   runMain,
   runSettings,
-  warnGraphs,
   withInterrupts,
 } from '../cli-common.js';
 import { RESEARCH_OPTIONS, RESEARCH_USAGE, researchSession } from '../cli-session.js';
@@ -83,7 +82,6 @@ async function main(): Promise<number> {
     efforts: (values['reasoning-effort'] ?? []).map(parseEffortMix),
   });
   const items = limit === undefined ? dataset.items : dataset.items.slice(0, limit);
-  warnGraphs(entries);
   const session = await researchSession(values, {
     script: 'ablate',
     out: settings.out,

@@ -8,6 +8,7 @@ import type { ItemRecord } from '../records.js';
 import { BIAS_TOLERANCE, callBias, type Bias } from '../stats/calibration.js';
 import { bootstrapInterval, type Interval } from '../stats/bootstrap.js';
 import { toConfusion, type Confusion } from '../stats/confusion.js';
+import type { Tally } from '../stats/proportion.js';
 import {
   addPairTables,
   clusteredClopperPearson,
@@ -138,6 +139,25 @@ interface ClusterCounts {
   hardTotal: number;
 }
 
+/** The bias of a member from its false positives (on hard negatives when the set has any) and misses. */
+function biasCall(
+  falsePositives: readonly Tally[],
+  misses: readonly Tally[],
+  hasHard: boolean,
+  level: number,
+): BiasCall {
+  const difference = clusteredDifference(falsePositives, misses, level);
+  const call = callBias(difference?.point ?? null, difference?.lo ?? null, difference?.hi ?? null);
+  return {
+    label: call.bias,
+    shown: call.shown,
+    tolerance: BIAS_TOLERANCE,
+    basis: hasHard ? 'hard_negatives' : 'negatives',
+    fpr: clusteredClopperPearson(falsePositives, level),
+    difference,
+  };
+}
+
 /**
  * One member's rates with exact intervals over the ground-truth clusters (design effect and few-cluster
  * factor, as the ablation's rates) and its bias call.
@@ -187,9 +207,6 @@ export function calibrateMember(table: VoteTable, m: number, level = 0.95): Memb
         (c) => c.fp,
         (c) => c.tn + c.fp,
       );
-  const fprBasis = clusteredClopperPearson(falsePositives, level);
-  const difference = clusteredDifference(falsePositives, positives, level);
-  const call = callBias(difference?.point ?? null, difference?.lo ?? null, difference?.hi ?? null);
   return {
     member,
     n: rows.length,
@@ -224,14 +241,7 @@ export function calibrateMember(table: VoteTable, m: number, level = 0.95): Memb
       level,
     ),
     meanConfidence: { match: mean(confMatch), no_match: mean(confNo) },
-    bias: {
-      label: call.bias,
-      shown: call.shown,
-      tolerance: BIAS_TOLERANCE,
-      basis: hasHard ? 'hard_negatives' : 'negatives',
-      fpr: fprBasis,
-      difference,
-    },
+    bias: biasCall(falsePositives, positives, hasHard, level),
   };
 }
 
