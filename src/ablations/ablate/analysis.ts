@@ -151,7 +151,8 @@ export function analyze(options: AnalyzeOptions): AblationResults {
         'interval; intervals are wide, read them before the point estimates',
     );
   }
-  for (const entry of entries) warnings.push(...graphWarnings(entry.graph).map((w) => `${entry.label}: ${w}`));
+  for (const entry of entries)
+    warnings.push(...graphWarnings(entry.graph).map((w) => `${entry.label}: ${w}`));
   const kinds: Record<string, number> = {};
   for (const item of items) increment(kinds, item.kind);
   const recordsOf = (label: string): readonly ItemRecord[] => {
