@@ -4,6 +4,7 @@
  */
 import type { Config } from '../config.js';
 import { createOfflineBackend } from '../judge/backends/offline.js';
+import { graphWarnings, type CompiledGraph } from '../judge/graph.js';
 import { createRouter } from '../judge/routing.js';
 import type { Router } from '../judge/types.js';
 import { loadDataset, type Dataset, type InvalidLine } from './dataset.js';
@@ -99,6 +100,13 @@ export async function loadDatasetListingSkips(path: string, skipInvalid: boolean
   const dataset = await loadDataset(path, { skipInvalid });
   listSkipped(path, dataset.invalid);
   return dataset;
+}
+
+/** Prints on stderr, before a run, what each graph's author should know (e.g. a majority that can tie). */
+export function warnGraphs(graphs: readonly { label: string; graph: CompiledGraph }[]): void {
+  for (const { label, graph } of graphs) {
+    for (const w of graphWarnings(graph)) console.error(`WARNING: ${label}: ${w}`);
+  }
 }
 
 /** The configured backend (offline unless JUDGE_BASE_URL is set), saying so loudly when offline. */

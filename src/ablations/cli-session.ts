@@ -9,6 +9,7 @@ import type { Config } from '../config.js';
 import type { CompiledGraph } from '../judge/graph.js';
 import type { Router } from '../judge/types.js';
 import type { DatasetItem } from './dataset.js';
+import { warnGraphs } from './cli-common.js';
 import { manifestNodes, runDirectory, startManifest, type ManifestStart } from './manifest.js';
 import { ItemRecord, openJsonlSink, type JsonlSink } from './records.js';
 import { createResponseCache, createSpendMeter, type ResponseCache, type SpendMeter } from './recording.js';
@@ -47,10 +48,15 @@ export interface SessionPlan {
   script: string;
   out: string;
   graphs: readonly { label: string; graph: CompiledGraph }[];
+  /** The items the estimate judges offline (the first `sample` of them). */
   items: readonly DatasetItem[];
+  /** How many of `items` the estimate judges (default 5). */
+  sample?: number | undefined;
   judgmentsPerGraph: number;
   concurrency: number;
   baselines: boolean;
+  /** The file a finished run leaves in its directory (default `results.json`): such a run is kept. */
+  finished?: string | undefined;
   /** TRANSCRIPTS_PATH: every record is appended there too. */
   transcriptsPath?: string | undefined;
   manifest: Omit<ManifestStart, 'command' | 'git_commit' | 'started_at' | 'out' | 'backend'>;
@@ -75,24 +81,28 @@ export interface ResearchSession {
   finish(code: number): number;
 }
 
-/** The session of a research run, or null after a `--dry-run` (the estimate is printed on stdout). */
+/**
+ * The session of a research run, or null after a `--dry-run` (the estimate is printed on stdout). What the
+ * graphs' authors should know (a majority that can tie) is printed on stderr first.
+ */
 export async function researchSession(
   values: ResearchValues,
   plan: SessionPlan,
 ): Promise<ResearchSession | null> {
+  warnGraphs(plan.graphs);
   const cap = spendCap(values);
   const needsEstimate = values['dry-run'] === true || cap.tokens !== null;
   const estimate = needsEstimate
-    ? await estimateSpend(plan.graphs, plan.items, plan.judgmentsPerGraph)
+    ? await estimateSpend(plan.graphs, plan.items, plan.judgmentsPerGraph, plan.sample)
     : undefined;
   if (values['dry-run'] === true && estimate !== undefined) {
     console.log(renderEstimate(estimate, cap, plan.baselines));
     return null;
   }
-  const out = await runDirectory(plan.out);
+  const out = await runDirectory(plan.out, plan.finished);
   if (out !== plan.out) console.error(`${plan.out} holds a finished run (kept); this run goes to ${out}`);
   const meter = createSpendMeter();
-  const reserve = Math.max(0, ...(estimate?.graphs.map((g) => g.tokensPerJudgment) ?? [0]));
+  const reserve = Math.max(0, ...(estimate?.graphs.map((g) => g.maxTokensPerJudgment) ?? [0]));
   const stop = capStop(cap, meter, reserve, plan.concurrency);
   const start = await startManifest(plan.script, { ...plan.manifest, out, backend: '' });
   const sink: JsonlSink<unknown> | undefined =

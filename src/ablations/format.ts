@@ -5,6 +5,7 @@
  */
 import type { AnyInterval } from './stats/rates.js';
 import type { Proportion } from './stats/proportion.js';
+import { BIAS_TOLERANCE, type BiasLabel } from './stats/calibration.js';
 import type { GraphResult } from './types.js';
 
 export const DASH = '–';
@@ -76,4 +77,19 @@ export function graphLabel(g: Pick<GraphResult, 'name' | 'auto'>): string {
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const line = (cells: readonly string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
   return [line(header), `|${header.map(() => '---').join('|')}|`, ...rows.map(line)].join('\n');
+}
+
+/** A bias label as both reports print it: `permissive`, `strict (not shown)`, `—` without one. */
+export function biasCell(label: BiasLabel): string {
+  if (label.bias === null) return DASH;
+  return label.shown === true ? label.bias : `${label.bias} (not shown)`;
+}
+
+/** The bias rule in words, for the method text of `ablate`'s and `calibrate`'s reports. */
+export function biasRuleText(tolerance = BIAS_TOLERANCE): string {
+  return (
+    `bias from d = FPR − FNR (FPR on hard negatives when the set has them): \`permissive\` when d > ${tolerance}, ` +
+    `\`strict\` when d < −${tolerance}, else \`balanced\`; \`(not shown)\` when the 95% interval of d does ` +
+    `not support the label (it must exclude 0 on the label's side, or for balanced lie within ±${tolerance})`
+  );
 }

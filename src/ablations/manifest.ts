@@ -177,7 +177,8 @@ export interface ManifestStart {
   out: string;
   limit: number | null;
   epochs: number;
-  seed: number;
+  /** Seeds the fence nonces and the bootstrap; null when the run draws random nonces (`probe`). */
+  seed: number | null;
   backend: string;
   dataset: string;
   dataset_sha256: string;

@@ -89,8 +89,8 @@ export interface ResumableUnits<T, R> {
   /** With `retryFailed`, a stored record for which this holds is run again. */
   isFailure(record: R): boolean;
   retryFailed?: boolean | undefined;
-  /** The JSONL records file every new record is appended to. */
-  path: string;
+  /** The JSONL records file every new record is appended to; none = records stay in `stored` only. */
+  path?: string | undefined;
   run(task: T): Promise<R>;
   /** Progress bar label. */
   label: string;
@@ -112,9 +112,8 @@ export async function runResumable<T, R>(
     return previous === undefined || (units.retryFailed === true && units.isFailure(previous));
   });
   const reused = units.tasks.length - todo.length;
-  // An empty stage (e.g. no baseline to add) prints no `0/0 100%` line.
   const progress =
-    options.progress === undefined || units.tasks.length === 0
+    options.progress === undefined
       ? undefined
       : createProgress({
           total: units.tasks.length,
@@ -122,7 +121,7 @@ export async function runResumable<T, R>(
           label: units.label,
           stream: options.progress,
         });
-  const sink = await openJsonlSink<R>(units.path);
+  const sink = units.path === undefined ? undefined : await openJsonlSink<R>(units.path);
   let ran = 0;
   try {
     await runPool(
@@ -132,7 +131,7 @@ export async function runResumable<T, R>(
         const record = await units.run(task);
         if (options.signal?.aborted === true) return;
         units.stored.set(units.idOf(task), record);
-        await sink.append(record);
+        await sink?.append(record);
         ran++;
         progress?.tick();
         units.onRecord?.(record);
@@ -141,7 +140,7 @@ export async function runResumable<T, R>(
       options.stop,
     );
   } finally {
-    await sink.close();
+    await sink?.close();
   }
   progress?.done();
   const stopped = options.stop?.() === true && ran + reused < units.tasks.length;

@@ -8,7 +8,7 @@ export interface ProgressStream {
 export interface Progress {
   /** Count `n` more finished units (default 1). */
   tick(n?: number): void;
-  /** Final line (always printed). */
+  /** Final line (printed unless the stage had nothing to do). */
   done(): void;
 }
 
@@ -56,7 +56,15 @@ export function formatProgress(
   return `${prefix}[${bar}] ${done}/${total} ${percent}  ${rate.toFixed(1)}/s  ETA ${done >= total ? '0:00' : clock(eta)}`;
 }
 
+/** A progress bar that writes nothing: the bar of a stage with nothing to do. */
+const SILENT: Progress = { tick: () => undefined, done: () => undefined };
+
+/**
+ * A progress bar on `options.stream`. A stage with nothing to do (`total` 0, e.g. no budget-matched baseline
+ * to add) gets no bar at all: a `0/0 100%` line would say work happened.
+ */
 export function createProgress(options: ProgressOptions): Progress {
+  if (options.total === 0) return SILENT;
   const now = options.now ?? (() => performance.now());
   const started = now();
   const initial = options.initial ?? 0;

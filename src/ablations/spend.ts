@@ -51,7 +51,7 @@ export function spendCap(values: {
 
 /**
  * The stop rule of a capped run: take no new judgment once what was spent plus one more judgment per lane
- * (`reservePerUnit` tokens each, the estimate) would pass the cap. Judgments in flight finish and are kept,
+ * (`reservePerUnit` tokens each: the costliest judgment of the estimate) would pass the cap. Judgments in flight finish and are kept,
  * so the same command run again resumes. Without a cap, never stops.
  */
 export function capStop(
@@ -72,6 +72,8 @@ export interface GraphEstimate {
   tokensPerJudgment: number;
   /** The most calls one judgment can make: above the measured mean when a debate or a cascade stops early. */
   maxCallsPerJudgment: number;
+  /** The most one sampled judgment spent: what a capped run holds back per lane (means hide costly cases). */
+  maxTokensPerJudgment: number;
 }
 
 export interface Estimate {
@@ -99,9 +101,12 @@ export async function estimateSpend(
   const out: GraphEstimate[] = [];
   for (const { label, graph } of graphs) {
     const meter = createSpendMeter();
+    let most = 0;
     for (const item of probe) {
+      const before = meter.tokens;
       const router = recordingRouter(offline, { calls: [], meter });
       await judgeOnce(graph, toInput(item), router, { deadlineMs: 60_000 });
+      most = Math.max(most, meter.tokens - before);
     }
     const n = Math.max(1, probe.length);
     out.push({
@@ -109,6 +114,7 @@ export async function estimateSpend(
       callsPerJudgment: meter.calls / n,
       tokensPerJudgment: meter.tokens / n,
       maxCallsPerJudgment: graph.llmCallsPerJudgment,
+      maxTokensPerJudgment: most,
     });
   }
   const calls = out.reduce((a, g) => a + g.callsPerJudgment * judgmentsPerGraph, 0);
@@ -119,15 +125,17 @@ export async function estimateSpend(
 
 /** The dry-run report: per graph and in total, plus what the budget-matched baselines may add. */
 export function renderEstimate(e: Estimate, cap: SpendCap, baselines: boolean): string {
-  // The offline backend's debaters agree more than a real judge's: an early stop measured on it is a floor.
+  // Judgments that make fewer calls than the graph's maximum: a debate or cascade that stopped early (the
+  // offline backend's debaters agree more than a real judge's, so that saving is a ceiling) or an input
+  // rejected before any call (most probe cases).
   const stopsEarly = (g: GraphEstimate): boolean => g.maxCallsPerJudgment > g.callsPerJudgment + 1e-9;
   const lines = e.graphs.map(
     (g) =>
-      `  ${g.label}: ${g.callsPerJudgment.toFixed(2)} calls${stopsEarly(g) ? ` (up to ${g.maxCallsPerJudgment} when it does not stop early)` : ''}, ` +
+      `  ${g.label}: ${g.callsPerJudgment.toFixed(2)} calls${stopsEarly(g) ? ` (up to ${g.maxCallsPerJudgment} when a judgment makes every call)` : ''}, ` +
       `~${Math.round(g.tokensPerJudgment)} tokens per judgment`,
   );
   const bound = e.graphs.some(stopsEarly)
-    ? ` (at most ${Math.round(e.maxCalls)} if nothing stops early)`
+    ? ` (at most ${Math.round(e.maxCalls)} if every judgment makes every call)`
     : '';
   const total = `estimate: ${e.judgments} judgments, ${Math.round(e.calls)} LLM calls${bound}, ~${Math.round(e.tokens)} tokens`;
   const extra = baselines

@@ -170,6 +170,28 @@ export function allNodes(graph: CompiledGraph): ResolvedNode[] {
   return graph.cascade === undefined ? own : own.concat(allNodes(graph.cascade.then));
 }
 
+/**
+ * What a graph's author should know though the graph is valid: a `majority` over an even number of voters can
+ * tie, and a tie is `no_match` (a reward must be earned), so a match needs more than half — 3 of 4, not 2.
+ * A cascade's stages are checked too. Empty for most graphs.
+ */
+export function graphWarnings(graph: CompiledGraph): string[] {
+  const cascade = graph.cascade;
+  if (cascade !== undefined) {
+    return [cascade.first, cascade.then].flatMap((stage) =>
+      graphWarnings(stage).map((w) => `cascade stage ${stage.name}: ${w}`),
+    );
+  }
+  const decision = graph.spec.decision;
+  if (decision.rule !== 'majority') return [];
+  const n = (decision.nodes ?? graph.voters).length;
+  if (n % 2 !== 0) return [];
+  return [
+    `majority over ${n} voters: a ${n / 2}–${n / 2} tie is no_match (a reward must be earned), so a match ` +
+      `needs ${n / 2 + 1} of ${n} votes; use an odd number of voters, or confidence_weighted, for a plain majority`,
+  ];
+}
+
 export interface CompileOptions {
   /** Resolves a preset name (a cascade's `escalate_to`); without it only inline escalation specs compile. */
   resolve?: ((name: string) => CompiledGraph | undefined) | undefined;

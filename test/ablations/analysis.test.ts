@@ -228,4 +228,23 @@ describe('plots and progress helpers', () => {
     expect(lines).toHaveLength(10);
     expect(lines.at(-1)).toMatch(/20\/20 100%/);
   });
+
+  it('prints no bar for a stage with nothing to do (no `0/0 100%`), on a TTY or not', () => {
+    for (const isTTY of [false, true]) {
+      const lines: string[] = [];
+      const p = createProgress({
+        total: 0,
+        label: 'baselines (tokens)',
+        stream: { write: (s: string) => lines.push(s), isTTY },
+      });
+      p.tick(0);
+      p.done();
+      expect(lines).toEqual([]);
+    }
+    // A stage whose units were all done before (a resumed run) still reports them.
+    const lines: string[] = [];
+    const p = createProgress({ total: 4, initial: 4, stream: { write: (s: string) => lines.push(s) } });
+    p.done();
+    expect(lines).toEqual([expect.stringMatching(/4\/4 100%/)]);
+  });
 });

@@ -84,14 +84,14 @@ describe('calibrate --suggest', () => {
     const suggestions = run.results!.suggestions!;
     const base = suggestions.find((s) => s.member === 'single-judge/judge');
     expect(base).toMatchObject({ bias: 'permissive', current: 'neutral', suggested: 'strict' });
-    expect(base?.measured?.member).toBe(`${strictGraph}/judge`);
+    expect(base?.measured?.member).toBe('strict-judge/judge');
     expect(base?.measured?.fprChange).toBe(-1);
     expect(base?.measured?.fnrChange).toBe(1);
     // Chosen on the selection clusters; the held-out ones (disjoint) show the same bias.
     expect(run.results!.split?.heldOut.clusters).toBeGreaterThan(0);
     expect(base?.heldOut).toMatchObject({ bias: 'permissive', confirmed: true });
     // The strict variant overshoots: it is now strict, and the suggestion walks it back to neutral.
-    expect(suggestions.find((s) => s.member === `${strictGraph}/judge`)).toMatchObject({
+    expect(suggestions.find((s) => s.member === 'strict-judge/judge')).toMatchObject({
       bias: 'strict',
       current: 'strict',
       suggested: 'neutral',

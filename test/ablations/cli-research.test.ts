@@ -208,6 +208,53 @@ describe('the research workflow against the fake judge', () => {
     expect(await lines(join(out, 'items.jsonl'))).toHaveLength(6);
     expect(existsSync(join(out, 'run-2'))).toBe(false);
   }, 120_000);
+
+  it('probe: --dry-run estimates without a call; --max-tokens stops cleanly and the same command resumes', async () => {
+    const dir = await tempDir();
+    const out = join(dir, 'probe');
+    const PROBE = 'src/ablations/probe/cli.ts';
+    const args = ['--dataset', DATASET, '--graph', 'single-judge', '--limit', '2', '--out', out];
+    const calls = fake.callCount;
+    const dry = await cli(PROBE, [...args, '--dry-run']);
+    expect(dry.code, dry.stderr).toBe(0);
+    const estimate =
+      /estimate: (\d+) judgments, (\d+) LLM calls(?: \(at most \d+ [^)]*\))?, ~(\d+) tokens/.exec(dry.stdout);
+    expect(estimate).not.toBeNull();
+    const cases = Number(estimate![1]);
+    expect(cases).toBeGreaterThan(20);
+    expect(Number(estimate![3])).toBeGreaterThan(0);
+    expect(fake.callCount).toBe(calls);
+    expect(existsSync(out)).toBe(false);
+
+    const capped = [...args, '--max-tokens', '8000', '--concurrency', '1'];
+    const stopped = await cli(PROBE, capped);
+    expect(stopped.code, stopped.stderr).toBe(3);
+    expect(stopped.stderr).toMatch(
+      /spend cap reached: (\d+) tokens spent this invocation \(--max-tokens 8000\)/,
+    );
+    const spent = Number(/spend cap reached: (\d+)/.exec(stopped.stderr)![1]);
+    expect(spent).toBeLessThanOrEqual(8000);
+    const partial = await lines(join(out, 'probe-cases.jsonl'));
+    expect(partial.length).toBeGreaterThan(0);
+    expect(partial.length).toBeLessThan(cases);
+    expect(existsSync(join(out, 'probes.json'))).toBe(false);
+    let last = stopped;
+    const counts = [partial.length];
+    for (let i = 0; i < 30 && last.code === 3; i++) {
+      last = await cli(PROBE, capped);
+      counts.push((await lines(join(out, 'probe-cases.jsonl'))).length);
+    }
+    // Each invocation adds cases, never judges one again; the last scores every case.
+    expect([0, 1], last.stderr).toContain(last.code);
+    for (let i = 1; i < counts.length; i++) expect(counts[i]).toBeGreaterThan(counts[i - 1]!);
+    const records = (await lines(join(out, 'probe-cases.jsonl'))) as unknown as { id: string }[];
+    expect(records).toHaveLength(cases);
+    expect(new Set(records.map((r) => r.id)).size).toBe(cases);
+    const results = JSON.parse(await readFile(join(out, 'probes.json'), 'utf8'));
+    expect(results.manifest).toMatchObject({ limit: 2, seed: null, backend: 'openai-compatible' });
+    expect(results.manifest.command).toEqual(['npm', 'run', 'probe', '--', ...capped]);
+    expect(existsSync(join(out, 'run-2'))).toBe(false);
+  }, 240_000);
 });
 
 describe('the debate family at equal budget (issue 40 item 7)', () => {

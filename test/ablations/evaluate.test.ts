@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 
 import { runEvaluation, type EvaluateResults } from '../../src/ablations/evaluate/run.js';
 import { parseEvaluateInput } from '../../src/ablations/evaluate/input.js';
+import { renderEvaluationReport } from '../../src/ablations/evaluate/report.js';
 import {
   evaluationStats,
   kendallTauB,
@@ -277,5 +278,69 @@ describe('evaluationStats intervals', () => {
     expect(cell.ci.method).toBe('jackknife-t');
     expect(cell.ci.lo!).toBeLessThan(cell.mean!);
     expect(cell.ci.hi!).toBeGreaterThan(cell.mean!);
+  });
+});
+
+describe('evaluate: intervals on the 1–5 scale and a τ over 3 systems (issue 40 item 8)', () => {
+  const idea = (q: number, system: string, score: number): IdeaOutcome => ({
+    id: `${system}-${q}`,
+    questionId: `q${q}`,
+    system,
+    absolute: { novelty: score },
+    pairwise: { novelty: { sum: score - 3, judgments: 2 } },
+    human: {},
+  });
+  // alpha is near the top of the scale with one low question: the symmetric jackknife-t passes 5.
+  const scores: Record<string, number[]> = {
+    alpha: [5, 5, 5, 5, 3],
+    beta: [2, 3, 2, 4, 3],
+    gamma: [1, 2, 1, 1, 3],
+  };
+  const ideas = Object.entries(scores).flatMap(([system, list]) => list.map((v, q) => idea(q, system, v)));
+  const stats = (systems: string[]) =>
+    evaluationStats(
+      ideas.filter((i) => systems.includes(i.system)),
+      [],
+      { systems, criteria: ['novelty'], protocols: ['absolute', 'pairwise'], seed: 1, resamples: 200 },
+    );
+
+  it('clamps a score interval to the scale and says so', () => {
+    const alpha = stats(['alpha', 'beta', 'gamma']).table[0]!.cells.novelty!.absolute!;
+    expect(alpha.mean).toBeCloseTo(4.6, 12);
+    // Unclamped: 4.6 ± t(0.975, 4)·0.4 = [3.49, 5.71].
+    expect(alpha.ci.hi).toBe(5);
+    expect(alpha.ci.lo).toBeCloseTo(4.6 - 2.776445 * 0.4, 4);
+    expect(alpha.ci.note).toBe('clamped to the 1–5 scale');
+    const gamma = stats(['alpha', 'beta', 'gamma']).table[2]!.cells.novelty!.absolute!;
+    expect(gamma.ci.lo).toBe(1);
+    for (const row of stats(['alpha', 'beta', 'gamma']).table) {
+      for (const cell of [row.cells.novelty?.absolute, row.cells.novelty?.pairwise, row.mean.absolute]) {
+        expect(cell?.ci.lo ?? 1).toBeGreaterThanOrEqual(1);
+        expect(cell?.ci.hi ?? 5).toBeLessThanOrEqual(5);
+      }
+    }
+  });
+
+  it('warns that a τ over 3 systems takes few values, not over 2 (no interval) or 4', () => {
+    const three = stats(['alpha', 'beta', 'gamma']);
+    expect(three.warnings).toEqual([expect.stringMatching(/ranks only 3 systems.*not informative/)]);
+    expect(stats(['alpha', 'beta']).warnings).toEqual([]);
+    const four = [...ideas, ...[3, 3, 4, 2, 2].map((v, q) => idea(q, 'delta', v))];
+    const systems = ['alpha', 'beta', 'gamma', 'delta'];
+    const opts = { systems, criteria: ['novelty' as const], seed: 1, resamples: 200 };
+    expect(evaluationStats(four, [], { ...opts, protocols: ['absolute', 'pairwise'] }).warnings).toEqual([]);
+    const report = renderEvaluationReport({
+      stats: three,
+      criteria: ['novelty'],
+      protocols: ['absolute', 'pairwise'],
+      backend: 'offline',
+      promptVersion: 'v',
+      input: { sha256: 'x', ideas: 15, questions: 5, systems: ['alpha', 'beta', 'gamma'], invalidLines: 0 },
+      resamples: 200,
+      seed: 1,
+      cost: {},
+    } as unknown as EvaluateResults);
+    expect(report).toContain('> **Warning**: the system-level τ ranks only 3 systems');
+    expect(report).toContain('clamped to the 1–5 scale');
   });
 });

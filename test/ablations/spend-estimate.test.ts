@@ -13,8 +13,20 @@ describe('renderEstimate', () => {
     const text = renderEstimate(
       {
         graphs: [
-          { label: 'debate', callsPerJudgment: 7, tokensPerJudgment: 9000, maxCallsPerJudgment: 7 },
-          { label: 'debate-consensus', callsPerJudgment: 3, tokensPerJudgment: 4000, maxCallsPerJudgment: 7 },
+          {
+            label: 'debate',
+            callsPerJudgment: 7,
+            tokensPerJudgment: 9000,
+            maxCallsPerJudgment: 7,
+            maxTokensPerJudgment: 9000,
+          },
+          {
+            label: 'debate-consensus',
+            callsPerJudgment: 3,
+            tokensPerJudgment: 4000,
+            maxCallsPerJudgment: 7,
+            maxTokensPerJudgment: 7000,
+          },
         ],
         judgments: 20,
         calls: 100,
@@ -25,10 +37,10 @@ describe('renderEstimate', () => {
       false,
     );
     expect(text).toContain(
-      'estimate: 20 judgments, 100 LLM calls (at most 140 if nothing stops early), ~130000 tokens',
+      'estimate: 20 judgments, 100 LLM calls (at most 140 if every judgment makes every call), ~130000 tokens',
     );
     expect(text).toContain(
-      '  debate-consensus: 3.00 calls (up to 7 when it does not stop early), ~4000 tokens',
+      '  debate-consensus: 3.00 calls (up to 7 when a judgment makes every call), ~4000 tokens',
     );
     expect(text).toContain('  debate: 7.00 calls, ~9000 tokens');
   });
@@ -36,7 +48,15 @@ describe('renderEstimate', () => {
   it('adds nothing when every graph spent its maximum', () => {
     const text = renderEstimate(
       {
-        graphs: [{ label: 'vote-3', callsPerJudgment: 3, tokensPerJudgment: 3000, maxCallsPerJudgment: 3 }],
+        graphs: [
+          {
+            label: 'vote-3',
+            callsPerJudgment: 3,
+            tokensPerJudgment: 3000,
+            maxCallsPerJudgment: 3,
+            maxTokensPerJudgment: 3000,
+          },
+        ],
         judgments: 10,
         calls: 30,
         maxCalls: 30,

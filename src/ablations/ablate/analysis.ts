@@ -3,7 +3,7 @@
  * failures, failures, calibration and bias, cost, agent statistics; the paired comparisons with the
  * reference and with the budget-matched vote baselines, Holm-adjusted per family.
  */
-import type { Decision } from '../../judge/graph.js';
+import { graphWarnings, type Decision } from '../../judge/graph.js';
 import { STANCE_OF_LABEL, agreement, dynamics, nodeCalibration } from './agents.js';
 import { clusterIndex, type DatasetItem } from '../dataset.js';
 import { isFailure, type ItemRecord } from '../records.js';
@@ -151,6 +151,8 @@ export function analyze(options: AnalyzeOptions): AblationResults {
         'interval; intervals are wide, read them before the point estimates',
     );
   }
+  for (const entry of entries)
+    warnings.push(...graphWarnings(entry.graph).map((w) => `${entry.label}: ${w}`));
   const kinds: Record<string, number> = {};
   for (const item of items) increment(kinds, item.kind);
   const recordsOf = (label: string): readonly ItemRecord[] => {

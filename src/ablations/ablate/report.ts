@@ -3,7 +3,18 @@
  * failures, the paired comparison with the reference (F1/P/R headline, accuracy tests apart), the
  * budget-matched vote baselines, then one section per graph.
  */
-import { DASH, graphLabel, num, pct, pPair, proportionCell, table, withCi } from '../format.js';
+import {
+  biasCell,
+  biasRuleText,
+  DASH,
+  graphLabel,
+  num,
+  pct,
+  pPair,
+  proportionCell,
+  table,
+  withCi,
+} from '../format.js';
 import type { ReviewerCalibration } from '../stats/calibration.js';
 import type { Estimate } from '../stats/clustered.js';
 import type { AblationResults, Budget, GraphResult, PairedComparison, Timing } from '../types.js';
@@ -24,7 +35,8 @@ function methodText(results: AblationResults): string {
     'exact Clopper–Pearson interval on the design-effect-adjusted sample size (Korn–Graubard; clusters = ground truths). ' +
     `F1 and every difference: ${resampling}. ` +
     'Failures (judge_error, timeout, overloaded) are never counted as negatives (three views below); ' +
-    'a rejected input (degenerate candidate) is a real no_match. `*` = added automatically (reference or budget-matched vote baseline).'
+    'a rejected input (degenerate candidate) is a real no_match. `*` = added automatically (reference or budget-matched vote baseline). ' +
+    `Graphs and agents: ${biasRuleText(results.biasTolerance)} — the rule \`calibrate\` applies to its members.`
   );
 }
 
@@ -230,16 +242,9 @@ function baselineSection(results: AblationResults): string | null {
 function biasText(c: ReviewerCalibration): string {
   const on =
     c.negatives === 'hard_negative' ? 'hard negatives' : 'all negatives (the set has no hard negatives)';
-  const label = c.bias ?? 'undetermined';
-  const support =
-    c.shown === null
-      ? ''
-      : c.shown
-        ? ' (shown by the interval)'
-        : ' (not shown: the interval allows the other labels)';
   return (
     `Bias on ${on}: FPR ${proportionCell(c.negativeFpr)} − FNR ${proportionCell(c.positiveFnr)} = ` +
-    `${estimateCell(c.difference)} → **${label}**${support}; balanced when |FPR − FNR| ≤ ${c.tolerance}`
+    `${estimateCell(c.difference)} → **${biasCell(c)}**; balanced when |FPR − FNR| ≤ ${c.tolerance}`
   );
 }
 
@@ -393,7 +398,7 @@ function nodeTable(g: GraphResult): string[] {
         num(n.negativeFpr.rate),
         num(n.positiveFnr.rate),
         estimateCell(n.difference),
-        n.bias === null ? DASH : `${n.bias}${n.shown === true ? '' : ' (not shown)'}`,
+        biasCell(n),
       ]),
     ),
     '',

@@ -1,5 +1,5 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { basename, extname, join } from 'node:path';
 import { RewardError } from '../../errors.js';
 import type { CompiledGraph } from '../../judge/graph.js';
 import { compileSpec, getPreset, PRESETS, voteGraph } from '../../judge/presets.js';
@@ -29,6 +29,22 @@ export interface ResolveOptions {
   efforts?: readonly EffortMix[] | undefined;
 }
 
+/** A graph file's own `name` field, when it has a non-empty one. */
+function specName(json: unknown): string | undefined {
+  if (typeof json !== 'object' || json === null) return undefined;
+  const name = (json as { name?: unknown }).name;
+  return typeof name === 'string' && name.trim() !== '' ? name.trim() : undefined;
+}
+
+/**
+ * The label of a graph asked for by `name`: a graph file (`*.json`) is labelled by its `name` field, else its
+ * file name without the extension — never by its path, which is kept as an alias (so `--reference FILE` and
+ * `--canary-graph FILE` still find it). A preset keeps its name.
+ */
+function labelOf(name: string, graph: CompiledGraph): string {
+  return name.endsWith('.json') ? graph.name : name;
+}
+
 async function compileNamed(name: string, read: (path: string) => Promise<string>): Promise<CompiledGraph> {
   if (name.endsWith('.json')) {
     let json: unknown;
@@ -40,7 +56,7 @@ async function compileNamed(name: string, read: (path: string) => Promise<string
         `graph file ${name}: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
-    return compileSpec(json, basename(name, '.json'));
+    return compileSpec(json, specName(json) ?? basename(name, extname(name)));
   }
   const preset = getPreset(name);
   if (preset === undefined) throw new RewardError('RW_UNKNOWN_GRAPH', `unknown graph "${name}"`);
@@ -79,6 +95,28 @@ export function addEntry(
   return entry;
 }
 
+/** Adds the graph asked for as `name` under its label (see `labelOf`), a file's path as an alias. */
+async function addNamed(
+  entries: GraphEntry[],
+  name: string,
+  read: (path: string) => Promise<string>,
+  auto: boolean,
+): Promise<GraphEntry> {
+  const graph = await compileNamed(name, read);
+  const label = labelOf(name, graph);
+  const clash = entries.find((e) => e.label === label && e.graph.hash !== graph.hash);
+  if (clash !== undefined) {
+    throw new RewardError(
+      'RW_INVALID_GRAPH',
+      `two different graphs are both named "${label}" (${[name, ...clash.aliases].join(' and ')}): ` +
+        'give a graph file another "name"',
+    );
+  }
+  const entry = addEntry(entries, label, graph, auto);
+  if (label !== name && entry.label !== name && !entry.aliases.includes(name)) entry.aliases.push(name);
+  return entry;
+}
+
 /**
  * Turns graph names (presets or `*.json` spec files) into run entries: one entry per distinct graph hash
  * (a second name of the same graph becomes an alias), then the reference graph, added once. The
@@ -91,7 +129,7 @@ export async function resolveGraphs(
   const read = options.readGraphFile ?? ((path: string) => readFile(path, 'utf8'));
   const entries: GraphEntry[] = [];
   if (names.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no graphs given');
-  for (const name of names) addEntry(entries, name, await compileNamed(name, read), false);
+  for (const name of names) await addNamed(entries, name, read, false);
   for (const entry of [...entries]) {
     for (const mix of options.efforts ?? [])
       addEntry(entries, ...withEfforts(entry.graph, entry.label, mix), false);
@@ -99,9 +137,7 @@ export async function resolveGraphs(
   const referenceName = options.reference === undefined ? 'default' : options.reference;
   // The reference may resolve to a graph asked for under another name (`default` = `analysts-2`).
   const reference =
-    referenceName === null
-      ? null
-      : addEntry(entries, referenceName, await compileNamed(referenceName, read), true).label;
+    referenceName === null ? null : (await addNamed(entries, referenceName, read, true)).label;
   // A cascade is reported beside its two stages, so its savings and precision cost are read off one table.
   for (const entry of [...entries]) {
     const cascade = entry.graph.cascade;

@@ -16,6 +16,7 @@ import {
   RUN_USAGE,
   runMain,
   runSettings,
+  warnGraphs,
   withInterrupts,
 } from '../cli-common.js';
 import type { CalibrationResults } from './analyze.js';
@@ -133,6 +134,7 @@ async function main(): Promise<number> {
   const dataset = await loadDatasetListingSkips(settings.dataset, settings.skipInvalid);
   const names = listOption(values.graphs);
   const { entries } = await resolveGraphs(names, { reference: null });
+  warnGraphs(entries);
   const router = openRouter(config);
   return withInterrupts('judgments', router, async (signal) => {
     const run = await runCalibration({

@@ -5,9 +5,10 @@
 import type { CompiledGraph } from '../../judge/graph.js';
 import type { DatasetItem } from '../dataset.js';
 import type { ItemRecord } from '../records.js';
-import type { Bias } from '../stats/calibration.js';
+import { BIAS_TOLERANCE, callBias, type Bias } from '../stats/calibration.js';
 import { bootstrapInterval, type Interval } from '../stats/bootstrap.js';
 import { toConfusion, type Confusion } from '../stats/confusion.js';
+import type { Tally } from '../stats/proportion.js';
 import {
   addPairTables,
   clusteredClopperPearson,
@@ -96,10 +97,13 @@ export function voteTable(
 
 export interface BiasCall {
   /**
-   * `permissive` when the interval of FPR(basis) − FNR lies above 0, `strict` when below, else `balanced`
-   * (the data do not show a direction); null when either side has no items.
+   * The rule `ablate` applies to graphs and agents (`callBias`): from FPR(basis) − FNR, `permissive` above
+   * +tolerance, `strict` below −tolerance, else `balanced`; null when either side has no items.
    */
   label: Bias | null;
+  /** The Newcombe interval of the difference supports the label (see `callBias`); null without a label. */
+  shown: boolean | null;
+  tolerance: number;
   /** Negatives the FPR is measured on: hard negatives when the dataset has any, else all negatives. */
   basis: 'hard_negatives' | 'negatives';
   fpr: BinomialInterval;
@@ -133,6 +137,25 @@ interface ClusterCounts {
   fp: number;
   hardAccepted: number;
   hardTotal: number;
+}
+
+/** The bias of a member from its false positives (on hard negatives when the set has any) and misses. */
+function biasCall(
+  falsePositives: readonly Tally[],
+  misses: readonly Tally[],
+  hasHard: boolean,
+  level: number,
+): BiasCall {
+  const difference = clusteredDifference(falsePositives, misses, level);
+  const call = callBias(difference?.point ?? null, difference?.lo ?? null, difference?.hi ?? null);
+  return {
+    label: call.bias,
+    shown: call.shown,
+    tolerance: BIAS_TOLERANCE,
+    basis: hasHard ? 'hard_negatives' : 'negatives',
+    fpr: clusteredClopperPearson(falsePositives, level),
+    difference,
+  };
 }
 
 /**
@@ -184,11 +207,6 @@ export function calibrateMember(table: VoteTable, m: number, level = 0.95): Memb
         (c) => c.fp,
         (c) => c.tn + c.fp,
       );
-  const fprBasis = clusteredClopperPearson(falsePositives, level);
-  const difference = clusteredDifference(falsePositives, positives, level);
-  let label: Bias | null = null;
-  if (difference !== null)
-    label = difference.lo > 0 ? 'permissive' : difference.hi < 0 ? 'strict' : 'balanced';
   return {
     member,
     n: rows.length,
@@ -223,7 +241,7 @@ export function calibrateMember(table: VoteTable, m: number, level = 0.95): Memb
       level,
     ),
     meanConfidence: { match: mean(confMatch), no_match: mean(confNo) },
-    bias: { label, basis: hasHard ? 'hard_negatives' : 'negatives', fpr: fprBasis, difference },
+    bias: biasCall(falsePositives, positives, hasHard, level),
   };
 }
 

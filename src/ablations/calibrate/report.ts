@@ -1,4 +1,5 @@
 /** `report.md` of a calibration run. */
+import { biasCell, biasRuleText } from '../format.js';
 import type { BinomialInterval } from './binomial.js';
 import type { Prediction } from './condorcet.js';
 import type { CalibrationResults, CommitteeResult, EmittedGraph, PlanResult } from './analyze.js';
@@ -147,15 +148,16 @@ export function renderCalibrationReport(r: CalibrationResults): string {
     const d = m.bias.difference;
     const bias =
       m.bias.label === null || d === null
-        ? '—'
-        : `${m.bias.label} (${m.bias.basis === 'hard_negatives' ? 'hard neg.' : 'negatives'}: ${pct(d.point)} [${pct(d.lo)}, ${pct(d.hi)}])`;
+        ? biasCell({ bias: null, shown: null })
+        : `${biasCell({ bias: m.bias.label, shown: m.bias.shown })} (${m.bias.basis === 'hard_negatives' ? 'hard neg.' : 'negatives'}: ${pct(d.point)} [${pct(d.lo)}, ${pct(d.hi)}])`;
     lines.push(
       `| ${m.member.key} | ${m.member.role} | ${m.n} | ${ci(m.tpr)} | ${ci(m.tnr)} | ${ci(m.fpr)} | ${ci(m.fnr)} | ${ci(m.accuracy)} | ${bias} |`,
     );
   }
   lines.push(
     '',
-    'Rates: exact (Clopper–Pearson) intervals over the ground-truth clusters (design effect, few-cluster factor); with fewer than 5 events also the cluster-level bound. Bias: `permissive` when the Newcombe interval of FPR (on hard negatives when the set has them) minus FNR, on design-effect-adjusted counts, lies above 0, `strict` when below, `balanced` when it contains 0.',
+    'Rates: exact (Clopper–Pearson) intervals over the ground-truth clusters (design effect, few-cluster factor); with fewer than 5 events also the cluster-level bound. Bias (the rule `ablate` applies to graphs and agents) — ' +
+      `${biasRuleText()}; this table prints d in percent (0.05 = 5.0), its interval Newcombe's on design-effect-adjusted counts.`,
     '',
     '## Pairwise error correlation (φ on errors)',
     '',
@@ -206,7 +208,9 @@ export function renderCalibrationReport(r: CalibrationResults): string {
   if (r.suggestions !== null) {
     lines.push('', '## Strictness suggestions (chosen on the selection items)', '');
     if (r.suggestions.length === 0)
-      lines.push('No member has a bias the data show (every interval contains balanced).');
+      lines.push(
+        'No member has a bias the data show (no permissive or strict label is shown by its interval).',
+      );
     for (const s of r.suggestions) lines.push(suggestionLine(s));
   }
   lines.push('');

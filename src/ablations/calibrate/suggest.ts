@@ -49,7 +49,8 @@ export function suggestStrictness(
   const out: Suggestion[] = [];
   for (const m of members) {
     const bias = m.bias.label;
-    if (bias !== 'permissive' && bias !== 'strict') continue;
+    // Only a bias the data show (the same label `ablate` prints without `(not shown)`).
+    if ((bias !== 'permissive' && bias !== 'strict') || m.bias.shown !== true) continue;
     const current = strictnessOf(m);
     const suggested = bias === 'permissive' ? STRICTER[current] : LENIENTER[current];
     if (suggested === current) continue;

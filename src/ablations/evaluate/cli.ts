@@ -103,6 +103,7 @@ async function main(): Promise<number> {
       progress: process.stderr,
     });
     if (run.badLines.length > 0) console.error(`ignored ${run.badLines.length} unreadable units.jsonl lines`);
+    for (const w of run.results?.stats.warnings ?? []) console.error(`WARNING: ${w}`);
     return finishResumable(
       run,
       { unit: 'units', verb: 'judged', records: `${out}/units.jsonl` },

@@ -57,8 +57,11 @@ export function renderEvaluationReport(results: EvaluateResults): string {
       `${results.input.invalidLines > 0 ? `, ${results.input.invalidLines} invalid lines skipped` : ''}.`,
     `Criteria: ${criteria.join(', ')}. Protocols: ${protocols.join(', ')}. CIs: 95% over questions, the ` +
       `jackknife-t (k − 1 degrees of freedom) for means and τ over ideas, the percentile bootstrap ` +
-      `(${results.resamples} resamples, seed ${results.seed}) for the system-level τ (none when it cannot vary).`,
+      `(${results.resamples} resamples, seed ${results.seed}) for the system-level τ (none when it cannot vary). ` +
+      'A score interval is clamped to the 1–5 scale (the jackknife-t is symmetric and can pass an end of it; no ' +
+      'mean lies outside, so clamping drops only impossible values).',
     '',
+    ...stats.warnings.flatMap((w) => [`> **Warning**: ${w}.`, '']),
     "- **absolute**: one integer rating 1–5 per idea and criterion; a system's score is the mean over its ideas.",
     "- **pairwise**: every unordered pair of a question's ideas, judged once in each order; each order gives the",
     "  preferred idea +1 and the other −1 (tie 0); an idea's sum s over its k order judgments is normalised to",

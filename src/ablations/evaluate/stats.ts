@@ -10,12 +10,7 @@
  *   for means and τ over ideas; the percentile bootstrap for the system-level τ, none when it cannot vary.
  */
 import type { Criterion } from '../../roles/types.js';
-import {
-  clusterBootstrap,
-  jackknifeInterval,
-  type Interval,
-  type JackknifeScale,
-} from '../stats/bootstrap.js';
+import { clusterBootstrap, jackknifeInterval, type Interval } from '../stats/bootstrap.js';
 import { clusteredProportion, type Proportion, type Tally } from '../stats/proportion.js';
 
 /** The paper's linear normalisation of a pairwise sum to 1–5; null without any judgment. */
@@ -112,6 +107,8 @@ export interface EvaluationStats {
   /** Mean over questions of τ-b between its ideas' absolute and pairwise scores. */
   questionTau: Partial<Record<Criterion, TauWithCi>>;
   human: Partial<Record<Criterion, HumanAgreement>>;
+  /** What the reader must know before reading the numbers (e.g. a τ over 3 systems). */
+  warnings: string[];
 }
 
 export interface StatsOptions {
@@ -241,6 +238,7 @@ export function evaluationStats(
     positionBias: protocols.includes('pairwise') ? positionBias(clusters, criteria) : {},
     ...(both ? rankAgreement(clusters, options, interval) : { systemTau: {}, questionTau: {} }),
     human: humanAgreement(ideas, clusters, humanCriteria, protocols, interval),
+    warnings: both ? [systemTauWarning(systems.length)].filter((w): w is string => w !== null) : [],
   };
 }
 
@@ -301,6 +299,35 @@ function statisticsOf(humanCriteria: readonly Criterion[], options: StatsOptions
   return statistics;
 }
 
+/** The 1–5 scale every score (absolute, and pairwise normalised) lies on. */
+export const SCORE_SCALE = { min: 1, max: 5 } as const;
+
+/**
+ * A score's interval clamped to the 1–5 scale: the jackknife-t is symmetric and can pass an end of the scale
+ * (`4.75 [3.95, 5.55]`); no mean can lie outside it, so clamping drops only impossible values and never the
+ * true mean (the coverage is unchanged). `note` says when a bound was clamped.
+ */
+export function clampToScale(interval: Interval): Interval {
+  const { lo, hi } = interval;
+  if (lo === null || hi === null) return interval;
+  const clamped = { lo: Math.max(SCORE_SCALE.min, lo), hi: Math.min(SCORE_SCALE.max, hi) };
+  if (clamped.lo === lo && clamped.hi === hi) return interval;
+  return { ...interval, ...clamped, note: `clamped to the ${SCORE_SCALE.min}–${SCORE_SCALE.max} scale` };
+}
+
+/** Fewest systems whose rank τ can take enough values to be read (3 systems: τ-b ∈ {±1/3, ±1} without ties). */
+export const MIN_TAU_SYSTEMS = 4;
+
+/** The warning for a system-level τ over few systems, or null (2 systems get no interval at all). */
+export function systemTauWarning(systems: number): string | null {
+  if (systems < 3 || systems >= MIN_TAU_SYSTEMS) return null;
+  return (
+    `the system-level τ ranks only ${systems} systems: over their 3 pairs it can take only the values ` +
+    '−1, −1/3, 1/3 and 1 (without ties), so one swapped pair moves it by 2/3 — it is not informative; read ' +
+    `the per-question τ, or compare at least ${MIN_TAU_SYSTEMS} systems`
+  );
+}
+
 /**
  * Each statistic's interval, by name (a statistic not computed: no bounds, every resample undefined). As the
  * ablation: the cluster (question) jackknife-t for every smooth statistic (means, τ over ideas), at every
@@ -317,9 +344,11 @@ function intervals(
   const smooth = new Map([...statistics].filter(([name]) => !name.startsWith('systemTau|')));
   const discrete = new Map([...statistics].filter(([name]) => name.startsWith('systemTau|')));
   const ci = clusterBootstrap(clusters, discrete, { seed: options.seed, resamples: options.resamples });
-  const scaleOf = (name: string): JackknifeScale =>
-    name.startsWith('cell|') || name.startsWith('mean|') ? 'mean' : 'tau';
-  for (const [name, statistic] of smooth) ci.set(name, jackknifeInterval(clusters, statistic, scaleOf(name)));
+  const isScore = (name: string): boolean => name.startsWith('cell|') || name.startsWith('mean|');
+  for (const [name, statistic] of smooth) {
+    const jackknife = jackknifeInterval(clusters, statistic, isScore(name) ? 'mean' : 'tau');
+    ci.set(name, isScore(name) ? clampToScale(jackknife) : jackknife);
+  }
   for (const [name, interval] of ci) {
     if (!discrete.has(name)) continue;
     const note =

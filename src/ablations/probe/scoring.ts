@@ -118,6 +118,8 @@ export interface ProbeResults {
   probes: ProbeResult[];
   /** True when no probe failed, was inconclusive or had no decided case. */
   passed: boolean;
+  /** What was run (the CLI's: command, commit, times, nodes as routed, spend); absent from a library call. */
+  manifest?: Record<string, unknown> | undefined;
 }
 
 /** Decides a probe's rate against its gate (see GateOutcome). */
@@ -133,7 +135,9 @@ export function decideGate(
 }
 
 /** What scoring reads of a judged case. */
-export type ProbeOutcome = Pick<Judgment, 'status' | 'verdict' | 'reward' | 'usage'>;
+export type ProbeOutcome = Pick<Judgment, 'status' | 'verdict' | 'reward'> & {
+  usage: Pick<Judgment['usage'], 'calls'>;
+};
 
 export interface ScoreInput {
   items: readonly DatasetItem[];

@@ -98,6 +98,31 @@ export interface ReviewerCalibration {
   tolerance: number;
 }
 
+/** A bias label and whether its interval shows it (see `callBias`). */
+export interface BiasLabel {
+  bias: Bias | null;
+  shown: boolean | null;
+}
+
+/**
+ * The one bias rule of `ablate` (graphs and their agents) and `calibrate` (members), so the same reviewer on
+ * the same items gets the same label in both: from the point estimate d = FPR − FNR, `permissive` when
+ * d > tolerance (accepts too much), `strict` when d < −tolerance, else `balanced`; null without a d. `shown`:
+ * the interval supports the label — it excludes 0 on the label's side (permissive, strict) or lies within
+ * ±tolerance (balanced); false when it does not (or there is no interval), null without a label.
+ */
+export function callBias(
+  point: number | null,
+  lo: number | null,
+  hi: number | null,
+  tolerance = BIAS_TOLERANCE,
+): BiasLabel {
+  if (point === null) return { bias: null, shown: null };
+  if (point > tolerance) return { bias: 'permissive', shown: lo !== null && lo > 0 };
+  if (point < -tolerance) return { bias: 'strict', shown: hi !== null && hi < 0 };
+  return { bias: 'balanced', shown: lo !== null && hi !== null && lo >= -tolerance && hi <= tolerance };
+}
+
 /** Reviewer calibration (the seed's protocol) with the bias on hard negatives and its interval. */
 export function reviewerCalibration(
   clusters: readonly BiasCluster[],
@@ -130,22 +155,7 @@ export function reviewerCalibration(
     },
     options,
   );
-  const d = difference.point;
-  let bias: Bias | null = null;
-  let shown: boolean | null = null;
-  if (d !== null) {
-    const { lo, hi } = difference.ci;
-    if (d > tolerance) {
-      bias = 'permissive';
-      shown = lo !== null && lo > 0;
-    } else if (d < -tolerance) {
-      bias = 'strict';
-      shown = hi !== null && hi < 0;
-    } else {
-      bias = 'balanced';
-      shown = lo !== null && hi !== null && lo >= -tolerance && hi <= tolerance;
-    }
-  }
+  const { bias, shown } = callBias(difference.point, difference.ci.lo, difference.ci.hi, tolerance);
   return {
     tpr,
     tnr,

@@ -15,13 +15,13 @@ const ok = (reward: 0 | 1): ProbeOutcome => ({
   status: 'ok',
   verdict: reward === 1 ? 'match' : 'no_match',
   reward,
-  usage: { calls: 1, promptTokens: 10, completionTokens: 1, cachedPromptTokens: null },
+  usage: { calls: 1 },
 });
 const failure: ProbeOutcome = {
   status: 'judge_error',
   verdict: null,
   reward: null,
-  usage: { calls: 1, promptTokens: 10, completionTokens: 0, cachedPromptTokens: null },
+  usage: { calls: 1 },
 };
 
 /** `n` independent items (each its own ground truth) with their probe cases. */
