@@ -42,7 +42,6 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/tenants.ts › tenantBurst', 111],
 
   ['src/ablations/evaluate/run.ts › runEvaluation', 88],
-  ['src/judge/ask.ts › askStructured', 88],
   ['src/ablations/stats/coverage.ts › f1Rows', 80],
   ['src/ablations/ablate/runner.ts › runAblation', 94],
   ['bench/engine.ts › runScenario', 77],

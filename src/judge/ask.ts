@@ -18,7 +18,7 @@ import {
 } from './calls.js';
 import type { Flow } from './fair-queue.js';
 import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
-import type { ChatMessage, JudgeObserver, Route } from './types.js';
+import type { ChatMessage, JudgeObserver, LlmReply, Route } from './types.js';
 
 export interface AskSpec<T> {
   /** Role name: the schema name sent to the backend and the metrics label. */
@@ -90,53 +90,18 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
       return { ok: false, error: toFailure(options.signal.reason), ...done() };
     }
     cost.calls += 1;
-    const callStarted = performance.now();
-    const callDeadline = options.deadline;
-    let reply;
-    try {
-      reply = await route.backend.complete(
-        {
-          role: spec.role,
-          nodeId: spec.nodeId,
-          model: route.model,
-          messages,
-          schemaName: spec.role,
-          jsonSchema: spec.jsonSchema,
-          temperature: route.temperature ?? spec.temperature,
-          topP: route.topP,
-          maxTokens: route.maxTokens,
-          reasoningEffort: route.reasoningEffort ?? route.backendRequest?.reasoningEffort,
-          seed: spec.seed,
-          context: spec.context,
-        },
-        {
-          signal: options.signal,
-          deadline: callDeadline,
-          observer: options.observer,
-          flow: options.flow,
-          ...(options.urgent === true ? { priority: URGENT_PRIORITY, urgent: true } : {}),
-        },
-      );
-    } catch (err) {
-      const failure = toFailure(err);
+    const call = await callBackend(spec, options, messages);
+    if (!call.ok) {
       cost.attempts += 1;
-      observeFailedCall(options.observer, spec.role, route, failure.code, performance.now() - callStarted);
       // Cut by a deadline that has moved later since (a request joined the comparison): ask again.
-      if (cutByMovedDeadline(failure.code, options.signal, callDeadline, options.deadline)) {
+      if (call.again) {
         ask -= 1;
         continue;
       }
-      return { ok: false, error: failure, ...done() };
+      return { ok: false, error: call.failure, ...done() };
     }
-    cost.attempts += reply.attempts;
-    cost.promptTokens += reply.promptTokens;
-    cost.completionTokens += reply.completionTokens;
-    cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, reply.cachedPromptTokens ?? null);
-    // Set only for a judge that reasons, so the cost of others stays as it was.
-    if ((reply.reasoningTokens ?? 0) > 0) {
-      cost.reasoningTokens = (cost.reasoningTokens ?? 0) + (reply.reasoningTokens ?? 0);
-      if (reply.reasoningTokensEstimated === true) cost.reasoningTokensEstimated = true;
-    }
+    const { reply } = call;
+    addReplyCost(cost, reply);
     const parsed = parseReply(reply.text, spec.schema);
     const problem = parsed.ok ? (spec.check?.(parsed.value) ?? null) : parsed.error;
     observeReply(options.observer, spec.role, route, problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE', reply);
@@ -153,5 +118,67 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     }
     cost.reasks += 1;
     messages.push(...reaskMessages(reply.text, problem ?? 'invalid'));
+  }
+}
+
+type BackendCall =
+  | { ok: true; reply: LlmReply }
+  | { ok: false; failure: { code: ErrorCode; message: string }; again: boolean };
+
+/**
+ * One backend call of the ask's conversation. A failure is observed; `again` when the call was cut by a
+ * deadline that has moved later since it was sent (the caller asks again, not as a re-ask).
+ */
+async function callBackend<T>(
+  spec: AskSpec<T>,
+  options: AskOptions,
+  messages: ChatMessage[],
+): Promise<BackendCall> {
+  const { route } = spec;
+  const callStarted = performance.now();
+  const callDeadline = options.deadline;
+  try {
+    const reply = await route.backend.complete(
+      {
+        role: spec.role,
+        nodeId: spec.nodeId,
+        model: route.model,
+        messages,
+        schemaName: spec.role,
+        jsonSchema: spec.jsonSchema,
+        temperature: route.temperature ?? spec.temperature,
+        topP: route.topP,
+        maxTokens: route.maxTokens,
+        reasoningEffort: route.reasoningEffort ?? route.backendRequest?.reasoningEffort,
+        seed: spec.seed,
+        context: spec.context,
+      },
+      {
+        signal: options.signal,
+        deadline: callDeadline,
+        observer: options.observer,
+        flow: options.flow,
+        ...(options.urgent === true ? { priority: URGENT_PRIORITY, urgent: true } : {}),
+      },
+    );
+    return { ok: true, reply };
+  } catch (err) {
+    const failure = toFailure(err);
+    observeFailedCall(options.observer, spec.role, route, failure.code, performance.now() - callStarted);
+    const again = cutByMovedDeadline(failure.code, options.signal, callDeadline, options.deadline);
+    return { ok: false, failure, again };
+  }
+}
+
+/** Adds one reply's attempts and tokens to what the ask has cost. */
+function addReplyCost(cost: AskCost, reply: LlmReply): void {
+  cost.attempts += reply.attempts;
+  cost.promptTokens += reply.promptTokens;
+  cost.completionTokens += reply.completionTokens;
+  cost.cachedPromptTokens = addKnown(cost.cachedPromptTokens, reply.cachedPromptTokens ?? null);
+  // Set only for a judge that reasons, so the cost of others stays as it was.
+  if ((reply.reasoningTokens ?? 0) > 0) {
+    cost.reasoningTokens = (cost.reasoningTokens ?? 0) + (reply.reasoningTokens ?? 0);
+    if (reply.reasoningTokensEstimated === true) cost.reasoningTokensEstimated = true;
   }
 }
