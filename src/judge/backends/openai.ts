@@ -136,6 +136,7 @@ export function createOpenAICompatibleBackend(
       rpm: settings.rpm,
       tpm: settings.tpm,
       sleep: options.sleep,
+      now: options.now,
       // In-process, or shared through Redis by every worker and replica configured with this backend
       // (the same name and endpoints).
       buckets: options.buckets,
