@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Suites that start other processes: the built server (`dist/`, built once if stale; also with WORKERS=2),
- * redis-server, promtool and prometheus, the ablate, probe and evaluate CLIs, and the bench harness smoke run; with them the
+ * redis-server, promtool and prometheus, headless chromium, the ablate, probe, evaluate and compare CLIs, and the bench harness smoke run; with them the
  * docs/ablations check, which ablates and probes 600 items afresh (~8 s of CPU). `vitest run` runs them
  * with the rest (`npm test`); `npm run test:unit` (the unit, unit-isolated and unit-timing projects) leaves them out for a fast loop, and
  * the `slow` project too: `test/slow/` replays whole trainer steps (bursts of 6 144 requests, ~2–3 min).
@@ -13,6 +13,7 @@ const PROCESS_SUITES = [
   // redis-server on a loopback port
   'test/server/replicas.test.ts',
   'test/server/integrity-redis.test.ts',
+  'test/server/order-independence-redis.test.ts',
   'test/state/state.test.ts',
   // issue 21: redis-server (budget), the plan CLI as a child process, the built server
   'test/server/budget.test.ts',
@@ -33,6 +34,11 @@ const PROCESS_SUITES = [
   'test/ablations/cli-probe.test.ts',
   'test/ablations/docs.test.ts',
   'test/ablations/cli-evaluate.test.ts',
+  // issue 41: the research workflow runs the ablate and compare CLIs as child processes (tsx each, ~70 s of
+  // the unit project's wall time at load 10, nearly all of it in the children)
+  'test/ablations/cli-research.test.ts',
+  // headless chromium renders transcripts.html
+  'test/ablations/transcripts-html.test.ts',
   'test/bench/harness.test.ts',
   // promtool (check / test rules), and a real prometheus scraping the app
   'test/deploy/prometheus-rules.test.ts',

@@ -47,7 +47,7 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/engine.ts › runScenario', 77],
   ['src/judge/backends/offline.ts › answer', 74],
   ['src/server/http/app-services.ts › createAppServices', 71],
-  ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 77],
+  ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 68],
   ['src/judge/node.ts › askNode', 80],
   ['src/judge/graph.ts › compileGraph', 72],
   ['src/ablations/calibrate/analyze.ts › committee', 70],

@@ -43,8 +43,9 @@ describe('admission and rejected inputs', () => {
     // (81 calls, 2.4 s) do not: refused at once, rather than admitted at half their cost (40 calls) and
     // timed out.
     const fresh = (n: number) => Array.from({ length: n }, () => candidate(next++));
+    const before = h.fake.callCount;
     const first = h.app.inject({ method: 'POST', url: '/v1/reward', payload: group(fresh(12)) });
-    await new Promise((r) => setTimeout(r, 20));
+    await h.fake.waitForCalls(before + 1); // the first is admitted (its calls reserved) and running
     const second = await h.app.inject({ method: 'POST', url: '/v1/reward', payload: group(fresh(15)) });
     expect(second.statusCode).toBe(503);
     expect(second.json()).toMatchObject({ code: 'RW_OVERLOADED', details: { reason: 'deadline' } });

@@ -6,7 +6,15 @@ import { describe, expect, it } from 'vitest';
 
 import { createFlightDeadlines } from '../../src/server/serving/flight-deadlines.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
-import { candidate, GROUND_TRUTH, markerJudge, QUESTION, useHarness, waitFor } from './helpers.js';
+import {
+  candidate,
+  GROUND_TRUTH,
+  markerJudge,
+  QUESTION,
+  useHarness,
+  waitFor,
+  waitForJoins,
+} from './helpers.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Json = any;
@@ -46,7 +54,7 @@ describe('flight deadlines', () => {
     const starter = judge({ request_id: 'starter', deadline_ms: 900 });
     await waitFor(() => h.fake.inflight() >= 2, 'the two Analysts to call the judge');
     const early = judge({ deadline_ms: 900 });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await waitForJoins(h.metrics); // `early` has joined the starter's flight
     // The starter leaves; the flight runs on for `early`.
     await h.app.inject({ method: 'POST', url: '/v1/cancel', payload: { request_ids: ['starter'] } });
     expect((await starter).json<Json>().status).toBe('cancelled');

@@ -164,6 +164,15 @@ export async function waitFor(
   throw new Error(`gave up waiting for ${what}`);
 }
 
+/**
+ * Waits until `n` items have joined a judgment already in flight: `reward_cache_lookups_total{result=
+ * "coalesced"}` counts them in the same turn as they join (judge-service's countLookups, then startFlights).
+ */
+export function waitForJoins(metrics: Metrics, n = 1): Promise<void> {
+  const joined = () => counterValue(metrics.cacheLookups, { result: 'coalesced' });
+  return waitFor(async () => (await joined()) >= n, `${n} item(s) to join a flight`);
+}
+
 /** Sum of a counter's values whose labels match `labels`. */
 export async function counterValue(
   metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, string | number> }> }> },

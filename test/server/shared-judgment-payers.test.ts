@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 
 import { hashKey } from '../../src/config.js';
 import { universalReply } from '../fakes/openai.js';
-import { candidate, GROUND_TRUTH, QUESTION, useHarness } from './helpers.js';
+import { candidate, GROUND_TRUTH, QUESTION, useHarness, waitForJoins } from './helpers.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
 type Json = any;
@@ -55,7 +55,7 @@ describe('a judgment shared between tenants', () => {
     const a = reward('run-a', 'a-step');
     await h.fake.waitForCalls(1);
     const b = reward('run-b', 'b-step');
-    await new Promise((resolve) => setTimeout(resolve, 20)); // B has joined A's flight
+    await waitForJoins(h.metrics); // B has joined A's flight
     const cancel = await h.app.inject({
       method: 'POST',
       url: '/v1/cancel',

@@ -222,10 +222,13 @@ describe('budgets, rates and spend per tenant', () => {
 
   it('plans with the caller’s share: a second tenant is not planned behind the first one’s backlog', async () => {
     const h = await harness({
-      env: { REWARD_KEYS: keysFile([entry('run-a', ['reward', 'plan']), entry('run-b', ['plan'])]) },
+      env: {
+        REWARD_KEYS: keysFile([entry('run-a', ['reward', 'plan', 'cancel']), entry('run-b', ['plan'])]),
+      },
       fake: { fallback: { kind: 'hang' } },
     });
-    // run-a's step: 64 judgments waiting on a hanging backend (its backlog).
+    // run-a's step: 64 judgments waiting on a hanging backend (its backlog) until it is cancelled below: a
+    // deadline short enough to wait out (it was 1 s) could pass, on a loaded machine, before run-b plans.
     const step = h.app.inject({
       method: 'POST',
       url: '/v1/reward',
@@ -233,7 +236,8 @@ describe('budgets, rates and spend per tenant', () => {
       payload: {
         ground_truth: GROUND_TRUTH,
         candidates: Array.from({ length: 64 }, (_, i) => candidate(i)),
-        deadline_ms: 1000,
+        deadline_ms: 20_000,
+        request_id: 'step-a',
       },
     });
     await waitFor(() => h.fake.callCount > 0, 'the step to start');
@@ -253,6 +257,13 @@ describe('budgets, rates and spend per tenant', () => {
     // run-a's 16 more wait behind its own 64; run-b's drain beside them (16 of run-a's meanwhile).
     expect(a.backlog_wait_s).toBeGreaterThan(3 * b.backlog_wait_s);
     expect(b.backlog_wait_s).toBeGreaterThan(0);
-    await step;
+    const cancelled = await h.app.inject({
+      method: 'POST',
+      url: '/v1/cancel',
+      headers: bearer('run-a'),
+      payload: { request_ids: ['step-a'] },
+    });
+    expect(cancelled.json<Json>().cancelled_requests).toBe(1);
+    expect((await step).json<Json>().results.every((r: Json) => r.status === 'cancelled')).toBe(true);
   });
 });

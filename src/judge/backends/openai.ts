@@ -79,6 +79,26 @@ const MAX_DIALECT_MODELS = 64;
 const MAX_CIRCUIT_WAIT_MS = 5_000;
 
 /**
+ * RPM / TPM: the provider's limits on the whole backend, not per replica. In-process, or shared through
+ * Redis by every worker and replica configured with this backend (the same name and endpoints).
+ */
+function backendBuckets(
+  name: string,
+  urls: readonly string[],
+  settings: BackendSettings,
+  options: OpenAICompatibleBackendOptions,
+): ReturnType<typeof createRateBuckets> {
+  return createRateBuckets({
+    rpm: settings.rpm,
+    tpm: settings.tpm,
+    sleep: options.sleep,
+    now: options.now,
+    buckets: options.buckets,
+    bucketName: `${name}@${urls.join(',')}`,
+  });
+}
+
+/**
  * An OpenAI-compatible backend. `complete` waits for a slot and rate-limit capacity, sends one
  * chat-completions request per attempt (per-attempt timeout = min(timeout_ms, deadline − now)), retries
  * 408/429/5xx/connection errors/timeouts with full-jitter backoff honouring Retry-After, and never
@@ -131,16 +151,7 @@ export function createOpenAICompatibleBackend(
     // A first open period shortened by the options (tests) shortens the longest wait with it; never longer.
     maxCircuitWaitMs: Math.min(MAX_CIRCUIT_WAIT_MS, options.breaker?.openMs ?? MAX_CIRCUIT_WAIT_MS),
     stagger: createPrefixStagger(settings.prefix_stagger_ms),
-    // RPM / TPM are the provider's limits on the whole backend, not per replica.
-    buckets: createRateBuckets({
-      rpm: settings.rpm,
-      tpm: settings.tpm,
-      sleep: options.sleep,
-      // In-process, or shared through Redis by every worker and replica configured with this backend
-      // (the same name and endpoints).
-      buckets: options.buckets,
-      bucketName: `${name}@${urls.join(',')}`,
-    }),
+    buckets: backendBuckets(name, urls, settings, options),
     budget: createRetryBudget({
       ratio: settings.retry_budget,
       // A call's deposit must outlive its attempt: a hang is retried timeout_ms after the call was counted,

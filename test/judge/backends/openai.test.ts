@@ -341,11 +341,15 @@ describe('createOpenAICompatibleBackend: cancellation and limits', () => {
   });
 
   it('waits for the RPM bucket between calls', async () => {
-    const { backend: b, sleeps } = await setup({ fallback: MATCH }, { rpm: 60 });
+    // A stopped clock: the bucket refills by it, so the wait does not shrink with the time the first call
+    // took (889 ms, not > 900, at load 5 with the wall clock).
+    const clock = Date.now();
+    const { backend: b, sleeps } = await setup({ fallback: MATCH }, { rpm: 60 }, { now: () => clock });
     await call(b);
     await call(b);
     expect(sleeps).toHaveLength(1);
     expect(sleeps[0]).toBeGreaterThan(900);
+    expect(sleeps[0]).toBeLessThanOrEqual(1000);
   });
 
   it('fails with RW_JUDGE_TIMEOUT when the RPM bucket cannot admit before the deadline', async () => {

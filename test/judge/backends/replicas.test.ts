@@ -51,7 +51,7 @@ async function setup(
   n: number,
   fake: FakeOpenAIOptions = {},
   settings: Partial<BackendSettingsInput> = {},
-  breaker: { openMs?: number } = {},
+  breaker: { openMs?: number; now?: () => number } = {},
 ) {
   fakes = await Promise.all(Array.from({ length: n }, () => startFakeOpenAI({ fallback: MATCH, ...fake })));
   backend = createOpenAICompatibleBackend(
@@ -141,7 +141,9 @@ describe('backend replicas: failures and the circuit breaker', () => {
   });
 
   it('half-opens after the open period, probes once, and closes on success', async () => {
-    const { backend: b } = await setup(2, {}, {}, { openMs: 150 });
+    // The breaker's clock, stopped, and moved on by hand past the open period instead of slept through.
+    let clock = Date.now();
+    const { backend: b } = await setup(2, {}, {}, { openMs: 150, now: () => clock });
     const gt = 'abstract A'; // the sick replica is the one it homes on
     await call(b, request(gt));
     const home = served().findIndex((n) => n > 0);
@@ -153,7 +155,10 @@ describe('backend replicas: failures and the circuit breaker', () => {
     const atOpen = served()[home]!;
     await call(b, request(gt));
     expect(served()[home]).toBe(atOpen); // still open: not tried
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(b.replicas!()[home]!.state).toBe('open');
+    clock += 149; // not yet
+    expect(b.replicas!()[home]!.state).toBe('open');
+    clock += 1; // the open period is over
     expect(b.replicas!()[home]!.state).toBe('half_open');
     await call(b, request(gt)); // the probe
     expect(served()[home]).toBe(atOpen + 1);
