@@ -3,7 +3,6 @@
  * the ground-truth clusters and scored on the disjoint rest, and the plan is written as a runnable graph
  * with the `npm run ablate` command that evaluates it.
  */
-import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import type { AblationResults } from '../../src/ablations/types.js';
 import { compileSpec } from '../../src/judge/presets.js';
 import { universalReply } from '../fakes/openai.js';
 import { useFakeRouter } from '../judge/helpers.js';
+import { runCli, type CliResult } from '../support/cli.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const tempDir = useTempDirs('calibrate-holdout-');
@@ -154,26 +154,7 @@ describe('calibrate --plan chooses on the selection items and scores on the held
   }, 30_000);
 });
 
-async function cli(
-  script: string,
-  args: string[],
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG' && k !== 'TRANSCRIPTS_PATH')
-      env[k] = v;
-  }
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
-}
+const cli = (script: string, args: string[]): Promise<CliResult> => runCli(script, args);
 
 describe('npm run calibrate -- --plan (offline backend)', () => {
   it('writes committee.graph.json, which compiles, and the printed ablate command runs it to the held-out score', async () => {

@@ -1,27 +1,12 @@
-import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runCli, type CliResult } from '../support/cli.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const tempDir = useTempDirs('cli-ablate-');
 
-async function ablate(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG') env[k] = v;
-  }
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/ablations/ablate/cli.ts', ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
-}
+const ablate = (args: string[]): Promise<CliResult> => runCli('src/ablations/ablate/cli.ts', args);
 
 describe('npm run ablate', () => {
   it('stops on a bad line naming line and field; --skip-invalid skips it, says so, and runs', async () => {

@@ -5,7 +5,6 @@
  * epochs, transcripts, TRANSCRIPTS_PATH, compare, dry run, spend cap and resume; the debate family compared
  * at equal budget (issue 40 item 7).
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -20,6 +19,7 @@ import {
   type FakeOpenAI,
   type RecordedCall,
 } from '../fakes/openai.js';
+import { runCli, type CliResult } from '../support/cli.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const SHARED = '../shared/datasets/openreview-pairs.jsonl';
@@ -57,32 +57,13 @@ afterAll(async () => {
   await fake.close();
 });
 
-async function cli(
-  script: string,
-  args: string[],
-  extraEnv: Record<string, string> = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !k.startsWith('JUDGE_') && k !== 'REWARD_CONFIG' && k !== 'TRANSCRIPTS_PATH')
-      env[k] = v;
-  }
-  Object.assign(
-    env,
-    { JUDGE_BASE_URL: fake.baseURL, JUDGE_MODEL: 'big-judge-70b', JUDGE_MAX_RETRIES: '1' },
-    extraEnv,
-  );
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+const cli = (script: string, args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> =>
+  runCli(script, args, {
+    JUDGE_BASE_URL: fake.baseURL,
+    JUDGE_MODEL: 'big-judge-70b',
+    JUDGE_MAX_RETRIES: '1',
+    ...extraEnv,
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
-}
 
 const ABLATE = 'src/ablations/ablate/cli.ts';
 const base = (out: string, extra: string[] = []) => [
