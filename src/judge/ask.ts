@@ -1,7 +1,8 @@
 /**
  * One structured LLM answer for a comparative role: a backend call (the backend retries 408/429/5xx,
- * connection errors and timeouts within the deadline), schema validation, and one bounded re-ask on invalid
- * output — the same semantics as a graph node in `runJudgment`. Never rejects: failures come back as values.
+ * connection errors and timeouts within the deadline), schema validation, one bounded re-ask on invalid
+ * output and one raised budget for a cut reply (all trace included) — the same semantics as a graph node in
+ * `runJudgment` (`nextAsk` decides for both). Never rejects: failures come back as values.
  */
 import { performance } from 'node:perf_hooks';
 import type { z } from 'zod';
@@ -16,8 +17,9 @@ import {
   toFailure,
   URGENT_PRIORITY,
 } from './calls.js';
+import { defaultMaxTokens } from './budgets.js';
 import type { Flow } from './fair-queue.js';
-import { MAX_REASKS, parseReply, reaskMessages } from './reply.js';
+import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
 import type { ChatMessage, JudgeObserver, LlmReply, Route } from './types.js';
 
 export interface AskSpec<T> {
@@ -74,51 +76,62 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     { role: 'user', content: spec.prompt.user },
   ];
   const started = performance.now();
-  const cost: AskCost = {
-    model: route.model,
-    calls: 0,
-    attempts: 0,
-    reasks: 0,
-    promptTokens: 0,
-    completionTokens: 0,
-    cachedPromptTokens: 0,
-    latencyMs: 0,
-  };
+  const cost = noCost(route.model);
   const done = (): AskCost => ({ ...cost, latencyMs: performance.now() - started });
-  for (let ask = 0; ; ask++) {
+  // The budget sent (routed; none: the server's own), raised once for a cut reply as a graph node's is.
+  const budget = { maxTokens: route.maxTokens, raisesLeft: 1, reasksLeft: MAX_REASKS };
+  for (;;) {
     if (options.signal.aborted) {
       return { ok: false, error: toFailure(options.signal.reason), ...done() };
     }
     cost.calls += 1;
-    const call = await callBackend(spec, options, messages);
+    const call = await callBackend(spec, options, messages, budget.maxTokens);
     if (!call.ok) {
       cost.attempts += 1;
       // Cut by a deadline that has moved later since (a request joined the comparison): ask again.
-      if (call.again) {
-        ask -= 1;
-        continue;
-      }
+      if (call.again) continue;
       return { ok: false, error: call.failure, ...done() };
     }
     const { reply } = call;
     addReplyCost(cost, reply);
     const parsed = parseReply(reply.text, spec.schema);
     const problem = parsed.ok ? (spec.check?.(parsed.value) ?? null) : parsed.error;
-    observeReply(options.observer, spec.role, route, problem === null ? 'ok' : 'RW_JUDGE_UNPARSABLE', reply);
+    // All trace (a trace that never closed, or the budget spent thinking) is a cut reply, not an invalid one.
+    const truncated = !parsed.ok && (reply.finishReason === 'length' || reply.reasoning?.unclosed === true);
+    const outcome = problem === null ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
+    observeReply(options.observer, spec.role, route, outcome, reply);
     if (parsed.ok && problem === null) return { ok: true, value: parsed.value, ...done() };
-    if (ask >= MAX_REASKS) {
-      return {
-        ok: false,
-        error: {
-          code: 'RW_JUDGE_UNPARSABLE',
-          message: `${spec.nodeId}: invalid output after ${ask + 1} replies (${problem ?? 'invalid'})`,
-        },
-        ...done(),
-      };
-    }
+    const next = nextAsk({
+      nodeId: spec.nodeId,
+      messages,
+      maxTokens: budget.maxTokens ?? serverCut(spec, reply),
+      raisesLeft: budget.raisesLeft,
+      reasksLeft: budget.reasksLeft,
+      reasks: cost.reasks,
+      reply: { text: reply.text, promptTokens: reply.promptTokens, truncated, error: problem ?? 'invalid' },
+      contextTokens: route.backend.contextTokens?.(),
+    });
+    if (next.kind === 'give_up')
+      return { ok: false, error: { code: next.code, message: next.message }, ...done() };
     cost.reasks += 1;
-    messages.push(...reaskMessages(reply.text, problem ?? 'invalid'));
+    if (next.kind === 'raise') {
+      budget.raisesLeft -= 1;
+      budget.maxTokens = next.maxTokens;
+    } else {
+      budget.reasksLeft -= 1;
+      messages.push(...next.messages);
+    }
   }
+}
+
+/**
+ * The budget a reply sent without one of ours was cut at: where the server stopped it, else (no count
+ * reported) the role's default at the effort in force.
+ */
+function serverCut<T>(spec: AskSpec<T>, reply: LlmReply): number {
+  if (reply.completionTokens > 0) return reply.completionTokens;
+  const { route } = spec;
+  return defaultMaxTokens(spec.role, route.reasoningEffort ?? route.backendRequest?.reasoningEffort);
 }
 
 type BackendCall =
@@ -133,6 +146,7 @@ async function callBackend<T>(
   spec: AskSpec<T>,
   options: AskOptions,
   messages: ChatMessage[],
+  maxTokens: number | undefined,
 ): Promise<BackendCall> {
   const { route } = spec;
   const callStarted = performance.now();
@@ -148,7 +162,7 @@ async function callBackend<T>(
         jsonSchema: spec.jsonSchema,
         temperature: route.temperature ?? spec.temperature,
         topP: route.topP,
-        maxTokens: route.maxTokens,
+        maxTokens,
         reasoningEffort: route.reasoningEffort ?? route.backendRequest?.reasoningEffort,
         seed: spec.seed,
         context: spec.context,
@@ -168,6 +182,20 @@ async function callBackend<T>(
     const again = cutByMovedDeadline(failure.code, options.signal, callDeadline, options.deadline);
     return { ok: false, failure, again };
   }
+}
+
+/** What an ask has cost before its first call. */
+function noCost(model: string): AskCost {
+  return {
+    model,
+    calls: 0,
+    attempts: 0,
+    reasks: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    cachedPromptTokens: 0,
+    latencyMs: 0,
+  };
 }
 
 /** Adds one reply's attempts and tokens to what the ask has cost. */

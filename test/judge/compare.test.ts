@@ -11,6 +11,8 @@ import {
 import { comparativeKey, keySettingsOf } from '../../src/judge/key.js';
 import type { JudgeObserver } from '../../src/judge/types.js';
 import { comparisonReply, positionAJudge, rankJudge, shownIdeas } from '../fakes/comparative.js';
+import type { FakeChatRequest } from '../fakes/openai.js';
+import { createThinkingJudge } from '../fakes/thinking.js';
 import { soon, useFakeRouter } from './helpers.js';
 
 const QUESTION = 'How can language models learn to verify their own reasoning steps?';
@@ -27,6 +29,12 @@ const input = (a: string, b: string): PairInput => ({
 });
 
 const setup = useFakeRouter();
+
+/** rankJudge's answer as a JSON body, for a judge that thinks first. */
+const rankAnswer = (body: FakeChatRequest): unknown => {
+  const reply = rankJudge(body);
+  return reply.kind === 'json' ? reply.body : null;
+};
 
 describe('comparePair', () => {
   it('asks both orders (a in position A, then b in position A) and maps the answers back', async () => {
@@ -108,6 +116,44 @@ describe('comparePair', () => {
       preference: null,
       error: { code: 'RW_JUDGE_UNPARSABLE' },
     });
+  });
+
+  it("raises a cut reply's budget once (a reasoning judge's trace filled the routed max_tokens), not re-asked as invalid", async () => {
+    // A judge that thinks 400 tokens before answering, routed 300 for comparisons: every first reply is all
+    // trace (finish_reason length). The raised budget (600) fits trace and answer.
+    const judge = createThinkingJudge({ shape: 'reasoning_content', traceTokens: 400, answer: rankAnswer });
+    const { fake, router } = await setup(
+      { fallback: (b) => judge.reply(b) },
+      {},
+      { roles: { comparison: { max_tokens: 300 } } },
+    );
+    const r = await comparePair(input(idea(1), idea(2)), { router, deadline: soon() });
+    expect(r).toMatchObject({ status: 'ok', preference: 'b', orders: { ab: 'b', ba: 'b' } });
+    expect(r.usage.calls).toBe(4);
+    const budgets = fake.calls.map((c) => c.body.max_tokens);
+    expect(budgets.sort()).toEqual([300, 300, 600, 600]);
+    // Asked again as it was: no invalid-JSON re-ask appended to the conversation.
+    expect(fake.calls.every((c) => c.body.messages?.length === 2)).toBe(true);
+  });
+
+  it('fails a pair with RW_JUDGE_TRUNCATED when the raised budget is cut too', async () => {
+    const judge = createThinkingJudge({ shape: 'inline:think', traceTokens: 2_000, answer: rankAnswer });
+    const { fake, router } = await setup(
+      { fallback: (b) => judge.reply(b) },
+      {},
+      { roles: { comparison: { max_tokens: 300 } } },
+    );
+    const r = await comparePair(input(idea(1), idea(2)), { router, deadline: soon() });
+    expect(r).toMatchObject({
+      status: 'judge_error',
+      preference: null,
+      error: { code: 'RW_JUDGE_TRUNCATED' },
+    });
+    // The order that gave up asked twice, the second time with the raised budget; the pair then stopped the
+    // other order, which may have been asked once or twice by then.
+    const budgets = fake.calls.map((c) => c.body.max_tokens);
+    expect(budgets.filter((b) => b === 600).length).toBeGreaterThanOrEqual(1);
+    expect(fake.callCount).toBeLessThanOrEqual(4);
   });
 
   it('asks several judges per order with distinct seeds at temperature > 0 and takes the plurality', async () => {

@@ -4,7 +4,12 @@ import { afterEach } from 'vitest';
 import { createOfflineBackend } from '../../src/judge/backends/offline.js';
 import { createRouter } from '../../src/judge/routing.js';
 import type { JudgmentInput, Router } from '../../src/judge/types.js';
-import { BackendSettings, type BackendSettingsInput } from '../../src/settings/routing-file.js';
+import {
+  BackendSettings,
+  loadRoutingFile,
+  type BackendSettingsInput,
+  type RoutingFile,
+} from '../../src/settings/routing-file.js';
 import { startFakeOpenAI, type FakeOpenAI, type FakeOpenAIOptions } from '../fakes/openai.js';
 
 /** A judgment of a process-supervision idea against its paper (a plausible match). */
@@ -28,6 +33,8 @@ export interface FakeRouter {
 export type StartFakeRouter = (
   options?: FakeOpenAIOptions,
   settings?: Partial<BackendSettingsInput>,
+  /** Routing-file entries on top of the default backend (per role or node: max_tokens, model, …). */
+  routing?: Partial<Pick<RoutingFile, 'roles' | 'nodes'>>,
 ) => Promise<FakeRouter>;
 
 /**
@@ -43,7 +50,7 @@ export function useFakeRouter(): StartFakeRouter {
       await fake.close();
     }
   });
-  return async (options = {}, settings = {}) => {
+  return async (options = {}, settings = {}, routing) => {
     const fake = await startFakeOpenAI(options);
     let router: Router;
     try {
@@ -55,6 +62,7 @@ export function useFakeRouter(): StartFakeRouter {
           ...settings,
         }),
         offline: createOfflineBackend,
+        file: routing === undefined ? undefined : loadRoutingFile(routing),
       });
     } catch (err) {
       await fake.close();
