@@ -26,6 +26,7 @@ import {
   splitByCluster,
   subsetRuns,
   subsetTable,
+  type ItemSplit,
   type PlanHeldOut,
   type Rates,
   type SplitSummary,
@@ -162,8 +163,11 @@ export interface CalibrateOptions {
   /** `--plan --budget X [--plan-size K]`: budget per judgment (USD with a price, else tokens). */
   plan?: { budget: number; size: number } | undefined;
   suggest?: boolean | undefined;
-  /** Share of the ground-truth clusters held out from the plan's and suggestions' choice (default 0.5). */
-  holdout?: number | undefined;
+  /**
+   * The items `--plan` and `--suggest` choose on and are scored on (splitByCluster, computed once by the
+   * caller, who also writes the held-out items); default: half the clusters held out with `seed`.
+   */
+  split?: ItemSplit | undefined;
 }
 
 function meanOf(values: readonly (number | null)[]): number {
@@ -449,7 +453,7 @@ function selectAndHoldOut(
     return { split: null, plan: null, suggestions: null };
   }
   const { table, runs } = options;
-  const split = splitByCluster(table.items, options.seed, options.holdout ?? HOLDOUT_FRACTION);
+  const split = options.split ?? splitByCluster(table.items, options.seed, HOLDOUT_FRACTION);
   const selection = subsetTable(table, split.selection);
   const parts: Parts = {
     split: split.summary,

@@ -75,9 +75,14 @@ function splitWarnings(heldOut: SplitPart): string[] {
  */
 export function splitByCluster(items: readonly DatasetItem[], seed: number, fraction: number): ItemSplit {
   const keys = items.map((item) => clusterKey(item));
-  const distinct = [...new Set(keys)];
-  const rank = (key: string) => createHash('sha256').update(`${seed}:${key}`).digest('hex');
-  distinct.sort((a, b) => (rank(a) < rank(b) ? -1 : rank(a) > rank(b) ? 1 : 0));
+  // Each cluster hashed once, not on every comparison of the sort.
+  const rank = new Map(
+    [...new Set(keys)].map((key) => [key, createHash('sha256').update(`${seed}:${key}`).digest('hex')]),
+  );
+  const distinct = [...rank.keys()].sort((a, b) => {
+    const [ra, rb] = [rank.get(a) ?? '', rank.get(b) ?? ''];
+    return ra < rb ? -1 : ra > rb ? 1 : 0;
+  });
   const count = Math.min(
     Math.max(1, Math.round(fraction * distinct.length)),
     Math.max(1, distinct.length - 1),

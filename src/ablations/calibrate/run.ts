@@ -12,7 +12,7 @@ import type { GraphEntry, RunOptions } from '../types.js';
 import { runAblation } from '../ablate/runner.js';
 import { calibrate, type CalibrationResults, type EmittedGraph } from './analyze.js';
 import { ablateCommand, COMMITTEE_EVAL_DIR, COMMITTEE_GRAPH_FILE, HOLDOUT_FILE } from './emit.js';
-import { HOLDOUT_FRACTION, splitByCluster } from './holdout.js';
+import { HOLDOUT_FRACTION, splitByCluster, type ItemSplit } from './holdout.js';
 import { voteTable, type GraphRun } from './members.js';
 import { renderCalibrationReport } from './report.js';
 
@@ -67,22 +67,28 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
     return { label: entry.label, graph: entry.graph, records };
   });
   const table = voteTable(runs, items, clusterIndex(items));
+  const seed = options.seed ?? 1;
+  // One split for the choice, its held-out scores and the held-out items written for the emitted graph.
+  const split =
+    options.plan === undefined && options.suggest !== true
+      ? undefined
+      : splitByCluster(items, seed, options.holdout ?? HOLDOUT_FRACTION);
   const results = calibrate({
     table,
     runs,
     backend: options.router.name,
     promptVersion: PROMPT_VERSION,
     datasetSha256: options.dataset.sha256,
-    seed: options.seed ?? 1,
+    seed,
     resamples: options.resamples ?? PHI_RESAMPLES,
     costFp: options.costFp,
     costFn: options.costFn,
     usdPerMillionTokens: options.usdPerMillionTokens,
     plan: options.plan,
     suggest: options.suggest,
-    holdout: options.holdout,
+    split,
   });
-  results.committeeGraph = await writeCommitteeGraph(results, items, options);
+  results.committeeGraph = await writeCommitteeGraph(results, items, split, options.outDir, seed);
   const files = { json: join(options.outDir, 'calibration.json'), report: join(options.outDir, 'report.md') };
   await writeFile(files.json, `${JSON.stringify(results, null, 2)}\n`);
   await writeFile(files.report, renderCalibrationReport(results));
@@ -95,17 +101,17 @@ export async function runCalibration(options: CalibrationOptions): Promise<Calib
 async function writeCommitteeGraph(
   results: CalibrationResults,
   items: readonly DatasetItem[],
-  options: CalibrationOptions,
+  split: ItemSplit | undefined,
+  outDir: string,
+  seed: number,
 ): Promise<EmittedGraph | null> {
   const graph = results.plan?.graph;
-  if (graph == null) return null;
-  const seed = options.seed ?? 1;
-  // The same split `calibrate` made (a pure function of the items, the seed and the share).
-  const { heldOut } = splitByCluster(items, seed, options.holdout ?? HOLDOUT_FRACTION);
+  if (graph == null || split === undefined) return null;
+  const { heldOut } = split;
   const paths = {
-    graph: join(options.outDir, COMMITTEE_GRAPH_FILE),
-    dataset: join(options.outDir, HOLDOUT_FILE),
-    out: join(options.outDir, COMMITTEE_EVAL_DIR),
+    graph: join(outDir, COMMITTEE_GRAPH_FILE),
+    dataset: join(outDir, HOLDOUT_FILE),
+    out: join(outDir, COMMITTEE_EVAL_DIR),
   };
   await writeFile(paths.graph, `${JSON.stringify(graph.spec, null, 2)}\n`);
   await writeFile(paths.dataset, heldOut.map((i) => `${JSON.stringify(items[i])}\n`).join(''));
