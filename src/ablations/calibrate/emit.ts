@@ -6,7 +6,7 @@
  */
 import type { GraphNode, GraphSpecInput } from '../../judge/graph.js';
 import { compileSpec } from '../../judge/presets.js';
-import type { GraphRun, VoteTable } from './members.js';
+import { memberNode, type GraphRun, type VoteTable } from './members.js';
 
 export const COMMITTEE_GRAPH_NAME = 'calibrated-committee';
 export const COMMITTEE_GRAPH_FILE = 'committee.graph.json';
@@ -28,9 +28,7 @@ export interface CommitteeGraph {
 /** The measured node behind a member key, or null (not a member of a run, or not a node). */
 function nodeOf(key: string, table: VoteTable, runs: readonly GraphRun[]): GraphNode | null {
   const member = table.members.find((m) => m.key === key);
-  if (member === undefined) return null;
-  const run = runs.find((r) => r.label === member.graph);
-  return run?.graph.byId.get(member.nodeId)?.node ?? null;
+  return member === undefined ? null : (memberNode(member, runs) ?? null);
 }
 
 /** A seat's node: the member's settings without its same-round inputs, stage and weight (majority ignores it). */

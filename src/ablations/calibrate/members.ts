@@ -2,7 +2,7 @@
  * Every member of the run graphs as a classifier on its own: one member is one (graph, node, round).
  * Pure functions over `items.jsonl` records aligned with the dataset items.
  */
-import type { CompiledGraph } from '../../judge/graph.js';
+import type { CompiledGraph, GraphNode } from '../../judge/graph.js';
 import type { DatasetItem } from '../dataset.js';
 import type { ItemRecord } from '../records.js';
 import { BIAS_TOLERANCE, callBias, type Bias } from '../stats/calibration.js';
@@ -28,6 +28,14 @@ export interface Member {
   model: string | null;
   round: number;
   stage: 'debate' | 'final';
+}
+
+/** The measured graph node behind a member, or undefined when its run or node is not among `runs`. */
+export function memberNode(
+  member: Pick<Member, 'graph' | 'nodeId'>,
+  runs: readonly GraphRun[],
+): GraphNode | undefined {
+  return runs.find((r) => r.label === member.graph)?.graph.byId.get(member.nodeId)?.node;
 }
 
 /** Votes of every member on every item: `votes[m][i]` is 1 (match), 0 (no_match) or null (no stance). */

@@ -4,7 +4,7 @@
  * items (holdout.ts). Pure.
  */
 import type { Bias } from '../stats/calibration.js';
-import type { GraphRun, MemberCalibration } from './members.js';
+import { memberNode, type GraphRun, type MemberCalibration } from './members.js';
 
 export interface Suggestion {
   member: string;
@@ -43,9 +43,7 @@ export function suggestStrictness(
   runs: readonly GraphRun[],
   heldOut: readonly MemberCalibration[] | null = null,
 ): Suggestion[] {
-  const strictnessOf = (m: MemberCalibration): Level =>
-    runs.find((r) => r.label === m.member.graph)?.graph.byId.get(m.member.nodeId)?.node.strictness ??
-    'neutral';
+  const strictnessOf = (m: MemberCalibration): Level => memberNode(m.member, runs)?.strictness ?? 'neutral';
   const out: Suggestion[] = [];
   for (const m of members) {
     const bias = m.bias.label;
