@@ -19,7 +19,7 @@ import {
 } from './calls.js';
 import { defaultMaxTokens } from './budgets.js';
 import type { Flow } from './fair-queue.js';
-import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
+import { isCutReply, MAX_REASKS, nextAsk, parseReply } from './reply.js';
 import type { ChatMessage, JudgeObserver, LlmReply, Route } from './types.js';
 
 export interface AskSpec<T> {
@@ -96,8 +96,7 @@ export async function askStructured<T>(spec: AskSpec<T>, options: AskOptions): P
     addReplyCost(cost, reply);
     const parsed = parseReply(reply.text, spec.schema);
     const problem = parsed.ok ? (spec.check?.(parsed.value) ?? null) : parsed.error;
-    // All trace (a trace that never closed, or the budget spent thinking) is a cut reply, not an invalid one.
-    const truncated = !parsed.ok && (reply.finishReason === 'length' || reply.reasoning?.unclosed === true);
+    const truncated = !parsed.ok && isCutReply(reply);
     const outcome = problem === null ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
     observeReply(options.observer, spec.role, route, outcome, reply);
     if (parsed.ok && problem === null) return { ok: true, value: parsed.value, ...done() };

@@ -20,7 +20,7 @@ import {
 } from './calls.js';
 import type { CompiledGraph, ResolvedNode } from './graph.js';
 import { learnedBudget, observeCompletion } from './learned-budgets.js';
-import { MAX_REASKS, nextAsk, parseReply } from './reply.js';
+import { isCutReply, MAX_REASKS, nextAsk, parseReply } from './reply.js';
 import { boundTrace } from './reply-trace.js';
 import type { RunOptions } from './run-options.js';
 import type {
@@ -245,8 +245,7 @@ async function askNode(
     account(exec, ask, reply);
     observeCompletion(route.backend, role.name, effort, reply.completionTokens);
     const parsed = parseReply(reply.text, role.output);
-    // All trace (a trace that never closed, or the budget spent thinking) is a cut reply, not an invalid one.
-    const truncated = !parsed.ok && (reply.finishReason === 'length' || reply.reasoning?.unclosed === true);
+    const truncated = !parsed.ok && isCutReply(reply);
     const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
     observeReply(exec.options.observer, role.name, route, outcome, reply);
     if (parsed.ok) {

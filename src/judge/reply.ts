@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 
 import { promptTokens as countPrompt, raisedBudget } from './budgets.js';
-import type { ChatMessage } from './types.js';
+import type { ChatMessage, LlmReply } from './types.js';
 
 /** Invalid structured output is re-asked once, then the node (and the judgment) fails. */
 export const MAX_REASKS = 1;
@@ -21,6 +21,14 @@ const FENCED = /^```(?:json)?\s*\n([\s\S]*?)\n?```$/;
 export function jsonBody(text: string): string {
   const body = text.trim();
   return FENCED.exec(body)?.[1] ?? body;
+}
+
+/**
+ * A reply cut short: stopped at its budget (`finish_reason` length), or all trace (an inline trace that never
+ * closed). A cut reply that does not parse is asked again with a raised budget, not re-asked as invalid.
+ */
+export function isCutReply(reply: Pick<LlmReply, 'finishReason' | 'reasoning'>): boolean {
+  return reply.finishReason === 'length' || reply.reasoning?.unclosed === true;
 }
 
 /** Strict JSON of the role's schema; a single ```json fenced block is tolerated (some servers add it). */
