@@ -61,7 +61,7 @@ function without(id: string, decision?: GraphSpecInput['decision']): GraphSpecIn
   };
 }
 
-/** Rebuttal rounds of the full debate: each debater answers the other's previous turns twice. */
+/** Rounds of the full debate: the openings, then two rebuttal rounds answering the other debater. */
 const DEBATE_ROUNDS = 3;
 
 /**
