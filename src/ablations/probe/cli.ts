@@ -42,6 +42,9 @@ Exit code: 0 every gate passed, 1 a gate failed or was inconclusive, a probe had
 error; 2 usage; 3 the spend cap stopped the run (rerun to resume); 130 interrupted. A gate passes only when
 the upper bound of the rate's exact 95% interval is ≤ the gate.`;
 
+/** Every judged case, appended as it arrives (a rerun resumes from it). */
+const CASES_FILE = 'probe-cases.jsonl';
+
 /** Cases the dry-run estimate judges offline: spread over the catalogue (probes differ in length and calls). */
 const ESTIMATE_SAMPLE = 20;
 
@@ -61,6 +64,7 @@ function estimateItems(items: readonly DatasetItem[], cases: readonly ProbeCase[
 async function finishProbe(
   run: ResumableRun<ProbeResults> & { results: ProbeResults },
   out: string,
+  records: string,
   manifest: Record<string, unknown>,
 ): Promise<number> {
   const results: ProbeResults = {
@@ -70,7 +74,6 @@ async function finishProbe(
   const files = { json: join(out, 'probes.json'), report: join(out, 'probe-report.md') };
   await writeFile(files.json, `${JSON.stringify(results, null, 2)}\n`);
   await writeFile(files.report, renderProbeReport(results));
-  const records = join(out, 'probe-cases.jsonl');
   finishResumable(
     { ...run, results, files: [...run.files, files.json, files.report] },
     { unit: 'cases', verb: 'judged', records },
@@ -93,6 +96,7 @@ async function judge(
   config: Config,
   router: Router,
 ): Promise<number> {
+  const records = join(session.out, CASES_FILE);
   return withInterrupts('cases', router, async (signal) => {
     const run = await runProbeCases({
       items,
@@ -105,23 +109,22 @@ async function judge(
       reasoningFormat: config.reasoningFormat,
       signal,
       progress: process.stderr,
-      recordsPath: join(session.out, 'probe-cases.jsonl'),
+      recordsPath: records,
       stop: session.stop,
       meter: session.meter,
       cache: session.cache,
     });
     await session.close(null, run.files);
     if (run.badLines.length > 0) {
-      console.error(`ignored ${run.badLines.length} unreadable probe-cases.jsonl lines`);
+      console.error(`ignored ${run.badLines.length} unreadable ${CASES_FILE} lines`);
     }
     if (run.results === null) {
-      const records = join(session.out, 'probe-cases.jsonl');
       return session.finish(
         finishResumable(run, { unit: 'cases', verb: 'judged', records }, renderProbeReport),
       );
     }
     const manifest = session.manifest([entry], router, config.judge, []);
-    return finishProbe({ ...run, results: run.results }, session.out, manifest);
+    return finishProbe({ ...run, results: run.results }, session.out, records, manifest);
   });
 }
 
