@@ -7,9 +7,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 import { hashKey } from '../../src/config.js';
+import { MAX_GROUP_MEAN_WAIT_MS } from '../../src/server/http/schemas.js';
 import { createGroupMeans, GROUP_WINDOW_MS, MAX_PER_GROUP } from '../../src/server/serving/group-means.js';
 import { GOOD, GROUND_TRUTH, QUESTION, candidate, markerJudge, useHarness } from './helpers.js';
 import type { FakeChatRequest, FakeReply } from '../fakes/openai.js';
@@ -96,6 +97,65 @@ describe('POST /v1/reward/group-mean', () => {
     expect(anonymous.statusCode).toBe(401);
   });
 
+  it('with wait_ms, answers once the siblings in flight are recorded: the mean of all, not of the first done', async () => {
+    // The streaming race: a failure asks for its group's mean while a slower sibling (a 0) is in the judge.
+    const slow = (body: FakeChatRequest): FakeReply => {
+      const user = body.messages?.find((m) => m.role === 'user')?.content ?? '';
+      return user.includes('SLOWROW')
+        ? { kind: 'slow', ms: 400, then: markerJudge(body) }
+        : failingMarkerJudge(body);
+    };
+    const h = await harness({ fake: { fallback: slow } });
+    const group = { question: QUESTION, ground_truth: GROUND_TRUTH };
+    const post = (url: string, payload: Record<string, unknown>) =>
+      h.app.inject({ method: 'POST', url, payload }).then((res) => res.json<Json>());
+    await post('/v1/reward', { ...group, candidates: [candidate(0, true)] });
+    const slowSibling = post('/v1/reward', { ...group, candidates: [`${candidate(1, false)} SLOWROW`] });
+    await vi.waitFor(async () => expect((await post('/v1/reward/group-mean', group)).pending).toBe(1), {
+      timeout: 5_000,
+    });
+    expect(await post('/v1/reward/group-mean', group)).toMatchObject({ mean: 1, n: 1, pending: 1 });
+    const waited = await post('/v1/reward/group-mean', { ...group, wait_ms: 10_000 });
+    expect(waited).toMatchObject({ mean: 0.5, n: 2, pending: 0 });
+    expect((await slowSibling).rewards).toEqual([0]);
+  });
+
+  it('bounds the wait by wait_ms and refuses one above the cap', async () => {
+    const h = await harness({ fake: { fallback: { kind: 'hang' } } });
+    const group = { question: QUESTION, ground_truth: GROUND_TRUTH };
+    const hung = h.app.inject({
+      method: 'POST',
+      url: '/v1/reward',
+      payload: { ...group, candidates: [candidate(0, true)], request_id: 'hung' },
+    });
+    await vi.waitFor(
+      async () =>
+        expect(
+          (await h.app.inject({ method: 'POST', url: '/v1/reward/group-mean', payload: group })).json<Json>()
+            .pending,
+        ).toBe(1),
+      { timeout: 5_000 },
+    );
+    const res = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward/group-mean',
+      payload: { ...group, wait_ms: 50 },
+    });
+    expect(res.json<Json>()).toMatchObject({ mean: null, n: 0, pending: 1 });
+    const over = await h.app.inject({
+      method: 'POST',
+      url: '/v1/reward/group-mean',
+      payload: { ...group, wait_ms: MAX_GROUP_MEAN_WAIT_MS + 1 },
+    });
+    expect(over.statusCode).toBe(400);
+    await h.app.inject({ method: 'POST', url: '/v1/cancel', payload: { request_ids: ['hung'] } });
+    await hung;
+    expect(
+      (await h.app.inject({ method: 'POST', url: '/v1/reward/group-mean', payload: group })).json<Json>()
+        .pending,
+    ).toBe(0);
+  });
+
   it('refuses a body without a ground truth or with unknown keys (400)', async () => {
     const h = await harness();
     for (const payload of [{ question: QUESTION }, { ground_truth: GROUND_TRUTH, candidates: [GOOD] }]) {
@@ -115,17 +175,36 @@ describe('createGroupMeans', () => {
     means.record(parts, 'a', 1);
     now = GROUP_WINDOW_MS / 2;
     means.record(parts, 'b', 0);
-    expect(means.mean(parts)).toEqual({ mean: 0.5, n: 2 });
+    expect(means.mean(parts)).toEqual({ mean: 0.5, n: 2, pending: 0 });
     now = GROUP_WINDOW_MS + 1;
-    expect(means.mean(parts)).toEqual({ mean: 0, n: 1 });
+    expect(means.mean(parts)).toEqual({ mean: 0, n: 1, pending: 0 });
     now = 2 * GROUP_WINDOW_MS;
-    expect(means.mean(parts)).toEqual({ mean: null, n: 0 });
+    expect(means.mean(parts)).toEqual({ mean: null, n: 0, pending: 0 });
   });
 
   it('keeps at most MAX_PER_GROUP judgments of a group, the newest', () => {
     const means = createGroupMeans(() => 0);
     for (let i = 0; i < MAX_PER_GROUP; i++) means.record(parts, `old-${i}`, 0);
     for (let i = 0; i < MAX_PER_GROUP; i++) means.record(parts, `new-${i}`, 1);
-    expect(means.mean(parts)).toEqual({ mean: 1, n: MAX_PER_GROUP });
+    expect(means.mean(parts)).toEqual({ mean: 1, n: MAX_PER_GROUP, pending: 0 });
+  });
+
+  it('counts judgments in flight per group; settled resolves when the last is released, a release counts once', async () => {
+    const means = createGroupMeans(() => 0);
+    const other = { ...parts, question: 'another' };
+    const a = means.begin(parts, 2);
+    const b = means.begin(parts, 1);
+    means.begin(other, 1);
+    expect(means.mean(parts).pending).toBe(3);
+    let settled = false;
+    const waiting = means.settled(parts, 60_000).then(() => (settled = true));
+    a();
+    a();
+    await Promise.resolve();
+    expect([means.mean(parts).pending, settled]).toEqual([1, false]);
+    b();
+    await waiting;
+    expect([means.mean(parts).pending, means.mean(other).pending]).toEqual([0, 1]);
+    await means.settled(parts, 60_000); // nothing in flight: at once
   });
 });

@@ -205,3 +205,18 @@ def test_the_final_assistant_turn_of_each_template_family(family):
     # Cut off inside or right after the tool turn: nothing answered.
     cut = text[: text.rindex(ABSTRACT_QUOTE) + len(ABSTRACT_QUOTE)]
     assert strip_chat_tokens(final_assistant_text(cut)) == ""
+
+
+def test_a_server_from_before_wait_ms_still_supplies_the_group_mean():
+    """The client asks the server to wait for the group's judgments in flight (`wait_ms`); a server that
+    refuses the field (400 naming it) is asked again without it, and its mean is used."""
+    from stub import StubServer, group_ok, reply
+
+    refused = reply(400, {"code": "RW_BAD_REQUEST", "message": "invalid body: wait_ms: unknown key"})
+    batch = {"groups": [group_ok([None])], "backend": "stub", "usage": {"calls": 0}}
+    with StubServer([reply(200, batch), refused, reply(200, {"mean": 0.25, "n": 4})]) as stub:
+        fn = verl_compute_score(stub.url, max_rounds=0)
+        out = asyncio.run(fn(data_source="x", solution_str=MATCHING, ground_truth=GT))
+    assert out["score"] == 0.25 and out["judge_failed"] is True
+    asked = [r["body"] for r in stub.requests if r["path"] == "/v1/reward/group-mean"]
+    assert len(asked) == 2 and asked[0]["wait_ms"] > 0 and "wait_ms" not in asked[1]

@@ -84,6 +84,9 @@ export type Message = z.infer<typeof Message>;
 /** Operator controls (issue 21): the priority lane (priority.ts); adapters send `x-reward-priority`. */
 export const Priority = z.enum(['high', 'normal']);
 
+/** The longest `/v1/reward/group-mean` waits for a group's judgments in flight, ms (a judgment's seconds, with room). */
+export const MAX_GROUP_MEAN_WAIT_MS = 120_000;
+
 /** `?graph=NAME` on the trainer adapters (their bodies are fixed by the trainers). */
 export const AdapterQuery = z.strictObject({ graph: z.string().min(1).max(64).optional() });
 
@@ -153,6 +156,8 @@ function judgingSchemas(maxCandidates: number, limits: TextLimits) {
     question: Question.default(''),
     ground_truth: GroundTruth,
     graph: GraphField.optional(),
+    /** Wait up to this long for the group's judgments in flight (0: answer at once). */
+    wait_ms: z.number().int().min(0).max(MAX_GROUP_MEAN_WAIT_MS).default(0),
   });
   return { Group, Batch, Judge, GroupMeanQuery };
 }

@@ -7,6 +7,12 @@
  * prompt's mean, so the reward routes record every judged reward here and `POST /v1/reward/group-mean`
  * answers a group's mean.
  *
+ * A streamed failure asks for its group's mean while siblings sent beside it may still be in the judge: a
+ * mean of the ones that happen to be finished depends on which finished first (a group judged 1, 0, 1 with
+ * one failure scored 1.0 when the 0 was slower). So the routes count each group's judgments in flight
+ * (`begin`), and the route can wait (`settled`, bounded by the caller's `wait_ms`) until none is: the mean is
+ * then that of every sibling the server had received. Siblings not yet sent cannot be waited for.
+ *
  * A group is (tenant, graph hash, question, ground truth): one run's rollouts of one prompt under one
  * committee; another tenant (another run) never reads it. Each judgment counts once (by its judgment id:
  * a retry or a cache hit of the same rollout does not weigh it twice). Bounded: `GROUP_WINDOW_MS` (a
@@ -37,11 +43,22 @@ export interface GroupMean {
   mean: number | null;
   /** How many judged rollouts it averages. */
   n: number;
+  /** The group's judgments in flight now (in any request, on this process). */
+  pending: number;
 }
 
 export interface GroupMeans {
   record(parts: GroupKeyParts, judgmentId: string, reward: number): void;
   mean(parts: GroupKeyParts): GroupMean;
+  /** `count` judgments of the group are in flight until the returned release is called (once). */
+  begin(parts: GroupKeyParts, count: number): () => void;
+  /** Resolves when the group has no judgment in flight, or after `waitMs`, whichever comes first. */
+  settled(parts: GroupKeyParts, waitMs: number): Promise<void>;
+}
+
+interface InFlight {
+  count: number;
+  waiters: Set<() => void>;
 }
 
 interface Entry {
@@ -63,7 +80,40 @@ export function createGroupMeans(now: () => number): GroupMeans {
   const fresh = (group: Map<string, Entry>, at: number): Entry[] =>
     [...group.values()].filter((e) => at - e.at <= GROUP_WINDOW_MS);
 
+  // Groups with judgments in flight only: an entry is removed when its count returns to 0.
+  const inFlight = new Map<string, InFlight>();
+
   return {
+    begin(parts, count) {
+      const key = keyOf(parts);
+      let entry = inFlight.get(key);
+      if (entry === undefined) inFlight.set(key, (entry = { count: 0, waiters: new Set() }));
+      entry.count += count;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        const current = inFlight.get(key);
+        if (current === undefined) return;
+        current.count -= count;
+        if (current.count > 0) return;
+        inFlight.delete(key);
+        for (const wake of current.waiters) wake();
+      };
+    },
+    settled(parts, waitMs) {
+      const entry = inFlight.get(keyOf(parts));
+      if (entry === undefined || waitMs <= 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const wake = (): void => {
+          clearTimeout(timer);
+          entry.waiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, waitMs);
+        entry.waiters.add(wake);
+      });
+    },
     record(parts, judgmentId, reward) {
       const key = keyOf(parts);
       const at = now();
@@ -78,11 +128,32 @@ export function createGroupMeans(now: () => number): GroupMeans {
       evictOldest(group, MAX_PER_GROUP);
     },
     mean(parts) {
-      const group = groups.get(keyOf(parts));
-      if (group === undefined) return { mean: null, n: 0 };
-      const kept = fresh(group, now());
-      if (kept.length === 0) return { mean: null, n: 0 };
-      return { mean: kept.reduce((s, e) => s + e.reward, 0) / kept.length, n: kept.length };
+      const key = keyOf(parts);
+      const pending = inFlight.get(key)?.count ?? 0;
+      const group = groups.get(key);
+      const kept = group === undefined ? [] : fresh(group, now());
+      if (kept.length === 0) return { mean: null, n: 0, pending };
+      return { mean: kept.reduce((s, e) => s + e.reward, 0) / kept.length, n: kept.length, pending };
     },
   };
+}
+
+/**
+ * Runs `judge` with each group's `count` judgments in flight until `record` has put their rewards in the
+ * ledger (then released, also on a throw): a sibling's failure waiting on `settled` sees them recorded.
+ */
+export async function judgeInFlight<T>(
+  means: GroupMeans,
+  groups: ReadonlyArray<{ parts: GroupKeyParts; count: number }>,
+  judge: () => Promise<T>,
+  record: (judged: T) => void,
+): Promise<T> {
+  const releases = groups.map((g) => means.begin(g.parts, g.count));
+  try {
+    const judged = await judge();
+    record(judged);
+    return judged;
+  } finally {
+    for (const release of releases) release();
+  }
 }

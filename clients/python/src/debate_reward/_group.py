@@ -61,26 +61,43 @@ class StreamPolicy:
             raise ValueError("unjudged_score must be a finite number")
 
 
-async def server_group_mean(pool: Pool, item: Item) -> Optional[float]:
+#: The longest one group-mean call waits on the server for the group's judgments in flight, s (the route's
+#: cap is 120 s; the client's read timeout must outlast it).
+MAX_GROUP_MEAN_WAIT_S = 60.0
+
+
+async def server_group_mean(pool: Pool, item: Item, wait_s: float = 0.0) -> Optional[float]:
     """The server's mean of `item`'s group, or None (nothing judged, or the server unreachable or too old
-    to have the route)."""
+    to have the route). With `wait_s`, the server first waits (that long at most) until the group's
+    judgments in flight are recorded: the mean of every sibling it had received, not of the first done."""
     body: dict = {"question": item.question, "ground_truth": item.ground_truth}
+    wait_ms = int(min(max(0.0, wait_s), MAX_GROUP_MEAN_WAIT_S, max(0.0, pool.client.sync.timeout_s - 5.0)) * 1000)
+    if wait_ms > 0:
+        body["wait_ms"] = wait_ms
     graph = pool.graph if pool.graph is not None else pool.client.graph
     if graph is not None:
         body["graph"] = graph
     try:
         data, _ = await pool.client._request("POST", GROUP_MEAN_PATH, body)
     except RewardServerError as exc:
-        log.warning("group mean unavailable: %s", exc)
-        return None
+        if not (exc.status == 400 and "wait_ms" in body and "wait_ms" in exc.message):
+            log.warning("group mean unavailable: %s", exc)
+            return None
+        # A server from before `wait_ms`: the mean of what it has judged so far.
+        del body["wait_ms"]
+        try:
+            data, _ = await pool.client._request("POST", GROUP_MEAN_PATH, body)
+        except RewardServerError as again:
+            log.warning("group mean unavailable: %s", again)
+            return None
     mean = data.get("mean") if isinstance(data, dict) else None
     if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
         return None
     return float(mean)
 
 
-async def _value(pool: Pool, item: Item, outcome: Optional[Outcome]) -> Optional[Settled]:
-    mean = await server_group_mean(pool, item)
+async def _value(pool: Pool, item: Item, outcome: Optional[Outcome], wait_s: float) -> Optional[Settled]:
+    mean = await server_group_mean(pool, item, wait_s)
     if mean is not None:
         return Settled(mean, True, source="server_group_mean")
     local = outcome.group_mean if outcome is not None else None
@@ -93,8 +110,8 @@ async def _value(pool: Pool, item: Item, outcome: Optional[Outcome]) -> Optional
 
 async def settle(pool: Pool, item: Item, outcome: Optional[Outcome], policy: StreamPolicy) -> Settled:
     """The score of `item`, whose judgment failed with `outcome` (None: the server was unreachable)."""
-    found = await _value(pool, item, outcome)
     give_up_at = time.monotonic() + policy.group_wait_s
+    found = await _value(pool, item, outcome, policy.group_wait_s)
     while found is None and time.monotonic() < give_up_at:
         await asyncio.sleep(min(policy.poll_s, max(0.0, give_up_at - time.monotonic())))
         try:
@@ -103,7 +120,7 @@ async def settle(pool: Pool, item: Item, outcome: Optional[Outcome], policy: Str
             again = None
         if again is not None and again.reward is not None:
             return Settled(again.reward, False, cached=again.cached)
-        found = await _value(pool, item, again)
+        found = await _value(pool, item, again, give_up_at - time.monotonic())
     if found is None:
         log.warning("no rollout of this group was judged in %.0f s: unjudged_score %.3f", policy.group_wait_s,
                     policy.unjudged_score)

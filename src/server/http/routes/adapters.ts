@@ -13,6 +13,7 @@ import { RewardError } from '../../../errors.js';
 import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
 import { clientDeadlineMs, requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-types.js';
+import { judgeInFlight } from '../../serving/group-means.js';
 import {
   afterAssistantHeader,
   lastUserTurn,
@@ -343,29 +344,35 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
           ? input
           : input.map((m) => ({ role: m.role ?? 'user', content: m.content })),
       );
-    const judged = await service.judgeOne(
-      {
-        graph: choice,
-        input: { question, candidate: texts.join('\n'), groundTruth: body.ground_truth },
-      },
-      {
-        ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),
-        idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
-        priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
-      },
-    );
-    const j = judged.judgment;
-    const outcome = judgmentOutcome(j);
-    const judge = judgeSummary(judged, choice, ctx.router.name);
-    const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
     const group = {
       tenant: tenantOf(request).name,
       graphHash: choice.graph.hash,
       question,
       groundTruth: body.ground_truth,
     };
-    const judgedReward = rewardOf(outcome);
-    if (judgedReward !== null) ctx.groupMeans.record(group, judged.judgmentId ?? randomUUID(), judgedReward);
+    // In flight until recorded, as on /v1/reward: a streamed sibling's failure may wait for it.
+    const judged = await judgeInFlight(
+      ctx.groupMeans,
+      [{ parts: group, count: 1 }],
+      () =>
+        service.judgeOne(
+          { graph: choice, input: { question, candidate: texts.join('\n'), groundTruth: body.ground_truth } },
+          {
+            ...requestControls(ctx, request, reply, '/verify', { request_id: verifyId(body) }),
+            idempotencyKey: idempotencyKey('verify', request, nemoGymId(body)),
+            priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
+          },
+        ),
+      (done) => {
+        const judgedReward = rewardOf(judgmentOutcome(done.judgment));
+        if (judgedReward !== null)
+          ctx.groupMeans.record(group, done.judgmentId ?? randomUUID(), judgedReward);
+      },
+    );
+    const j = judged.judgment;
+    const outcome = judgmentOutcome(j);
+    const judge = judgeSummary(judged, choice, ctx.router.name);
+    const stamps = { votes: votesOf(j), ...stampsOf([j], choice.graph, ctx.router) };
     const reward = maskedReward(outcome, ctx.groupMeans.mean(group).mean ?? undefined, failureReward);
     if (!isMasked(outcome)) return { ...body, reward, judge, ...stamps };
     // A failed or cancelled judgment is not a wrong answer: a number NeMo-RL can float() with the sample

@@ -10,19 +10,21 @@ import { requestControls } from '../request-controls.js';
 import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
-import type { GroupMeans } from '../../serving/group-means.js';
+import { judgeInFlight, type GroupKeyParts, type GroupMeans } from '../../serving/group-means.js';
 import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-types.js';
 import { tenantOf } from '../../tenants/auth.js';
 
-/** Every judged reward of `judged` (one group's items) into its group's ledger. */
-function recordGroup(
-  means: GroupMeans,
+/** The group a request's items belong to: its tenant's rollouts of one prompt under one committee. */
+function groupOf(
   request: FastifyRequest,
   choice: GraphChoice,
   input: { question: string; groundTruth: string },
-  judged: readonly JudgedItem[],
-): void {
-  const parts = { tenant: tenantOf(request).name, graphHash: choice.graph.hash, ...input };
+): GroupKeyParts {
+  return { tenant: tenantOf(request).name, graphHash: choice.graph.hash, ...input };
+}
+
+/** Every judged reward of `judged` (one group's items) into its group's ledger. */
+function recordGroup(means: GroupMeans, parts: GroupKeyParts, judged: readonly JudgedItem[]): void {
   for (const item of judged) {
     const reward = item.judgment.reward;
     if (reward !== null && item.judgmentId !== null) means.record(parts, item.judgmentId, reward);
@@ -42,14 +44,20 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       input: { ...input, candidate },
     }));
     const scope = requestControls(ctx, request, reply, '/v1/reward', body);
-    const judged = await service.judge({
-      items,
-      ...scope,
-      requestId: body.request_id,
-      idempotencyKey: idempotencyKey('reward', request, body.request_id),
-      priority: body.priority,
-    });
-    recordGroup(groupMeans, request, choice, input, judged);
+    const parts = groupOf(request, choice, input);
+    const judged = await judgeInFlight(
+      groupMeans,
+      [{ parts, count: items.length }],
+      () =>
+        service.judge({
+          items,
+          ...scope,
+          requestId: body.request_id,
+          idempotencyKey: idempotencyKey('reward', request, body.request_id),
+          priority: body.priority,
+        }),
+      (done) => recordGroup(groupMeans, parts, done),
+    );
     return {
       ...groupResponse(judged, choice.graph, router.name, body.include_transcripts ?? false, body.request_id),
       ...stampsOf(
@@ -74,24 +82,32 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
       }
     }
     const scope = requestControls(ctx, request, reply, '/v1/reward/batch', body);
-    const judged = await service.judge({
-      items,
-      ...scope,
-      requestId: body.request_id,
-      idempotencyKey: idempotencyKey('batch', request, body.request_id),
-      priority: body.priority,
-    });
+    const parts = groups.map(({ group, choice }) =>
+      groupOf(request, choice, { question: group.question, groundTruth: group.ground_truth }),
+    );
+    const judged = await judgeInFlight(
+      groupMeans,
+      groups.map(({ group }, i) => ({ parts: parts[i]!, count: group.candidates.length })),
+      () =>
+        service.judge({
+          items,
+          ...scope,
+          requestId: body.request_id,
+          idempotencyKey: idempotencyKey('batch', request, body.request_id),
+          priority: body.priority,
+        }),
+      (done) => {
+        let start = 0;
+        groups.forEach(({ group }, i) => {
+          recordGroup(groupMeans, parts[i]!, done.slice(start, start + group.candidates.length));
+          start += group.candidates.length;
+        });
+      },
+    );
     let offset = 0;
     const out = groups.map(({ group, choice }) => {
       const slice = judged.slice(offset, offset + group.candidates.length);
       offset += group.candidates.length;
-      recordGroup(
-        groupMeans,
-        request,
-        choice,
-        { question: group.question, groundTruth: group.ground_truth },
-        slice,
-      );
       return {
         ...groupResponse(
           slice,
@@ -121,15 +137,13 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     };
   });
 
-  app.post('/v1/reward/group-mean', (request) => {
+  app.post('/v1/reward/group-mean', async (request) => {
     const body = parseOr400(schemas.GroupMeanQuery, request.body);
     const choice = resolveGraph(ctx, body.graph);
-    const parts = {
-      tenant: tenantOf(request).name,
-      graphHash: choice.graph.hash,
-      question: body.question,
-      groundTruth: body.ground_truth,
-    };
+    const parts = groupOf(request, choice, { question: body.question, groundTruth: body.ground_truth });
+    // `wait_ms`: until the group's judgments in flight are recorded (a failure's value is then the mean of
+    // every sibling the server had received, not of those that happened to finish first).
+    await groupMeans.settled(parts, body.wait_ms);
     return {
       ...groupMeans.mean(parts),
       graph: { name: choice.graph.name, hash: choice.graph.hash },
