@@ -81,7 +81,8 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'unit-isolated', include: ISOLATED_SUITES, maxWorkers: 2, isolate: true },
+        // Runs with unit, so vitest wants the same maxWorkers for both.
+        test: { name: 'unit-isolated', include: ISOLATED_SUITES, maxWorkers: 4, isolate: true },
       },
       {
         extends: true,
