@@ -3,25 +3,15 @@
  * /v1/reward/group-mean (a group's judged mean across every request: what a streamed rollout whose judgment
  * failed scores, src/server/serving/group-means.ts).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 
-import { idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
+import { groupOf, idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
 import { requestControls } from '../request-controls.js';
 import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
 import { judgeInFlight, type GroupKeyParts, type GroupMeans } from '../../serving/group-means.js';
-import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-types.js';
-import { tenantOf } from '../../tenants/auth.js';
-
-/** The group a request's items belong to: its tenant's rollouts of one prompt under one committee. */
-function groupOf(
-  request: FastifyRequest,
-  choice: GraphChoice,
-  input: { question: string; groundTruth: string },
-): GroupKeyParts {
-  return { tenant: tenantOf(request).name, graphHash: choice.graph.hash, ...input };
-}
+import type { JudgeItem, JudgedItem } from '../../serving/judge-types.js';
 
 /** Every judged reward of `judged` (one group's items) into its group's ledger. */
 function recordGroup(means: GroupMeans, parts: GroupKeyParts, judged: readonly JudgedItem[]): void {
