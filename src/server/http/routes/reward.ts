@@ -21,6 +21,16 @@ function recordGroup(means: GroupMeans, parts: GroupKeyParts, judged: readonly J
   }
 }
 
+/** `items` (a batch's, in group order) cut into consecutive runs of `sizes[i]` items: one run per group. */
+function bySizes<T>(items: readonly T[], sizes: readonly number[]): T[][] {
+  let start = 0;
+  return sizes.map((size) => {
+    const run = items.slice(start, start + size);
+    start += size;
+    return run;
+  });
+}
+
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
   const { schemas, service, router } = ctx;
   const { groupMeans } = ctx;
@@ -75,9 +85,10 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     const parts = groups.map(({ group, choice }) =>
       groupOf(request, choice, { question: group.question, groundTruth: group.ground_truth }),
     );
+    const sizes = groups.map(({ group }) => group.candidates.length);
     const judged = await judgeInFlight(
       groupMeans,
-      groups.map(({ group }, i) => ({ parts: parts[i]!, count: group.candidates.length })),
+      sizes.map((count, i) => ({ parts: parts[i]!, count })),
       () =>
         service.judge({
           items,
@@ -86,18 +97,11 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
           idempotencyKey: idempotencyKey('batch', request, body.request_id),
           priority: body.priority,
         }),
-      (done) => {
-        let start = 0;
-        groups.forEach(({ group }, i) => {
-          recordGroup(groupMeans, parts[i]!, done.slice(start, start + group.candidates.length));
-          start += group.candidates.length;
-        });
-      },
+      (done) => bySizes(done, sizes).forEach((slice, i) => recordGroup(groupMeans, parts[i]!, slice)),
     );
-    let offset = 0;
-    const out = groups.map(({ group, choice }) => {
-      const slice = judged.slice(offset, offset + group.candidates.length);
-      offset += group.candidates.length;
+    const slices = bySizes(judged, sizes);
+    const out = groups.map(({ group, choice }, i) => {
+      const slice = slices[i]!;
       return {
         ...groupResponse(
           slice,
