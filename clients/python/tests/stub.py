@@ -6,10 +6,12 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 # {"status": int, "headers": {...}, "json": obj} | {"status": int, "body": bytes} | {"drop": True}
 Reply = Dict[str, Any]
+# A step of the script: a reply, or a function of the request (as recorded in `requests`) that returns one.
+Step = Union[Reply, Callable[[Dict[str, Any]], Reply]]
 
 
 def reply(status: int, body: Any = None, **headers: str) -> Reply:
@@ -44,7 +46,7 @@ def group_ok(rewards: List[Optional[float]], **extra: Any) -> Dict[str, Any]:
 
 
 class StubServer:
-    def __init__(self, script: List[Reply], fallback: Optional[Reply] = None, port: int = 0) -> None:
+    def __init__(self, script: List[Step], fallback: Optional[Step] = None, port: int = 0) -> None:
         self.script = list(script)
         self.fallback = fallback or reply(500, {"code": "RW_INTERNAL", "message": "script exhausted"})
         self.requests: List[Dict[str, Any]] = []
@@ -65,12 +67,15 @@ class StubServer:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
+                request = {
+                    "method": self.command, "path": self.path, "headers": dict(self.headers),
+                    "body": json.loads(raw) if raw else None,
+                }
                 with stub._lock:
-                    stub.requests.append({
-                        "method": self.command, "path": self.path, "headers": dict(self.headers),
-                        "body": json.loads(raw) if raw else None,
-                    })
+                    stub.requests.append(request)
                     step = stub.script.pop(0) if stub.script else stub.fallback
+                if callable(step):
+                    step = step(request)
                 if step.get("drop"):
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -110,4 +115,4 @@ class StubServer:
         self.close()
 
 
-__all__ = ["StubServer", "group_ok", "reply"]
+__all__ = ["Step", "StubServer", "group_ok", "reply"]

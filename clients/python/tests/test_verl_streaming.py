@@ -220,3 +220,39 @@ def test_a_server_from_before_wait_ms_still_supplies_the_group_mean():
     assert out["score"] == 0.25 and out["judge_failed"] is True
     asked = [r["body"] for r in stub.requests if r["path"] == "/v1/reward/group-mean"]
     assert len(asked) == 2 and asked[0]["wait_ms"] > 0 and "wait_ms" not in asked[1]
+
+
+def test_a_server_from_before_wait_ms_is_asked_without_it_after_its_first_refusal():
+    """The pool remembers the old server's 400 naming `wait_ms`: a later failure's group-mean request goes
+    without the field at once, instead of hearing the same 400 on every failed rollout."""
+    from stub import StubServer, group_ok, reply
+
+    refused = reply(400, {"code": "RW_BAD_REQUEST", "message": "invalid body: wait_ms: unknown key"})
+    answered = []
+
+    def old_server(mean):
+        """/v1/reward/group-mean as a server from before `wait_ms` answers it: 400 whenever it is sent."""
+        def answer(request):
+            out = refused if "wait_ms" in request["body"] else reply(200, {"mean": mean, "n": 4})
+            answered.append(out["status"])
+            return out
+        return answer
+
+    batch = {"groups": [group_ok([None])], "backend": "stub", "usage": {"calls": 0}}
+    script = [reply(200, batch), old_server(0.25), old_server(0.25), reply(200, batch), old_server(0.5)]
+    # The same old server past the script, so that a client that asks with `wait_ms` again fails fast.
+    with StubServer(script, fallback=old_server(0.5)) as stub:
+        fn = verl_compute_score(stub.url, max_rounds=0, group_wait_s=10.0)
+
+        async def two_failures():
+            first = await fn(data_source="x", solution_str=MATCHING, ground_truth=GT)
+            second = await fn(data_source="x", solution_str=MATCHING + " again", ground_truth=GT)
+            return first, second
+
+        first, second = asyncio.run(two_failures())
+    assert (first["score"], second["score"]) == (0.25, 0.5)
+    assert first["judge_failed"] is True and second["judge_failed"] is True
+    asked = [r["body"] for r in stub.requests if r["path"] == "/v1/reward/group-mean"]
+    assert len(asked) == 3 and asked[0]["wait_ms"] > 0 and "wait_ms" not in asked[1]
+    assert "wait_ms" not in asked[2]  # the second failure's request
+    assert answered == [400, 200, 200]  # one 400 in all

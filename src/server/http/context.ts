@@ -9,7 +9,7 @@ import type { Router } from '../../judge/types.js';
 import type { SharedState } from '../../state/types.js';
 import type { Admission } from '../admission/admission.js';
 import type { CancelRegistry } from '../controls/cancel.js';
-import type { GroupMeans } from '../serving/group-means.js';
+import type { GroupKeyParts, GroupMeans } from '../serving/group-means.js';
 import type { TokenBudget } from '../admission/budget.js';
 import type { ComparisonService } from '../serving/comparing.js';
 import type { Integrity } from '../integrity/integrity-types.js';
@@ -51,6 +51,19 @@ export interface ServerContext {
    * rollout's group value (`/v1/reward/group-mean`, `/verify`'s masked number).
    */
   groupMeans: GroupMeans;
+}
+
+/**
+ * The group a request's items belong to: its tenant's rollouts of one prompt under one committee. Every
+ * route that records or reads a group's judged mean (`/v1/reward`, `/v1/reward/batch`,
+ * `/v1/reward/group-mean`, `/verify`) keys it here, so that they all meet in the same group.
+ */
+export function groupOf(
+  request: FastifyRequest,
+  choice: GraphChoice,
+  input: { question: string; groundTruth: string },
+): GroupKeyParts {
+  return { tenant: tenantOf(request).name, graphHash: choice.graph.hash, ...input };
 }
 
 /** Metrics label of an inline spec: never a user-chosen string. */

@@ -72,7 +72,7 @@ async def server_group_mean(pool: Pool, item: Item, wait_s: float = 0.0) -> Opti
     judgments in flight are recorded: the mean of every sibling it had received, not of the first done."""
     body: dict = {"question": item.question, "ground_truth": item.ground_truth}
     wait_ms = int(min(max(0.0, wait_s), MAX_GROUP_MEAN_WAIT_S, max(0.0, pool.client.sync.timeout_s - 5.0)) * 1000)
-    if wait_ms > 0:
+    if wait_ms > 0 and pool.server_takes_wait_ms:
         body["wait_ms"] = wait_ms
     graph = pool.graph if pool.graph is not None else pool.client.graph
     if graph is not None:
@@ -83,7 +83,8 @@ async def server_group_mean(pool: Pool, item: Item, wait_s: float = 0.0) -> Opti
         if not (exc.status == 400 and "wait_ms" in body and "wait_ms" in exc.message):
             log.warning("group mean unavailable: %s", exc)
             return None
-        # A server from before `wait_ms`: the mean of what it has judged so far.
+        # A server from before `wait_ms`: the mean of what it has judged so far, now and on every later call.
+        pool.server_takes_wait_ms = False
         del body["wait_ms"]
         try:
             data, _ = await pool.client._request("POST", GROUP_MEAN_PATH, body)

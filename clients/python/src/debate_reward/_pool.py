@@ -182,6 +182,10 @@ class Pool:
         self.linger_s = linger_s
         self.max_rounds = max_rounds
         self.history = _History(history_s)
+        #: False once the server refused `wait_ms` on `/v1/reward/group-mean` (a server from before it): later
+        #: calls ask without it instead of hearing the same 400 again (`_group.server_group_mean`). A copy
+        #: (`__setstate__`) learns it again, once.
+        self.server_takes_wait_ms = True
         self._history_lock = threading.Lock()
         self._rng = random.Random()
         self._waiting: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiting]" = weakref.WeakKeyDictionary()

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 import { RewardError } from '../../../errors.js';
-import { idempotencyKey, presetChoice, type ServerContext } from '../context.js';
+import { groupOf, idempotencyKey, presetChoice, type ServerContext } from '../context.js';
 import { clientDeadlineMs, requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-types.js';
 import { judgeInFlight } from '../../serving/group-means.js';
@@ -40,7 +40,6 @@ import {
   trainerScore,
   type Outcome,
 } from '../../serving/outcomes.js';
-import { tenantOf } from '../../tenants/auth.js';
 
 /** The rollout's own text: `query` minus its `prompt` prefix (found despite pad/BOS tokens, whitespace and
  * NFKC differences in the decode), as the query spells it: its control tokens stay, for the one preparation
@@ -344,12 +343,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
           ? input
           : input.map((m) => ({ role: m.role ?? 'user', content: m.content })),
       );
-    const group = {
-      tenant: tenantOf(request).name,
-      graphHash: choice.graph.hash,
-      question,
-      groundTruth: body.ground_truth,
-    };
+    const group = groupOf(request, choice, { question, groundTruth: body.ground_truth });
     // In flight until recorded, as on /v1/reward: a streamed sibling's failure may wait for it.
     const judged = await judgeInFlight(
       ctx.groupMeans,

@@ -3,25 +3,15 @@
  * /v1/reward/group-mean (a group's judged mean across every request: what a streamed rollout whose judgment
  * failed scores, src/server/serving/group-means.ts).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 
-import { idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
+import { groupOf, idempotencyKey, resolveGraph, type ServerContext } from '../context.js';
 import { requestControls } from '../request-controls.js';
 import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
 import { judgeInFlight, type GroupKeyParts, type GroupMeans } from '../../serving/group-means.js';
-import type { GraphChoice, JudgeItem, JudgedItem } from '../../serving/judge-types.js';
-import { tenantOf } from '../../tenants/auth.js';
-
-/** The group a request's items belong to: its tenant's rollouts of one prompt under one committee. */
-function groupOf(
-  request: FastifyRequest,
-  choice: GraphChoice,
-  input: { question: string; groundTruth: string },
-): GroupKeyParts {
-  return { tenant: tenantOf(request).name, graphHash: choice.graph.hash, ...input };
-}
+import type { JudgeItem, JudgedItem } from '../../serving/judge-types.js';
 
 /** Every judged reward of `judged` (one group's items) into its group's ledger. */
 function recordGroup(means: GroupMeans, parts: GroupKeyParts, judged: readonly JudgedItem[]): void {
@@ -29,6 +19,16 @@ function recordGroup(means: GroupMeans, parts: GroupKeyParts, judged: readonly J
     const reward = item.judgment.reward;
     if (reward !== null && item.judgmentId !== null) means.record(parts, item.judgmentId, reward);
   }
+}
+
+/** `items` (a batch's, in group order) cut into consecutive runs of `sizes[i]` items: one run per group. */
+function bySizes<T>(items: readonly T[], sizes: readonly number[]): T[][] {
+  let start = 0;
+  return sizes.map((size) => {
+    const run = items.slice(start, start + size);
+    start += size;
+    return run;
+  });
 }
 
 export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): void {
@@ -85,9 +85,10 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
     const parts = groups.map(({ group, choice }) =>
       groupOf(request, choice, { question: group.question, groundTruth: group.ground_truth }),
     );
+    const sizes = groups.map(({ group }) => group.candidates.length);
     const judged = await judgeInFlight(
       groupMeans,
-      groups.map(({ group }, i) => ({ parts: parts[i]!, count: group.candidates.length })),
+      sizes.map((count, i) => ({ parts: parts[i]!, count })),
       () =>
         service.judge({
           items,
@@ -96,18 +97,11 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
           idempotencyKey: idempotencyKey('batch', request, body.request_id),
           priority: body.priority,
         }),
-      (done) => {
-        let start = 0;
-        groups.forEach(({ group }, i) => {
-          recordGroup(groupMeans, parts[i]!, done.slice(start, start + group.candidates.length));
-          start += group.candidates.length;
-        });
-      },
+      (done) => bySizes(done, sizes).forEach((slice, i) => recordGroup(groupMeans, parts[i]!, slice)),
     );
-    let offset = 0;
-    const out = groups.map(({ group, choice }) => {
-      const slice = judged.slice(offset, offset + group.candidates.length);
-      offset += group.candidates.length;
+    const slices = bySizes(judged, sizes);
+    const out = groups.map(({ group, choice }, i) => {
+      const slice = slices[i]!;
       return {
         ...groupResponse(
           slice,
