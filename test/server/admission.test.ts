@@ -90,6 +90,40 @@ describe('Admission: decisions', () => {
     expect(Admission.retryAfterSeconds(refused.refusal)).toBe(6);
   });
 
+  it('says no longer a wait than the admitted work’s deadlines allow when the drain estimate falls after admitting it', () => {
+    // A storm admitted at the modelled 100 calls/s; then its first calls come back 10× slower than the
+    // model (a latency the storm itself inflated), and the estimate falls to 10 calls/s.
+    const { admission, clock } = setup({ slots: 100 });
+    admission.recordCall(1000);
+    expect(admission.decide(Array(200).fill(analysts2), 30_000).ok).toBe(true);
+    for (let i = 0; i < 200; i++) admission.admit(analysts2); // 600 calls: 6 s at 100 calls/s
+    expect(admission.decide(Array(600).fill(analysts2), 30_000).ok).toBe(true); // 24 s: fits 27 s
+    for (let i = 0; i < 600; i++) admission.admit(analysts2); // 2 400 calls in all
+    clock.t += 5_000;
+    for (let i = 0; i < 4; i++) admission.recordCall(10_000); // unloaded latency ≈ 4.1 s now: ≈ 24 calls/s
+    const drain = admission.drainCallsPerS();
+    expect(drain).toBeLessThan(50);
+    // The estimate says the backlog needs ≈ 98 s; all of it has finished or timed out 25 s from now.
+    const refused = admission.decide([analysts2], 30_000);
+    expect(refused.ok).toBe(false);
+    if (refused.ok) return;
+    expect(refused.refusal.drainCallsPerS).toBeCloseTo(drain);
+    expect(refused.refusal.waitS).toBeCloseTo(25);
+    expect(Admission.retryAfterSeconds(refused.refusal)).toBe(25);
+    expect(admission.predictedWaitS()).toBeCloseTo(25);
+    // Where the estimate says less, it stands.
+    clock.t += 24_000;
+    expect(admission.predictedWaitS()).toBeCloseTo(1);
+  });
+
+  it('takes no deadline from the readiness question (saturated), which admits nothing', () => {
+    const { admission } = setup({ slots: 10 });
+    for (let i = 0; i < 100; i++) admission.admit(analysts2); // 300 calls: 30 s at 10 calls/s
+    expect(admission.saturated(analysts2, 5_000)).toBe(true);
+    expect(admission.saturated(analysts2, 600_000)).toBe(false);
+    expect(admission.predictedWaitS()).toBeCloseTo(30);
+  });
+
   it('refuses beyond the memory bound of queued judgments', () => {
     const { admission } = setup({ maxConcurrent: 1, maxQueued: 2 });
     // A run slot free + 2 queue places: 3 fit, 4 do not.

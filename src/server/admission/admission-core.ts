@@ -50,6 +50,8 @@ export class AdmissionCore {
   readonly #onChange: ((state: AdmissionState) => void) | undefined;
   /** Expected calls of every admitted judgment that has not ended, and held requests' reservations. */
   #backlogCalls = 0;
+  /** The latest deadline admitted work was given, epoch ms (`admittedUntil`). */
+  #admittedUntil = -Infinity;
 
   constructor(options: AdmissionOptions) {
     this.maxConcurrent = options.maxConcurrent;
@@ -106,9 +108,29 @@ export class AdmissionCore {
     return graphs.reduce((sum, g) => sum + this.costOf(g), 0);
   }
 
-  /** Seconds the admitted backlog needs at the proven drain rate. */
+  /** Seconds the admitted backlog needs at the proven drain rate (`waitS`). */
   predictedWaitS(): number {
-    return this.#backlogCalls / this.drain().low;
+    return this.waitS(this.#backlogCalls, this.drain().low);
+  }
+
+  /** Admitted work was given `deadline` (epoch ms): the backlog admitted so far has ended by the latest one. */
+  admittedUntil(deadline: number): void {
+    if (deadline > this.#admittedUntil) this.#admittedUntil = deadline;
+  }
+
+  /**
+   * Seconds until `backlogCalls` of the admitted work have drained at `drain` calls/s — at most until the
+   * latest deadline admitted work was given: by then all of it has finished or timed out, whatever the rate.
+   * The rate during a storm is read from a transient — call latencies the storm itself inflated cut the
+   * in-flight limit (256 → 16 in one run), which grows back within seconds — and Retry-After said 3× the
+   * real wait on a quiet machine, 15× on a loaded one (test/slow/burst.test.ts); the deadlines are facts.
+   * (A flight a later joiner moved past them, or work admitted without a decision, may still run then: its
+   * client is refused again and told anew.)
+   */
+  waitS(backlogCalls: number, drain: number): number {
+    const byDrain = backlogCalls / drain;
+    const leftS = (this.#admittedUntil - this.now()) / 1000;
+    return leftS > 0 ? Math.min(byDrain, leftS) : byDrain;
   }
 
   /** Samples the backlogged state (every call, admission and slot change); true when backlogged. */

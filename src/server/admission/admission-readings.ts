@@ -74,7 +74,7 @@ export class AdmissionReadings {
     return this.drainCallsPerS() / Math.max(1, this.costOf(graph));
   }
 
-  /** Seconds the admitted backlog needs at the current drain rate. */
+  /** Seconds the admitted backlog needs at the current drain rate, within its deadlines (admission-core.ts). */
   predictedWaitS(): number {
     return this.core.predictedWaitS();
   }

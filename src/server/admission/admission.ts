@@ -66,7 +66,9 @@ const MAX_RETRY_AFTER_S = 3600;
 export class Admission extends AdmissionReadings {
   /** True when a one-judgment request of `graph` with a full deadline would be refused (or held) now. */
   saturated(graph: WorkShape, deadlineMs: number): boolean {
-    return !this.decideOrHold([graph], deadlineMs).ok;
+    // A question, not an admission: decided without recording its deadline (`admitted`).
+    if (this.held > 0) return true;
+    return !decision(this.core, [graph], deadlineMs, 'normal', {}, 'hold').ok;
   }
 
   /**
@@ -80,7 +82,7 @@ export class Admission extends AdmissionReadings {
     lane: Lane = 'normal',
     options: DecideOptions = {},
   ): AdmissionDecision {
-    const d = decision(this.core, graphs, remainingMs, lane, options, 'upper');
+    const d = this.#admitted(decision(this.core, graphs, remainingMs, lane, options, 'upper'), remainingMs);
     return d.ok || d.refusal === undefined ? { ok: true, deadline: d.ok ? d.deadline : undefined } : d;
   }
 
@@ -96,7 +98,13 @@ export class Admission extends AdmissionReadings {
   ): HoldableDecision {
     // First come, first served: behind held requests, a new one is held too.
     if (lane === 'normal' && this.held > 0 && graphs.length > 0) return { ok: false, hold: true };
-    return decision(this.core, graphs, remainingMs, lane, options, 'hold');
+    return this.#admitted(decision(this.core, graphs, remainingMs, lane, options, 'hold'), remainingMs);
+  }
+
+  /** An admission's deadline (its own, `remainingMs` from now, or the one it was moved to) bounds the waits. */
+  #admitted(d: HoldableDecision, remainingMs: number): HoldableDecision {
+    if (d.ok) this.core.admittedUntil(d.deadline ?? this.core.now() + remainingMs);
+    return d;
   }
 
   /**

@@ -59,10 +59,15 @@ export function decision(
     holdHorizonS,
     uncertain,
   };
-  const refusal = (reason: Refusal['reason'], drain: number, waitS?: number): HoldableDecision => {
-    const r = refusalOf(input, reason, drain, core.slots.waiting);
-    return { ok: false, refusal: waitS === undefined ? r : { ...r, waitS } };
-  };
+  // The wait a refusal says: the backlog ahead drained, within the admitted work's deadlines (core.waitS).
+  const refusal = (
+    reason: Refusal['reason'],
+    drain: number,
+    waitS = core.waitS(input.backlogCalls, drain),
+  ): HoldableDecision => ({
+    ok: false,
+    refusal: { ...refusalOf(input, reason, drain, core.slots.waiting), waitS },
+  });
   const over = Math.max(0, n - Math.max(0, core.maxConcurrent - core.slots.running));
   // A tenant's part of the queue memory is its fraction of it (fair-shares.ts).
   const fraction = work?.fraction ?? 1;
@@ -116,7 +121,10 @@ export function holdRequest(
       const now = core.now();
       const mode = now - since < patience ? 'hold' : 'lower';
       const d = decision(core, graphs, deadline - now, lane, options, mode);
-      if (d.ok) return { kind: 'admit', deadline: d.deadline ?? deadline };
+      if (d.ok) {
+        core.admittedUntil(d.deadline ?? deadline);
+        return { kind: 'admit', deadline: d.deadline ?? deadline };
+      }
       return d.refusal === undefined ? { kind: 'wait' } : { kind: 'refuse', refusal: d.refusal };
     },
     signal,

@@ -14,7 +14,10 @@
 export interface Refusal {
   /** `priority`: a high-priority request beyond HIGH_PRIORITY_SHARE (priority.ts). */
   reason: 'deadline' | 'memory' | 'priority';
-  /** Seconds until the backlog admitted so far has drained (what Retry-After says). */
+  /**
+   * Seconds until the backlog admitted so far has drained (what Retry-After says): here at `drainCallsPerS`;
+   * decide.ts bounds it by the admitted work's deadlines (admission-core.ts `waitS`).
+   */
   waitS: number;
   /** Seconds the backlog plus this request's new work would need. */
   completionS: number;
