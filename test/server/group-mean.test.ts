@@ -72,6 +72,41 @@ describe('POST /v1/reward/group-mean', () => {
     });
   });
 
+  it('records a batch of several groups each in its own group, and a rejected rollout as a real 0, once, from every route', async () => {
+    const h = await harness();
+    const post = async (url: string, payload: Record<string, unknown>) => {
+      const res = await h.app.inject({ method: 'POST', url, payload });
+      expect(res.statusCode).toBe(200);
+      return res.json<Json>();
+    };
+    const a = { question: QUESTION, ground_truth: GROUND_TRUTH };
+    const b = { question: 'Another question entirely?', ground_truth: GROUND_TRUTH };
+    const batch = await post('/v1/reward/batch', {
+      groups: [
+        { ...a, candidates: [candidate(0, true), candidate(1, true), candidate(2, false)] },
+        { ...b, candidates: [candidate(3, false)] },
+      ],
+    });
+    expect(batch.groups.map((g: Json) => g.rewards)).toEqual([[1, 1, 0], [0]]);
+    expect(await post('/v1/reward/group-mean', a)).toMatchObject({ mean: 2 / 3, n: 3 });
+    expect(await post('/v1/reward/group-mean', b)).toMatchObject({ mean: 0, n: 1 });
+
+    // A trace that never closed is rejected (reward 0, no call): a sibling's real value, counted once
+    // however often and by whichever route it comes back.
+    const cut = '<think>The method could be a sparse mixture of experts, or perhaps';
+    expect((await post('/v1/reward', { ...b, candidates: [cut] })).rewards).toEqual([0]);
+    const verify = {
+      responses_create_params: { input: [{ role: 'user', content: b.question }] },
+      response: {
+        output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: cut }] }],
+      },
+      ground_truth: GROUND_TRUTH,
+    };
+    expect((await post('/verify', verify)).reward).toBe(0);
+    expect((await post('/verify', verify)).reward).toBe(0);
+    expect(await post('/v1/reward/group-mean', b)).toMatchObject({ mean: 0, n: 2 });
+  });
+
   it("is per tenant: one run never reads another's group", async () => {
     const h = await harness({ env: { REWARD_KEYS: keysFile(['run-a', 'run-b']) } });
     const group = { question: QUESTION, ground_truth: GROUND_TRUTH };

@@ -23,6 +23,7 @@
 import { createHash } from 'node:crypto';
 
 import { evictOldest } from '../../state/bounded.js';
+import type { JudgedItem } from './judge-types.js';
 
 /** How long a judged reward counts towards its group's mean, ms (one hour: longer than a step). */
 export const GROUP_WINDOW_MS = 3_600_000;
@@ -155,5 +156,17 @@ export async function judgeInFlight<T>(
     return judged;
   } finally {
     for (const release of releases) release();
+  }
+}
+
+/**
+ * Every reward of `judged` (one group's items) into its group's ledger: a judged or rejected rollout (a
+ * rejected one is a real 0) by its judgment id; a failure or a cancel (reward null, no id) is not a sibling's
+ * value. The one rule for every route that feeds the ledger.
+ */
+export function recordJudged(means: GroupMeans, parts: GroupKeyParts, judged: readonly JudgedItem[]): void {
+  for (const item of judged) {
+    const reward = item.judgment.reward;
+    if (reward !== null && item.judgmentId !== null) means.record(parts, item.judgmentId, reward);
   }
 }

@@ -5,7 +5,6 @@
  * - POST /verify      NeMo-Gym resource-server verify
  * Each takes `?graph=NAME` (a preset) since the trainers' bodies are fixed.
  */
-import { randomUUID } from 'node:crypto';
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
@@ -13,7 +12,7 @@ import { RewardError } from '../../../errors.js';
 import { groupOf, idempotencyKey, presetChoice, type ServerContext } from '../context.js';
 import { clientDeadlineMs, requestControls } from '../request-controls.js';
 import type { GraphChoice, JudgedItem } from '../../serving/judge-types.js';
-import { judgeInFlight } from '../../serving/group-means.js';
+import { judgeInFlight, recordJudged } from '../../serving/group-means.js';
 import {
   afterAssistantHeader,
   lastUserTurn,
@@ -33,7 +32,6 @@ import {
   maskedReward,
   openRlhfReward,
   rejectionLogs,
-  rewardOf,
   statusOf,
   trainerFailure,
   trainerReward,
@@ -357,11 +355,7 @@ export function registerAdapterRoutes(app: FastifyInstance, ctx: ServerContext):
             priority: laneOf(undefined, request.headers[PRIORITY_HEADER]),
           },
         ),
-      (done) => {
-        const judgedReward = rewardOf(judgmentOutcome(done.judgment));
-        if (judgedReward !== null)
-          ctx.groupMeans.record(group, done.judgmentId ?? randomUUID(), judgedReward);
-      },
+      (done) => recordJudged(ctx.groupMeans, group, [done]),
     );
     const j = judged.judgment;
     const outcome = judgmentOutcome(j);

@@ -10,16 +10,8 @@ import { requestControls } from '../request-controls.js';
 import { groupResponse, toResult, usageOf } from '../../serving/results.js';
 import { parseOr400 } from '../schemas.js';
 import { stampsOf } from '../../controls/stamps.js';
-import { judgeInFlight, type GroupKeyParts, type GroupMeans } from '../../serving/group-means.js';
-import type { JudgeItem, JudgedItem } from '../../serving/judge-types.js';
-
-/** Every judged reward of `judged` (one group's items) into its group's ledger. */
-function recordGroup(means: GroupMeans, parts: GroupKeyParts, judged: readonly JudgedItem[]): void {
-  for (const item of judged) {
-    const reward = item.judgment.reward;
-    if (reward !== null && item.judgmentId !== null) means.record(parts, item.judgmentId, reward);
-  }
-}
+import { judgeInFlight, recordJudged } from '../../serving/group-means.js';
+import type { JudgeItem } from '../../serving/judge-types.js';
 
 /** `items` (a batch's, in group order) cut into consecutive runs of `sizes[i]` items: one run per group. */
 function bySizes<T>(items: readonly T[], sizes: readonly number[]): T[][] {
@@ -56,7 +48,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
           idempotencyKey: idempotencyKey('reward', request, body.request_id),
           priority: body.priority,
         }),
-      (done) => recordGroup(groupMeans, parts, done),
+      (done) => recordJudged(groupMeans, parts, done),
     );
     return {
       ...groupResponse(judged, choice.graph, router.name, body.include_transcripts ?? false, body.request_id),
@@ -97,7 +89,7 @@ export function registerRewardRoutes(app: FastifyInstance, ctx: ServerContext): 
           idempotencyKey: idempotencyKey('batch', request, body.request_id),
           priority: body.priority,
         }),
-      (done) => bySizes(done, sizes).forEach((slice, i) => recordGroup(groupMeans, parts[i]!, slice)),
+      (done) => bySizes(done, sizes).forEach((slice, i) => recordJudged(groupMeans, parts[i]!, slice)),
     );
     const slices = bySizes(judged, sizes);
     const out = groups.map(({ group, choice }, i) => {
