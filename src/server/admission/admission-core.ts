@@ -9,6 +9,14 @@
  * (`AdmissionOptions.onChange`); a finished backend call (`recordCall`) does the same short of publishing.
  * The decision (decide.ts) and the tickets (tickets.ts) read and change the state here; Admission holds it
  * (admission-readings.ts).
+ *
+ * A wait (Retry-After, the predicted-wait gauge) is the backlog at the drain rate, at most until the latest
+ * deadline admitted work was given (`waitS`): by then all of it has finished or timed out, whatever the
+ * rate. The rate during a storm is read from a transient — call latencies the storm itself inflated cut the
+ * in-flight limit (256 → 16 in one run), which grows back within seconds — and Retry-After said 3× the real
+ * wait on a quiet machine, 15× on a loaded one (test/slow/burst.test.ts); the deadlines are facts. (A flight
+ * a later joiner moved past them, or work admitted without a decision, may still run then: its client is
+ * refused again and told anew.)
  */
 import { BacklogDrain } from './backlog-drain.js';
 import { CapacityEstimator, drainRange, type CapacityEstimate } from './capacity.js';
@@ -118,15 +126,7 @@ export class AdmissionCore {
     if (deadline > this.#admittedUntil) this.#admittedUntil = deadline;
   }
 
-  /**
-   * Seconds until `backlogCalls` of the admitted work have drained at `drain` calls/s — at most until the
-   * latest deadline admitted work was given: by then all of it has finished or timed out, whatever the rate.
-   * The rate during a storm is read from a transient — call latencies the storm itself inflated cut the
-   * in-flight limit (256 → 16 in one run), which grows back within seconds — and Retry-After said 3× the
-   * real wait on a quiet machine, 15× on a loaded one (test/slow/burst.test.ts); the deadlines are facts.
-   * (A flight a later joiner moved past them, or work admitted without a decision, may still run then: its
-   * client is refused again and told anew.)
-   */
+  /** Seconds until `backlogCalls` have drained at `drain` calls/s, at most until the latest admitted deadline. */
   waitS(backlogCalls: number, drain: number): number {
     const byDrain = backlogCalls / drain;
     const leftS = (this.#admittedUntil - this.now()) / 1000;
