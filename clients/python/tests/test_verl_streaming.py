@@ -256,3 +256,33 @@ def test_a_server_from_before_wait_ms_is_asked_without_it_after_its_first_refusa
     assert len(asked) == 3 and asked[0]["wait_ms"] > 0 and "wait_ms" not in asked[1]
     assert "wait_ms" not in asked[2]  # the second failure's request
     assert answered == [400, 200, 200]  # one 400 in all
+
+
+def test_a_failure_after_an_outage_asks_for_its_group_mean_once_its_siblings_backoff_has_passed():
+    """A request that got through only after a retry (the server restarting) means its siblings were re-sent
+    each on its own backoff: a failure among them asks for the group mean `backoff_max_s` later, when every
+    sibling is back at the server (and in its `wait_ms`), not at once (a mean missing a sibling)."""
+    from debate_reward import RewardClient
+    from stub import StubServer, group_ok, reply
+
+    backoff_max_s = 0.8
+    batch = {"groups": [group_ok([None])], "backend": "stub", "usage": {"calls": 0}}
+    script = [{"drop": True}, reply(200, batch), reply(200, {"mean": 2 / 3, "n": 3})]
+    with StubServer(script) as stub:
+        client = RewardClient(stub.url, backoff_base_s=0.05, backoff_max_s=backoff_max_s)
+        fn = verl_compute_score(client, max_rounds=0, group_wait_s=10.0)
+        started = time.monotonic()
+        out = asyncio.run(fn(data_source="x", solution_str=MATCHING, ground_truth=GT))
+        took_s = time.monotonic() - started
+    assert out["score"] == pytest.approx(2 / 3) and out["judge_failed"] is True
+    assert [r["path"] for r in stub.requests] == ["/v1/reward/batch"] * 2 + ["/v1/reward/group-mean"]
+    assert took_s >= backoff_max_s
+
+    # Without an outage, the failure asks at once.
+    with StubServer([reply(200, batch), reply(200, {"mean": 0.5, "n": 2})]) as stub:
+        client = RewardClient(stub.url, backoff_base_s=0.05, backoff_max_s=backoff_max_s)
+        fn = verl_compute_score(client, max_rounds=0, group_wait_s=10.0)
+        started = time.monotonic()
+        out = asyncio.run(fn(data_source="x", solution_str=MATCHING, ground_truth=GT))
+        assert time.monotonic() - started < backoff_max_s
+    assert out["score"] == 0.5

@@ -112,6 +112,13 @@ async def _value(pool: Pool, item: Item, outcome: Optional[Outcome], wait_s: flo
 async def settle(pool: Pool, item: Item, outcome: Optional[Outcome], policy: StreamPolicy) -> Settled:
     """The score of `item`, whose judgment failed with `outcome` (None: the server was unreachable)."""
     give_up_at = time.monotonic() + policy.group_wait_s
+    # Just after an outage (a restart, a reset, a refusal) the siblings sent beside this rollout were re-sent
+    # each on its own backoff, at most `backoff_max_s` after the server was back; the server can wait only for
+    # those it has received, so the failure waits that long before asking. (Before: a group judged 1, 0, 1
+    # with a failure scored 0.5 — a 1 still in its backoff — in a restart test under load.)
+    backlog_s = pool.recovered_at + pool.client.sync.retry.backoff_max_s - time.monotonic()
+    if backlog_s > 0:
+        await asyncio.sleep(min(backlog_s, policy.group_wait_s))
     found = await _value(pool, item, outcome, policy.group_wait_s)
     while found is None and time.monotonic() < give_up_at:
         await asyncio.sleep(min(policy.poll_s, max(0.0, give_up_at - time.monotonic())))

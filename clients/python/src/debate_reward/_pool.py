@@ -186,6 +186,10 @@ class Pool:
         #: calls ask without it instead of hearing the same 400 again (`_group.server_group_mean`). A copy
         #: (`__setstate__`) learns it again, once.
         self.server_takes_wait_ms = True
+        #: When (time.monotonic()) a request last got through after being sent more than once — the server
+        #: was down, reset it or refused it. Rollouts sent beside it were re-sent each on its own backoff, so
+        #: until `backoff_max_s` after this some may not be back at the server (`_group.settle` waits).
+        self.recovered_at = -math.inf
         self._history_lock = threading.Lock()
         self._rng = random.Random()
         self._waiting: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiting]" = weakref.WeakKeyDictionary()
@@ -305,6 +309,8 @@ class Pool:
             self.graph if self.graph is not None else self.client.graph,
         )
         data, attempts = await self.client._request("POST", "/v1/reward/batch", body)
+        if attempts > 1:
+            self.recovered_at = time.monotonic()
         results = parse_batch(data, [len(g) for g in groups.values()], attempts)
         fallback = data.get("failure_reward")
         if fallback is not None and (
