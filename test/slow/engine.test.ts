@@ -27,7 +27,7 @@ import { DEFAULT_DATASET, loadCorpus, type Corpus } from '../../bench/data.js';
 
 const SIZES = [8, 32, 128] as const;
 /** Seconds of engine work at a full batch in the burst that fits. */
-const FITS_S = 8;
+const FITS_S = 4;
 /** The client's deadline in the burst that does not fit, and the work it carries. */
 const CLIENT_DEADLINE_MS = 3_000;
 const TOO_MUCH_S = 6;
