@@ -48,7 +48,6 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['src/judge/backends/offline.ts › answer', 74],
   ['src/server/http/app-services.ts › createAppServices', 71],
   ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 68],
-  ['src/judge/node.ts › askNode', 80],
   ['src/judge/graph.ts › compileGraph', 72],
   ['src/ablations/calibrate/analyze.ts › committee', 70],
   ['bench/scaleout.ts › replicaRun', 70],
