@@ -47,7 +47,6 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/engine.ts › runScenario', 77],
   ['src/server/http/app-services.ts › createAppServices', 71],
   ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 68],
-  ['src/judge/graph.ts › compileGraph', 72],
   ['src/ablations/calibrate/analyze.ts › committee', 70],
   ['bench/scaleout.ts › replicaRun', 70],
   ['src/ablations/calibrate/members.ts › calibrateMember', 68],
