@@ -229,15 +229,42 @@ export function compileGraph(input: unknown, name?: string, options: CompileOpti
   if (spec.cascade !== undefined) return compileCascade(spec, spec.cascade, name, options);
   if (spec.nodes.length === 0) throw invalid('graph has no nodes');
 
-  const byId = new Map<string, GraphNode>();
-  for (const node of spec.nodes) {
-    if (byId.has(node.id)) throw invalid(`node '${node.id}': duplicate node id`);
-    byId.set(node.id, node);
-  }
+  const resolved = resolveNodes(spec.nodes);
+  resolveDeps(resolved);
 
+  const debate = topoOrder([...resolved.values()].filter((r) => r.stage === 'debate'));
+  const final = topoOrder([...resolved.values()].filter((r) => r.stage === 'final'));
+  const ordered = [...debate, ...final];
+  const voters = ordered.filter((r) => r.hasStance).map((r) => r.node.id);
+  checkDecision(spec, resolved, voters);
+  checkParallelMembers([...resolved.values()]);
+
+  return {
+    name: name ?? spec.name ?? 'custom',
+    hash: graphHash(spec),
+    spec,
+    llmCallsPerJudgment: llmCount(debate) * spec.rounds + llmCount(final),
+    criticalPathCalls: criticalPath(debate) * spec.rounds + criticalPath(final),
+    debate,
+    final,
+    byId: resolved,
+    voters,
+    weights: new Map(ordered.map((r) => [r.node.id, r.node.weight ?? 1])),
+  };
+}
+
+/**
+ * Each node with its role and stage, in declaration order, deps still empty. Throws on a duplicate id (any,
+ * before the roles are looked up) or an unknown role.
+ */
+function resolveNodes(nodes: readonly GraphNode[]): Map<string, ResolvedNode> {
+  const ids = new Set<string>();
+  for (const node of nodes) {
+    if (ids.has(node.id)) throw invalid(`node '${node.id}': duplicate node id`);
+    ids.add(node.id);
+  }
   const resolved = new Map<string, ResolvedNode>();
-  const declared: string[] = [];
-  for (const node of spec.nodes) {
+  for (const node of nodes) {
     const role = getRole(node.role);
     if (role === undefined) {
       throw invalid(
@@ -246,9 +273,16 @@ export function compileGraph(input: unknown, name?: string, options: CompileOpti
     }
     const stage = node.stage ?? (node.role === 'evaluator' ? 'final' : 'debate');
     resolved.set(node.id, { node, role, stage, deps: [], hasStance: hasStance(role) });
-    declared.push(node.id);
   }
+  return resolved;
+}
 
+/**
+ * Sets each node's same-round deps from its `sees` ("all": the debate nodes, and for a debate node only those
+ * declared before it). Throws on a node that sees itself, an unknown node, or (from debate) a final node.
+ */
+function resolveDeps(resolved: ReadonlyMap<string, ResolvedNode>): void {
+  const declared = [...resolved.keys()];
   for (const [index, id] of declared.entries()) {
     const entry = resolved.get(id);
     if (entry === undefined) continue;
@@ -273,39 +307,24 @@ export function compileGraph(input: unknown, name?: string, options: CompileOpti
     }
     entry.deps = [...new Set(sees)];
   }
+}
 
-  const debate = topoOrder([...resolved.values()].filter((r) => r.stage === 'debate'));
-  const final = topoOrder([...resolved.values()].filter((r) => r.stage === 'final'));
-  const ordered = [...debate, ...final];
-  const voters = ordered.filter((r) => r.hasStance).map((r) => r.node.id);
-  checkDecision(spec, resolved, voters);
-  checkParallelMembers([...resolved.values()]);
+/** LLM calls on the longest dependency chain of one pass over `nodes` (in topological order). */
+function criticalPath(nodes: readonly ResolvedNode[]): number {
+  const depth = new Map<string, number>();
+  let longest = 0;
+  for (const r of nodes) {
+    const own = r.role.kind === 'llm' ? 1 : 0;
+    const d = own + Math.max(0, ...r.deps.map((dep) => depth.get(dep) ?? 0));
+    depth.set(r.node.id, d);
+    longest = Math.max(longest, d);
+  }
+  return longest;
+}
 
-  const chain = (nodes: ResolvedNode[]): number => {
-    const depth = new Map<string, number>();
-    let longest = 0;
-    for (const r of nodes) {
-      const own = r.role.kind === 'llm' ? 1 : 0;
-      const d = own + Math.max(0, ...r.deps.map((dep) => depth.get(dep) ?? 0));
-      depth.set(r.node.id, d);
-      longest = Math.max(longest, d);
-    }
-    return longest;
-  };
-  const llm = (nodes: ResolvedNode[]): number => nodes.filter((r) => r.role.kind === 'llm').length;
-
-  return {
-    name: name ?? spec.name ?? 'custom',
-    hash: graphHash(spec),
-    spec,
-    llmCallsPerJudgment: llm(debate) * spec.rounds + llm(final),
-    criticalPathCalls: chain(debate) * spec.rounds + chain(final),
-    debate,
-    final,
-    byId: resolved,
-    voters,
-    weights: new Map(ordered.map((r) => [r.node.id, r.node.weight ?? 1])),
-  };
+/** LLM calls of one pass over `nodes`. */
+function llmCount(nodes: readonly ResolvedNode[]): number {
+  return nodes.filter((r) => r.role.kind === 'llm').length;
 }
 
 function compileCascade(

@@ -212,11 +212,44 @@ async function askNode(
   ctx: RoleContext,
   record: (m: Outcome) => void,
 ): Promise<void> {
+  const { role } = r;
+  const ask = startAsk(exec, r, ctx);
+  const { route } = ask;
+  const fail = (code: ErrorCode, message: string): void =>
+    record({ ...spent(ask, route.model), stance: null, confidence: null, error: { code, message } });
+
+  for (;;) {
+    const reply = await callOnce(exec, r, ctx, ask, fail);
+    if (reply === undefined) continue;
+    account(exec, ask, reply);
+    observeCompletion(route.backend, role.name, ask.effort, reply.completionTokens);
+    const parsed = parseReply(reply.text, role.output);
+    const truncated = !parsed.ok && isCutReply(reply);
+    const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
+    observeReply(exec.options.observer, role.name, route, outcome, reply);
+    if (parsed.ok) {
+      record({
+        ...spent(ask, route.model),
+        stance: role.stance(parsed.value),
+        confidence: role.confidence(parsed.value),
+        output: parsed.value,
+        servedModel: reply.model,
+        replica: reply.replica,
+      });
+      return;
+    }
+    const invalid = { text: reply.text, promptTokens: reply.promptTokens, truncated, error: parsed.error };
+    prepareRetry(ask, r.node.id, invalid, fail);
+  }
+}
+
+/** A node's conversation before its first call: the role's prompt, its route and effort, nothing spent yet. */
+function startAsk(exec: Execution, r: ResolvedNode, ctx: RoleContext): Ask {
   const { role, node } = r;
   const route = exec.options.router.route(node);
   const prompt = role.render(ctx);
   const effort = effortOf(route, node);
-  const ask: Ask = {
+  return {
     route,
     messages: [
       { role: 'system', content: prompt.system },
@@ -236,54 +269,42 @@ async function askNode(
     reasksLeft: MAX_REASKS,
     raisesLeft: 1,
   };
-  const fail = (code: ErrorCode, message: string): void =>
-    record({ ...spent(ask, route.model), stance: null, confidence: null, error: { code, message } });
+}
 
-  for (;;) {
-    const reply = await callOnce(exec, r, ctx, ask, fail);
-    if (reply === undefined) continue;
-    account(exec, ask, reply);
-    observeCompletion(route.backend, role.name, effort, reply.completionTokens);
-    const parsed = parseReply(reply.text, role.output);
-    const truncated = !parsed.ok && isCutReply(reply);
-    const outcome = parsed.ok ? 'ok' : truncated ? 'RW_JUDGE_TRUNCATED' : 'RW_JUDGE_UNPARSABLE';
-    observeReply(exec.options.observer, role.name, route, outcome, reply);
-    if (parsed.ok) {
-      record({
-        ...spent(ask, route.model),
-        stance: role.stance(parsed.value),
-        confidence: role.confidence(parsed.value),
-        output: parsed.value,
-        servedModel: reply.model,
-        replica: reply.replica,
-      });
-      return;
-    }
-    const next = nextAsk({
-      nodeId: node.id,
-      messages: ask.messages,
-      maxTokens: ask.maxTokens,
-      raisesLeft: ask.raisesLeft,
-      reasksLeft: ask.reasksLeft,
-      reasks: ask.reasks,
-      reply: { text: reply.text, promptTokens: reply.promptTokens, truncated, error: parsed.error },
-      contextTokens: route.backend.contextTokens?.(),
-    });
-    switch (next.kind) {
-      case 'raise':
-        ask.raisesLeft -= 1;
-        ask.reasks += 1;
-        ask.maxTokens = next.maxTokens;
-        break;
-      case 'reask':
-        ask.reasksLeft -= 1;
-        ask.reasks += 1;
-        ask.messages.push(...next.messages);
-        break;
-      case 'give_up':
-        fail(next.code, next.message);
-        throw new RewardError(next.code, next.message);
-    }
+/**
+ * After a reply that did not parse: applies `nextAsk`'s step to the conversation (a raised budget or the
+ * re-ask messages), or records the give-up (`fail`) and throws it.
+ */
+function prepareRetry(
+  ask: Ask,
+  nodeId: string,
+  reply: { text: string; promptTokens: number; truncated: boolean; error: string },
+  fail: (code: ErrorCode, message: string) => void,
+): void {
+  const next = nextAsk({
+    nodeId,
+    messages: ask.messages,
+    maxTokens: ask.maxTokens,
+    raisesLeft: ask.raisesLeft,
+    reasksLeft: ask.reasksLeft,
+    reasks: ask.reasks,
+    reply,
+    contextTokens: ask.route.backend.contextTokens?.(),
+  });
+  switch (next.kind) {
+    case 'raise':
+      ask.raisesLeft -= 1;
+      ask.reasks += 1;
+      ask.maxTokens = next.maxTokens;
+      break;
+    case 'reask':
+      ask.reasksLeft -= 1;
+      ask.reasks += 1;
+      ask.messages.push(...next.messages);
+      break;
+    case 'give_up':
+      fail(next.code, next.message);
+      throw new RewardError(next.code, next.message);
   }
 }
 

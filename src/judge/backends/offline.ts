@@ -121,18 +121,8 @@ function answer(request: LlmRequest): Record<string, unknown> {
   const focus = request.focus ?? ctx.node.focus;
   const jitter = request.seed === undefined ? 0 : SEED_JITTER * seedUnit(request.seed);
   switch (request.role) {
-    case 'moderator': {
-      const terms = topTerms(ctx.groundTruth, 5);
-      const disputed = new Set(ctx.visible.map((m) => m.stance).filter((s) => s !== null)).size > 1;
-      return {
-        reasoning:
-          `Offline heuristic moderator (not an LLM), round ${ctx.round}: the core method is taken to be the ` +
-          `ground-truth sentence closest to the whole abstract; the checklist asks for its heaviest terms.` +
-          (disputed ? ' The committee disagreed in the debate so far.' : ''),
-        core_method: coreSentence(ctx.groundTruth),
-        checklist: terms.map((t) => `Does the candidate use "${t}" the way the ground truth does?`),
-      };
-    }
+    case 'moderator':
+      return moderatorAnswer(ctx);
     case 'analyst': {
       const a = assess(ctx, focus, jitter);
       return {
@@ -162,32 +152,53 @@ function answer(request: LlmRequest): Record<string, unknown> {
       const a = assess(ctx, focus, jitter);
       return { reasoning: explain(a, 'judge'), verdict: a.stance, confidence: a.confidence };
     }
-    case 'evaluator': {
-      const a = assess(ctx, focus, jitter);
-      const votes = ctx.visible.map(stanceProbability).filter((p) => p !== null);
-      const pCommittee = votes.length > 0 ? votes.reduce((s, p) => s + p, 0) / votes.length : null;
-      const p = pCommittee === null ? a.pMatch : (a.pMatch + pCommittee) / 2;
-      const verdict: Verdict = p >= 0.5 ? 'match' : 'no_match';
-      return {
-        reasoning:
-          `${explain(a, 'evaluator')} Own P(match) ${a.pMatch.toFixed(4)}` +
-          (pCommittee === null
-            ? '; no committee stances visible.'
-            : `; committee P(match) ${pCommittee.toFixed(4)} over ${votes.length} stance(s); average ${p.toFixed(4)}.`),
-        verdict,
-        confidence: round4(Math.max(p, 1 - p)),
-      };
-    }
-    default: {
-      const role = getRole(request.role);
-      if (role?.compute !== undefined) {
-        const output: unknown = role.compute(ctx);
-        if (typeof output === 'object' && output !== null) return { ...output };
-      }
-      // Every registered LLM role has a case above: reaching this is a bug, not a judge failure.
-      throw new RewardError('RW_INTERNAL', `offline backend has no answer for role '${request.role}'`);
-    }
+    case 'evaluator':
+      return evaluatorAnswer(assess(ctx, focus, jitter), ctx.visible);
+    default:
+      return computedAnswer(request.role, ctx);
   }
+}
+
+/** The moderator's core method (the closest ground-truth sentence) and a checklist of its heaviest terms. */
+function moderatorAnswer(ctx: RoleContext): Record<string, unknown> {
+  const terms = topTerms(ctx.groundTruth, 5);
+  const disputed = new Set(ctx.visible.map((m) => m.stance).filter((s) => s !== null)).size > 1;
+  return {
+    reasoning:
+      `Offline heuristic moderator (not an LLM), round ${ctx.round}: the core method is taken to be the ` +
+      `ground-truth sentence closest to the whole abstract; the checklist asks for its heaviest terms.` +
+      (disputed ? ' The committee disagreed in the debate so far.' : ''),
+    core_method: coreSentence(ctx.groundTruth),
+    checklist: terms.map((t) => `Does the candidate use "${t}" the way the ground truth does?`),
+  };
+}
+
+/** The evaluator's verdict: its own P(match) averaged with the visible stances' mean, if any. */
+function evaluatorAnswer(a: Assessment, visible: readonly VisibleMessage[]): Record<string, unknown> {
+  const votes = visible.map(stanceProbability).filter((p) => p !== null);
+  const pCommittee = votes.length > 0 ? votes.reduce((s, p) => s + p, 0) / votes.length : null;
+  const p = pCommittee === null ? a.pMatch : (a.pMatch + pCommittee) / 2;
+  const verdict: Verdict = p >= 0.5 ? 'match' : 'no_match';
+  return {
+    reasoning:
+      `${explain(a, 'evaluator')} Own P(match) ${a.pMatch.toFixed(4)}` +
+      (pCommittee === null
+        ? '; no committee stances visible.'
+        : `; committee P(match) ${pCommittee.toFixed(4)} over ${votes.length} stance(s); average ${p.toFixed(4)}.`),
+    verdict,
+    confidence: round4(Math.max(p, 1 - p)),
+  };
+}
+
+/** A role with no case of its own: a local role's computed output; any other is a bug, RW_INTERNAL. */
+function computedAnswer(roleName: string, ctx: RoleContext): Record<string, unknown> {
+  const role = getRole(roleName);
+  if (role?.compute !== undefined) {
+    const output: unknown = role.compute(ctx);
+    if (typeof output === 'object' && output !== null) return { ...output };
+  }
+  // Every registered LLM role has a case in `answer`: reaching this is a bug, not a judge failure.
+  throw new RewardError('RW_INTERNAL', `offline backend has no answer for role '${roleName}'`);
 }
 
 /** Longest stretch of offline work between two turns of the event loop, ms. */
