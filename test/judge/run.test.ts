@@ -39,7 +39,9 @@ describe('runJudgment on the fake backend', () => {
   });
 
   it('analysts-2 makes 3 calls, the two Analysts concurrently: critical path ≈ 2 latencies', async () => {
-    const latencyMs = 150;
+    // Long enough that a third latency of slack outlasts a loaded machine's overhead (509 ms against 3 × 150
+    // at load 13) while a serial run (3 latencies and more) still fails the bound.
+    const latencyMs = 400;
     const { fake, router } = await setup({ fallback: match, latencyMs });
     const j = await runJudgment(getPreset('analysts-2')!, input, { router, deadline: soon() });
     expect(j.status).toBe('ok');
