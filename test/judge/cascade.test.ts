@@ -163,7 +163,8 @@ describe('cascade on the fake backend', () => {
 
   it('does not escalate past the deadline: a hung first stage is a timeout', async () => {
     const { fake, router } = await setup([{ kind: 'hang' }]);
-    const j = await runJudgment(getPreset('cascade')!, input, { router, deadline: Date.now() + 200 });
+    // 1 s: at 200 ms a loaded machine had not delivered the first call to the fake before the deadline.
+    const j = await runJudgment(getPreset('cascade')!, input, { router, deadline: Date.now() + 1_000 });
     expect(j).toMatchObject({ status: 'timeout', reward: null, stopReason: 'deadline' });
     expect(fake.callCount).toBe(1);
   });
