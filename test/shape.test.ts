@@ -43,7 +43,6 @@ const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
 
   ['src/ablations/evaluate/run.ts › runEvaluation', 88],
   ['src/ablations/stats/coverage.ts › f1Rows', 80],
-  ['src/ablations/ablate/runner.ts › runAblation', 94],
   ['bench/engine.ts › runScenario', 77],
   ['src/judge/backends/offline.ts › answer', 74],
   ['src/server/http/app-services.ts › createAppServices', 71],
