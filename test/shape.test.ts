@@ -41,7 +41,6 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([
 const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/tenants.ts › tenantBurst', 111],
 
-  ['src/ablations/stats/coverage.ts › f1Rows', 80],
   ['bench/engine.ts › runScenario', 77],
   ['src/judge/backends/offline.ts › answer', 74],
   ['src/server/http/app-services.ts › createAppServices', 71],
