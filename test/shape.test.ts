@@ -41,9 +41,6 @@ const TABLES: ReadonlyMap<string, string> = new Map<string, string>([
 const TEMPORARY: ReadonlyMap<string, number> = new Map<string, number>([
   ['bench/tenants.ts › tenantBurst', 111],
 
-  ['src/ablations/evaluate/run.ts › runEvaluation', 88],
-  ['src/ablations/stats/coverage.ts › f1Rows', 80],
-  ['src/ablations/ablate/runner.ts › runAblation', 94],
   ['bench/engine.ts › runScenario', 77],
   ['src/server/http/app-services.ts › createAppServices', 71],
   ['src/judge/backends/openai.ts › createOpenAICompatibleBackend', 68],

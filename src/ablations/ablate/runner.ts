@@ -17,7 +17,7 @@ import { DEFAULT_DEADLINE_MS, judgeOnce, runResumable, toInput } from '../pool.j
 import { isFailure, loadRecords, recordId, toRecord, type ItemRecord } from '../records.js';
 import { recordingRouter, type CallRecord, type ResponseCache, type SpendMeter } from '../recording.js';
 import { renderReport } from './report.js';
-import type { AblationResults, GraphEntry, ResumableRun, RunOptions } from '../types.js';
+import type { AblationResults, GraphEntry, ResumableRun, RunOptions, Timing } from '../types.js';
 import { timingSummary } from './usage.js';
 
 export interface ResolveOptions {
@@ -213,6 +213,95 @@ async function judgeTask(
   return toRecord(judgment, key, item.id, { item, epoch, nonce, calls });
 }
 
+/** The reference label of a run, checked to be among its entries (default `default`; null = none). */
+function checkedReference(options: AblationOptions): string | null {
+  const reference = options.reference === undefined ? 'default' : options.reference;
+  if (reference !== null && !options.entries.some((e) => e.label === reference)) {
+    throw new RewardError('RW_BAD_REQUEST', `reference graph "${reference}" is not among the graphs`);
+  }
+  return reference;
+}
+
+/** Copies of the entries, so the baselines can be added and linked without changing the caller's. */
+function copyEntries(entries: readonly GraphEntry[]): GraphEntry[] {
+  return entries.map((e) => ({ ...e, aliases: [...e.aliases], baselineFor: [...e.baselineFor] }));
+}
+
+/** The judgments of `batch` over every item and epoch; records each entry's record ids per epoch in `ids`. */
+function planTasks(
+  batch: readonly GraphEntry[],
+  items: readonly DatasetItem[],
+  ids: Map<string, string[][]>,
+  options: AblationOptions,
+): Task[] {
+  const tasks: Task[] = [];
+  const settings = keySettingsOf(options);
+  const seed = options.seed ?? 1;
+  const epochs = options.epochs ?? 1;
+  for (const entry of batch) ids.set(entry.label, []);
+  // Epoch-major, then item-major: an interrupted run has paired results across graphs for the items it
+  // finished, and a whole first epoch before any repeat.
+  for (let epoch = 0; epoch < epochs; epoch++) {
+    for (const item of items) {
+      const input = toInput(item);
+      for (const entry of batch) {
+        const key = judgmentKey(entry.graph, input, options.router, settings, 'raw');
+        const nonce = seededNonce(seed, key, item.id, String(epoch));
+        const perEpoch = ids.get(entry.label) ?? [];
+        (perEpoch[epoch] ??= []).push(recordId(key, item.id, nonce));
+        tasks.push({ entry, item, input, key, epoch, nonce });
+      }
+    }
+  }
+  return tasks;
+}
+
+/** The analysed results of a finished run, with the epoch summary and the manifest when asked for. */
+function buildResults(
+  options: AblationOptions,
+  items: readonly DatasetItem[],
+  entries: readonly GraphEntry[],
+  outcomes: ReadonlyMap<string, readonly ItemRecord[]>,
+  epochOutcomes: ReadonlyMap<string, readonly (readonly ItemRecord[])[]>,
+  reference: string | null,
+): AblationResults {
+  const results = analyze({
+    items,
+    datasetSha256: options.dataset.sha256,
+    invalidLines: options.dataset.invalid.length,
+    entries,
+    outcomes,
+    seed: options.seed ?? 1,
+    resamples: options.resamples,
+    backend: options.router.name,
+    promptVersion: PROMPT_VERSION,
+    reference,
+  });
+  if ((options.epochs ?? 1) > 1) results.epochs = epochSummary(items, epochOutcomes);
+  if (options.manifest !== undefined) {
+    const records = [...epochOutcomes.values()].flat(2);
+    results.manifest = { ...options.manifest(entries, records), finished_at: new Date().toISOString() };
+  }
+  return results;
+}
+
+/** Writes results.json, timing.json, report.md and the two plots into `outDir`; returns their paths. */
+async function writeOutputs(outDir: string, results: AblationResults, timing: Timing): Promise<string[]> {
+  const files = {
+    results: join(outDir, 'results.json'),
+    timing: join(outDir, 'timing.json'),
+    report: join(outDir, 'report.md'),
+    pr: join(outDir, 'precision-recall.svg'),
+    cost: join(outDir, 'f1-vs-tokens.svg'),
+  };
+  await writeFile(files.results, `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(files.timing, `${JSON.stringify(timing, null, 2)}\n`);
+  await writeFile(files.report, renderReport(results, timing));
+  await writeFile(files.pr, precisionRecallSvg(results));
+  await writeFile(files.cost, f1CostSvg(results));
+  return Object.values(files);
+}
+
 /**
  * Runs every entry over every item, appending each result to `OUT/items.jsonl` as it arrives, then the
  * budget-matched vote baselines (which need the entries' measured spend). Items already in that file (same
@@ -223,16 +312,8 @@ async function judgeTask(
 export async function runAblation(options: AblationOptions): Promise<AblationRun> {
   const items =
     options.limit === undefined ? options.dataset.items : options.dataset.items.slice(0, options.limit);
-  const reference = options.reference === undefined ? 'default' : options.reference;
-  if (reference !== null && !options.entries.some((e) => e.label === reference)) {
-    throw new RewardError('RW_BAD_REQUEST', `reference graph "${reference}" is not among the graphs`);
-  }
-  // Copies: baselines are added and linked here, the caller's entries stay as they were.
-  const entries: GraphEntry[] = options.entries.map((e) => ({
-    ...e,
-    aliases: [...e.aliases],
-    baselineFor: [...e.baselineFor],
-  }));
+  const reference = checkedReference(options);
+  const entries = copyEntries(options.entries);
   await mkdir(options.outDir, { recursive: true });
   const itemsPath = join(options.outDir, 'items.jsonl');
   const loaded = await loadRecords(itemsPath);
@@ -240,34 +321,14 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   /** Per label, per epoch, the record id of each item. */
   const ids = new Map<string, string[][]>();
   const epochs = options.epochs ?? 1;
-  const seed = options.seed ?? 1;
   let ran = 0;
   let reused = 0;
 
-  const runTask = (task: Task): Promise<ItemRecord> => judgeTask(task, options);
-
   /** Judges `batch` over every item and epoch (what is not stored yet); false when interrupted. */
   const judgeAll = async (batch: readonly GraphEntry[], label: string): Promise<boolean> => {
-    const tasks: Task[] = [];
-    const settings = keySettingsOf(options);
-    for (const entry of batch) ids.set(entry.label, []);
-    // Epoch-major, then item-major: an interrupted run has paired results across graphs for the items it
-    // finished, and a whole first epoch before any repeat.
-    for (let epoch = 0; epoch < epochs; epoch++) {
-      for (const item of items) {
-        const input = toInput(item);
-        for (const entry of batch) {
-          const key = judgmentKey(entry.graph, input, options.router, settings, 'raw');
-          const nonce = seededNonce(seed, key, item.id, String(epoch));
-          const perEpoch = ids.get(entry.label) ?? [];
-          (perEpoch[epoch] ??= []).push(recordId(key, item.id, nonce));
-          tasks.push({ entry, item, input, key, epoch, nonce });
-        }
-      }
-    }
     const session = await runResumable(
       {
-        tasks,
+        tasks: planTasks(batch, items, ids, options),
         idOf: ({ key, item, nonce }) => recordId(key, item.id, nonce),
         stored,
         isFailure,
@@ -275,7 +336,7 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
         path: itemsPath,
         label,
         onRecord: options.onRecord,
-        run: runTask,
+        run: (task) => judgeTask(task, options),
       },
       options,
     );
@@ -326,43 +387,16 @@ export async function runAblation(options: AblationOptions): Promise<AblationRun
   const epochOutcomes = new Map(
     entries.map((e) => [e.label, Array.from({ length: epochs }, (_, k) => recordsOf(e.label, k))]),
   );
-  const results = analyze({
-    items,
-    datasetSha256: options.dataset.sha256,
-    invalidLines: options.dataset.invalid.length,
-    entries,
-    outcomes,
-    seed: options.seed ?? 1,
-    resamples: options.resamples,
-    backend: options.router.name,
-    promptVersion: PROMPT_VERSION,
-    reference,
-  });
-  if (epochs > 1) results.epochs = epochSummary(items, epochOutcomes);
-  if (options.manifest !== undefined) {
-    const records = [...epochOutcomes.values()].flat(2);
-    results.manifest = { ...options.manifest(entries, records), finished_at: new Date().toISOString() };
-  }
+  const results = buildResults(options, items, entries, outcomes, epochOutcomes, reference);
   const timing = timingSummary(entries, outcomes);
-  const files = {
-    results: join(options.outDir, 'results.json'),
-    timing: join(options.outDir, 'timing.json'),
-    report: join(options.outDir, 'report.md'),
-    pr: join(options.outDir, 'precision-recall.svg'),
-    cost: join(options.outDir, 'f1-vs-tokens.svg'),
-  };
-  await writeFile(files.results, `${JSON.stringify(results, null, 2)}\n`);
-  await writeFile(files.timing, `${JSON.stringify(timing, null, 2)}\n`);
-  await writeFile(files.report, renderReport(results, timing));
-  await writeFile(files.pr, precisionRecallSvg(results));
-  await writeFile(files.cost, f1CostSvg(results));
+  const files = await writeOutputs(options.outDir, results, timing);
   return {
     completed: true,
     results,
     ran,
     reused,
     badLines: loaded.badLines,
-    files: [itemsPath, ...Object.values(files)],
+    files: [itemsPath, ...files],
     outcomes,
     epochOutcomes,
   };

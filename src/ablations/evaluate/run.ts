@@ -269,12 +269,11 @@ export interface EvaluateOptions extends RunOptions {
 /** `ran`/`reused` count units (one rating or one pair in both orders); the records file is `units.jsonl`. */
 export type EvaluateRun = ResumableRun<EvaluateResults>;
 
-/** Runs (or resumes) an evaluation and, once every unit is done, writes results.json, report.md, evaluation.svg. */
-export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateRun> {
-  const { input, router } = options;
-  if (options.criteria.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no criteria given');
-  if (options.protocols.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no protocols given');
-  for (const criterion of options.criteria) {
+/** Rejects a run without criteria or protocols, or with a criterion that needs a missing ground truth. */
+function checkRequest({ input, criteria, protocols }: EvaluateOptions): void {
+  if (criteria.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no criteria given');
+  if (protocols.length === 0) throw new RewardError('RW_BAD_REQUEST', 'no protocols given');
+  for (const criterion of criteria) {
     const missing = needsGroundTruth(criterion)
       ? input.questions.find((q) => q.groundTruth === null)
       : undefined;
@@ -285,52 +284,35 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
       );
     }
   }
-  await mkdir(options.outDir, { recursive: true });
-  const unitsPath = join(options.outDir, 'units.jsonl');
-  const loaded = await loadJsonl(unitsPath, UnitRecord, (r) => recordId(r.key, r.ideas));
-  const stored = loaded.records;
-  const planned = planUnits(input, router, options.criteria, options.protocols, keySettingsOf(options));
-  const unitId = (t: Task): string =>
-    recordId(
-      t.key,
-      t.ideas.map((i) => i.id),
-    );
-  const { ran, reused, completed } = await runResumable(
-    {
-      tasks: planned,
-      idOf: unitId,
-      stored,
-      isFailure: isFailedUnit,
-      retryFailed: options.retryFailed,
-      path: unitsPath,
-      label: 'evaluate',
-      onRecord: options.onRecord,
-      run: (task) =>
-        judgeUnit(task, router, {
-          deadlineMs: options.deadlineMs ?? DEFAULT_EVALUATE_DEADLINE_MS,
-          signal: options.signal,
-          limits: options.limits,
-        }),
-    },
-    options,
-  );
-  if (!completed) {
-    return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [unitsPath] };
-  }
+}
 
-  const records = planned.map((t) => {
+/** The id a planned unit's record is stored under. */
+const unitId = (t: Task): string =>
+  recordId(
+    t.key,
+    t.ideas.map((i) => i.id),
+  );
+
+/** The stored record of every planned unit, in plan order. */
+function plannedRecords(planned: readonly Task[], stored: ReadonlyMap<string, UnitRecord>): UnitRecord[] {
+  return planned.map((t) => {
     const r = stored.get(unitId(t));
     if (r === undefined)
       throw new Error(`no result for unit ${t.kind} ${t.ideas.map((i) => i.id).join(', ')}`);
     return r;
   });
+}
+
+/** results.json of a finished evaluation: the input's summary, the statistics, the cost and the ideas. */
+function buildResults(options: EvaluateOptions, records: readonly UnitRecord[]): EvaluateResults {
+  const { input, router } = options;
   const { ideas, bias } = toOutcomes(input, records);
   const seed = options.seed ?? 1;
   const resamples = options.resamples ?? DEFAULT_RESAMPLES;
   const cost: EvaluateResults['cost'] = {};
   if (options.protocols.includes('absolute')) cost.absolute = costOf(records, 'rating');
   if (options.protocols.includes('pairwise')) cost.pairwise = costOf(records, 'pair');
-  const results: EvaluateResults = {
+  return {
     version: 1,
     input: {
       sha256: input.sha256,
@@ -355,20 +337,61 @@ export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateR
     cost,
     ideas,
   };
+}
+
+/** Writes results.json, report.md and evaluation.svg into `outDir`; returns their paths. */
+async function writeOutputs(outDir: string, results: EvaluateResults): Promise<string[]> {
   const files = {
-    results: join(options.outDir, 'results.json'),
-    report: join(options.outDir, 'report.md'),
-    plot: join(options.outDir, 'evaluation.svg'),
+    results: join(outDir, 'results.json'),
+    report: join(outDir, 'report.md'),
+    plot: join(outDir, 'evaluation.svg'),
   };
   await writeFile(files.results, `${JSON.stringify(results, null, 2)}\n`);
   await writeFile(files.report, renderEvaluationReport(results));
   await writeFile(files.plot, evaluationSvg(results));
+  return Object.values(files);
+}
+
+/** Runs (or resumes) an evaluation and, once every unit is done, writes results.json, report.md, evaluation.svg. */
+export async function runEvaluation(options: EvaluateOptions): Promise<EvaluateRun> {
+  const { input, router } = options;
+  checkRequest(options);
+  await mkdir(options.outDir, { recursive: true });
+  const unitsPath = join(options.outDir, 'units.jsonl');
+  const loaded = await loadJsonl(unitsPath, UnitRecord, (r) => recordId(r.key, r.ideas));
+  const stored = loaded.records;
+  const planned = planUnits(input, router, options.criteria, options.protocols, keySettingsOf(options));
+  const { ran, reused, completed } = await runResumable(
+    {
+      tasks: planned,
+      idOf: unitId,
+      stored,
+      isFailure: isFailedUnit,
+      retryFailed: options.retryFailed,
+      path: unitsPath,
+      label: 'evaluate',
+      onRecord: options.onRecord,
+      run: (task) =>
+        judgeUnit(task, router, {
+          deadlineMs: options.deadlineMs ?? DEFAULT_EVALUATE_DEADLINE_MS,
+          signal: options.signal,
+          limits: options.limits,
+        }),
+    },
+    options,
+  );
+  if (!completed) {
+    return { completed: false, results: null, ran, reused, badLines: loaded.badLines, files: [unitsPath] };
+  }
+
+  const results = buildResults(options, plannedRecords(planned, stored));
+  const files = await writeOutputs(options.outDir, results);
   return {
     completed: true,
     results,
     ran,
     reused,
     badLines: loaded.badLines,
-    files: [unitsPath, ...Object.values(files)],
+    files: [unitsPath, ...files],
   };
 }

@@ -144,86 +144,117 @@ function truthOf(agree: number, shift: number): { f1: number; deltaF1: number } 
   return { f1: a.f1 ?? 0, deltaF1: (a.f1 ?? 0) - (b.f1 ?? 0) };
 }
 
-/** F1 and ΔF1 coverage, and the p-value's type-I error, at `clusters` MOOSE-like clusters. */
-function f1Rows(clusters: number, replications: number, seed: number): CoverageRow[] {
-  const scenarios = [
-    { key: 'moderate', agree: 0.7, shift: 0.3 },
-    { key: 'small', agree: 0.97, shift: 0.3 },
-    { key: 'null', agree: 0.7, shift: 0 },
-  ];
-  const rows: CoverageRow[] = [];
-  for (const { key, agree, shift } of scenarios) {
-    // A type-I error near 0.05 needs more replications than a coverage near 0.95 to be read to ±0.01.
-    const reps = key === 'null' ? replications * 20 : replications;
-    const truth = truthOf(agree, shift);
-    const rng = createRng(seed + clusters);
-    let f1 = 0;
-    let f1Null = 0;
-    let delta = 0;
-    let deltaNull = 0;
-    let rejected = 0;
-    let mcnemar = 0;
-    for (let r = 0; r < reps; r++) {
-      const sample = Array.from({ length: clusters }, () => mooseCluster(rng, agree, shift));
-      const pair = pairedRates(sample, { seed: r, resamples: 1000 });
-      if (pair.f1.ci.lo === null) deltaNull++;
-      if (inside(pair.f1.ci.lo, pair.f1.ci.hi, truth.deltaF1)) delta++;
-      if ((pair.f1.p ?? 1) < 0.05) rejected++;
-      if (clusteredMcnemar(sample.map((c) => ({ b: c.onlyA, c: c.onlyB }))) < 0.05) mcnemar++;
-      if (key === 'moderate') {
-        const one = ratesWithCi(
-          sample.map((c) => c.a),
-          { seed: r, resamples: 1000 },
-        );
-        if (one.ci.f1.lo === null) f1Null++;
-        if (inside(one.ci.f1.lo, one.ci.f1.hi, truth.f1)) f1++;
-      }
-    }
-    const scenario = `n ${clusters * 8}, ${clusters} clusters of 8, ~15% positives (random effects), agree ${agree}`;
-    const base = { tool: 'ablate', scenario, replications: reps };
+/** A moderate and a small ΔF1 (F1 itself is covered under the first), and exchangeable judges. */
+const F1_SCENARIOS = [
+  { key: 'moderate', agree: 0.7, shift: 0.3 },
+  { key: 'small', agree: 0.97, shift: 0.3 },
+  { key: 'null', agree: 0.7, shift: 0 },
+] as const;
+type F1Scenario = (typeof F1_SCENARIOS)[number];
+
+/** Counts over one scenario's replications: intervals covering the truth, no interval, p below 0.05. */
+interface F1Counts {
+  f1: number;
+  f1Null: number;
+  delta: number;
+  deltaNull: number;
+  rejected: number;
+  mcnemar: number;
+}
+
+/** Draws `reps` samples of `clusters` MOOSE-like clusters; counts what their intervals and tests give. */
+function simulateF1(
+  { key, agree, shift }: F1Scenario,
+  truth: { f1: number; deltaF1: number },
+  clusters: number,
+  reps: number,
+  seed: number,
+): F1Counts {
+  const rng = createRng(seed + clusters);
+  const counts: F1Counts = { f1: 0, f1Null: 0, delta: 0, deltaNull: 0, rejected: 0, mcnemar: 0 };
+  for (let r = 0; r < reps; r++) {
+    const sample = Array.from({ length: clusters }, () => mooseCluster(rng, agree, shift));
+    const pair = pairedRates(sample, { seed: r, resamples: 1000 });
+    if (pair.f1.ci.lo === null) counts.deltaNull++;
+    if (inside(pair.f1.ci.lo, pair.f1.ci.hi, truth.deltaF1)) counts.delta++;
+    if ((pair.f1.p ?? 1) < 0.05) counts.rejected++;
+    if (clusteredMcnemar(sample.map((c) => ({ b: c.onlyA, c: c.onlyB }))) < 0.05) counts.mcnemar++;
     if (key === 'moderate') {
-      rows.push({
-        ...base,
-        id: `f1-${clusters}`,
-        interval: 'F1',
-        method: REPORT_METHOD,
-        value: f1 / reps,
-        measure: 'coverage',
-        nullShare: f1Null / reps,
-      });
-    }
-    if (key !== 'null') {
-      rows.push({
-        ...base,
-        id: `delta-f1-${key}-${clusters}`,
-        interval: `ΔF1, paired (true ΔF1 ${truth.deltaF1.toFixed(4)})`,
-        method: 'jackknife-t',
-        value: delta / Math.max(1, reps - deltaNull),
-        measure: 'coverage',
-        nullShare: deltaNull / reps,
-      });
-    } else {
-      rows.push({
-        ...base,
-        id: `delta-f1-p-${clusters}`,
-        interval: 'p of ΔF1 = 0 (exchangeable judges)',
-        method: 'jackknife-t',
-        value: rejected / reps,
-        measure: 'type-I error',
-        nullShare: 0,
-      });
-      rows.push({
-        ...base,
-        id: `mcnemar-${clusters}`,
-        interval: 'clustered McNemar p (accuracy)',
-        method: 'sign-flip below 20 discordant clusters, else χ²',
-        value: mcnemar / reps,
-        measure: 'type-I error',
-        nullShare: 0,
-      });
+      const one = ratesWithCi(
+        sample.map((c) => c.a),
+        { seed: r, resamples: 1000 },
+      );
+      if (one.ci.f1.lo === null) counts.f1Null++;
+      if (inside(one.ci.f1.lo, one.ci.f1.hi, truth.f1)) counts.f1++;
     }
   }
+  return counts;
+}
+
+/** A scenario's rows: F1 (moderate only) and ΔF1 coverage, or the two tests' type-I errors (null). */
+function f1ScenarioRows(
+  { key, agree }: F1Scenario,
+  truth: { f1: number; deltaF1: number },
+  counts: F1Counts,
+  clusters: number,
+  reps: number,
+): CoverageRow[] {
+  const scenario = `n ${clusters * 8}, ${clusters} clusters of 8, ~15% positives (random effects), agree ${agree}`;
+  const base = { tool: 'ablate', scenario, replications: reps };
+  const rows: CoverageRow[] = [];
+  if (key === 'moderate') {
+    rows.push({
+      ...base,
+      id: `f1-${clusters}`,
+      interval: 'F1',
+      method: REPORT_METHOD,
+      value: counts.f1 / reps,
+      measure: 'coverage',
+      nullShare: counts.f1Null / reps,
+    });
+  }
+  if (key !== 'null') {
+    rows.push({
+      ...base,
+      id: `delta-f1-${key}-${clusters}`,
+      interval: `ΔF1, paired (true ΔF1 ${truth.deltaF1.toFixed(4)})`,
+      method: 'jackknife-t',
+      value: counts.delta / Math.max(1, reps - counts.deltaNull),
+      measure: 'coverage',
+      nullShare: counts.deltaNull / reps,
+    });
+  } else {
+    rows.push({
+      ...base,
+      id: `delta-f1-p-${clusters}`,
+      interval: 'p of ΔF1 = 0 (exchangeable judges)',
+      method: 'jackknife-t',
+      value: counts.rejected / reps,
+      measure: 'type-I error',
+      nullShare: 0,
+    });
+    rows.push({
+      ...base,
+      id: `mcnemar-${clusters}`,
+      interval: 'clustered McNemar p (accuracy)',
+      method: 'sign-flip below 20 discordant clusters, else χ²',
+      value: counts.mcnemar / reps,
+      measure: 'type-I error',
+      nullShare: 0,
+    });
+  }
   return rows;
+}
+
+/** F1 and ΔF1 coverage, and the p-value's type-I error, at `clusters` MOOSE-like clusters. */
+function f1Rows(clusters: number, replications: number, seed: number): CoverageRow[] {
+  return F1_SCENARIOS.flatMap((scenario) => {
+    // A type-I error near 0.05 needs more replications than a coverage near 0.95 to be read to ±0.01.
+    const reps = scenario.key === 'null' ? replications * 20 : replications;
+    const truth = truthOf(scenario.agree, scenario.shift);
+    const counts = simulateF1(scenario, truth, clusters, reps, seed);
+    return f1ScenarioRows(scenario, truth, counts, clusters, reps);
+  });
 }
 
 function rankRows(replications: number): CoverageRow[] {
